@@ -1,0 +1,1 @@
+"""mqbridge running gateway: MQTT broker core, connectors, router, store, conversion log, CLI."""

@@ -1,0 +1,1 @@
+"""Built-in MQTT broker: codec (sans-I/O), sessions, store, asyncio server."""

@@ -1,0 +1,1 @@
+"""PySpark audit of the mqbridge conversion log."""
