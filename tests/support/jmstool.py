@@ -1,0 +1,165 @@
+# Owns compiling tests/java/JmsTool.java with javac and running it (send / receive real JMS messages).
+"""Python side of the JmsTool test client (see tests/java/JmsTool.java for the JSON it speaks).
+
+``JmsTool.compile(workdir)`` runs javac once; ``send`` pipes message descriptions in; ``receive`` returns
+the decoded JSON descriptions; ``start_receiver`` starts a consumer in the background (for topics) and
+returns once the JMS consumer exists.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+JAVA_SOURCE = Path(__file__).resolve().parent.parent / "java" / "JmsTool.java"
+JAVA_DIR = Path("/usr/share/java")
+COMPILE_JARS = (
+    "geronimo-jms_1.1_spec.jar",
+    "activemq-client.jar",
+    "hawtbuf.jar",
+    "slf4j-api.jar",
+    "geronimo-j2ee-management-1.1-spec.jar",
+)
+RUN_JARS = COMPILE_JARS + ("slf4j-nop.jar",)  # silences slf4j's "no binding" warning when present
+JVM_FLAGS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xmx128m", "-Xshare:auto")
+
+Json = dict[str, Any]
+
+
+class JmsToolError(RuntimeError):
+    pass
+
+
+def unavailable_reason() -> str | None:
+    for tool in ("java", "javac"):
+        if shutil.which(tool) is None:
+            return f"{tool} not found on PATH (apt-get install default-jdk-headless)"
+    missing = [j for j in COMPILE_JARS if not (JAVA_DIR / j).exists()]
+    if missing:
+        return f"jars missing from {JAVA_DIR}: {', '.join(missing)} (apt-get install activemq)"
+    return None
+
+
+def typed(java_type: str, value: Any) -> Json:
+    """A TYPED value for message descriptions: typed("int", 5), typed("byte[]", b"..")."""
+    if java_type == "byte[]":
+        return {"type": "byte[]", "hex": bytes(value).hex()}
+    return {"type": java_type, "value": value}
+
+
+@dataclass
+class Receiver:
+    """A JmsTool receive running in the background; ``result()`` waits for it and decodes its output."""
+
+    proc: subprocess.Popen[str]
+    timeout: float
+    stdout_lines: list[str] = field(default_factory=list)
+    stderr_lines: list[str] = field(default_factory=list)
+    pumps: list[threading.Thread] = field(default_factory=list)
+
+    def result(self) -> list[Json]:
+        try:
+            self.proc.wait(self.timeout + 30)  # JmsTool enforces its own timeout; this is a backstop
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        for t in self.pumps:
+            t.join(10)
+        out = "".join(self.stdout_lines)
+        err = "".join(self.stderr_lines)
+        if self.proc.returncode not in (0, 3):
+            raise JmsToolError(f"JmsTool receive exited {self.proc.returncode}:\n{err}")
+        messages = [json.loads(line) for line in out.splitlines() if line.strip()]
+        if self.proc.returncode == 3:
+            raise JmsToolError(f"JmsTool receive timed out: {err.strip()}; got {messages!r}")
+        return messages
+
+
+class JmsTool:
+    def __init__(self, classes: Path, url: str) -> None:
+        self.classes = classes
+        self.url = url
+        self.classpath = ":".join(
+            [str(classes)] + [str(JAVA_DIR / j) for j in RUN_JARS if (JAVA_DIR / j).exists()]
+        )
+
+    @staticmethod
+    def compile(workdir: Path) -> Path:
+        """javac JmsTool.java into ``workdir`` (seconds: ~1.5 on two cores); returns the class dir."""
+        reason = unavailable_reason()
+        if reason is not None:
+            raise JmsToolError(reason)
+        workdir.mkdir(parents=True, exist_ok=True)
+        cp = ":".join(str(JAVA_DIR / j) for j in COMPILE_JARS)
+        proc = subprocess.run(
+            ["javac", "-Xlint:all", "-Werror", "-d", str(workdir), "-cp", cp, str(JAVA_SOURCE)],
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        if proc.returncode != 0:
+            raise JmsToolError(f"javac failed:\n{proc.stdout}{proc.stderr}")
+        return workdir
+
+    def _cmd(self, *args: str) -> list[str]:
+        return ["java", *JVM_FLAGS, "-cp", self.classpath, "JmsTool", *args, "--url", self.url]
+
+    def send(self, dest: str, *messages: Json) -> list[str]:
+        """Send the described messages to ``dest`` ("queue://x" / "topic://x"); returns JMSMessageIDs."""
+        proc = subprocess.run(
+            self._cmd("send", "--dest", dest),
+            input=json.dumps(list(messages)),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if proc.returncode != 0:
+            raise JmsToolError(f"JmsTool send exited {proc.returncode}:\n{proc.stderr}")
+        return [json.loads(line)["sent"] for line in proc.stdout.splitlines() if line.strip()]
+
+    def start_receiver(
+        self, dest: str, count: int = 1, timeout: float = 15.0, selector: str | None = None
+    ) -> Receiver:
+        """Start a consumer on ``dest``; returns when it is subscribed (JmsTool printed READY)."""
+        args = ["receive", "--dest", dest, "--count", str(count), "--timeout-ms", str(int(timeout * 1000))]
+        if selector is not None:
+            args += ["--selector", selector]
+        proc = subprocess.Popen(
+            self._cmd(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        rec = Receiver(proc, timeout)
+        ready = threading.Event()
+
+        def pump_err() -> None:
+            assert proc.stderr is not None
+            for line in proc.stderr:
+                rec.stderr_lines.append(line)
+                if line.strip() == "READY":
+                    ready.set()
+            ready.set()  # process ended: result() reports why
+
+        def pump_out() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                rec.stdout_lines.append(line)
+
+        rec.pumps = [threading.Thread(target=f, daemon=True) for f in (pump_err, pump_out)]
+        for t in rec.pumps:
+            t.start()
+        t0 = time.monotonic()
+        if not ready.wait(60):
+            proc.kill()
+            raise JmsToolError(f"JmsTool receiver not ready after {time.monotonic() - t0:.0f} s")
+        return rec
+
+    def receive(
+        self, dest: str, count: int = 1, timeout: float = 15.0, selector: str | None = None
+    ) -> list[Json]:
+        """Receive exactly ``count`` messages (JmsToolError if fewer arrive within ``timeout`` s)."""
+        return self.start_receiver(dest, count, timeout, selector).result()
