@@ -130,9 +130,7 @@ class JmsTool:
         args = ["receive", "--dest", dest, "--count", str(count), "--timeout-ms", str(int(timeout * 1000))]
         if selector is not None:
             args += ["--selector", selector]
-        proc = subprocess.Popen(
-            self._cmd(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
+        proc = subprocess.Popen(self._cmd(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         rec = Receiver(proc, timeout)
         ready = threading.Event()
 
