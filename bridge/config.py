@@ -1,0 +1,158 @@
+"""Gateway configuration: a YAML file validated with pydantic; errors name the file, line and field."""
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+
+class ConfigError(Exception):
+    pass
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TlsConfig(_Model):
+    cert: Path
+    key: Path
+    ca: Path | None = None                 # verify client certificates against this CA bundle
+    require_client_cert: bool = False
+
+
+class ListenerConfig(_Model):
+    name: str = ""
+    host: str = "127.0.0.1"
+    port: int = Field(1883, ge=0, le=65535)   # 0: pick a free port (tests)
+    tls: TlsConfig | None = None
+    max_connections: int = Field(0, ge=0)     # 0: unlimited
+    allow: list[str] = Field(default_factory=list)   # CIDRs or addresses; empty: everyone
+    deny: list[str] = Field(default_factory=list)
+    start: bool = True                         # started at boot (listener control can change it)
+
+    @field_validator("allow", "deny")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        for item in value:
+            try:
+                ipaddress.ip_network(item, strict=False)
+            except ValueError as exc:
+                raise ValueError(f"{item!r} is not an address or CIDR network") from exc
+        return value
+
+    def label(self) -> str:
+        return self.name or f"{'mqtts' if self.tls else 'mqtt'}:{self.host}:{self.port}"
+
+
+class LimitsConfig(_Model):
+    max_message_size: int = Field(10 * 1024 * 1024, ge=64)     # bytes of remaining length
+    max_inflight: int = Field(32, ge=1, le=65535)               # QoS 1/2 in flight per client
+    max_queued: int = Field(100_000, ge=0)                      # QoS 1/2 queued per session
+    connect_timeout: float = Field(10.0, gt=0)                  # seconds from TCP accept to CONNECT
+    session_expiry_hours: float = Field(168.0, gt=0)            # idle persistent sessions expire
+    qos0_buffer_bytes: int = Field(8 * 1024 * 1024, ge=1024)    # drop QoS 0 to a client this far behind
+
+
+class DurabilityConfig(_Model):
+    # FULL: fsync each group commit (survives power loss). NORMAL: WAL without fsync on commit
+    # (survives a process crash, may lose the last commits on power loss).
+    synchronous: Literal["FULL", "NORMAL", "EXTRA"] = "FULL"
+
+
+class AdminConfig(_Model):
+    enabled: bool = True
+    host: str = "127.0.0.1"
+    port: int = Field(9883, ge=0, le=65535)   # 0: pick a free port
+
+
+class LoggingConfig(_Model):
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    json_format: bool = Field(False, alias="json")
+    trace_clients: list[str] = Field(default_factory=list)   # packet-level trace for these client ids
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class BrokerConfig(_Model):
+    listeners: list[ListenerConfig] = Field(default_factory=lambda: [ListenerConfig()])
+    limits: LimitsConfig = LimitsConfig()
+    durability: DurabilityConfig = DurabilityConfig()
+    # client ids allowed to publish $SYS/SCADA/MQIsdpListener/<port>|all ON/OFF
+    listener_control_clients: list[str] = Field(default_factory=list)
+    sys_interval: float = Field(10.0, ge=0)    # seconds between $SYS/broker updates; 0 disables
+    allow_anonymous: bool = True
+    users: dict[str, str] = Field(default_factory=dict)   # user name -> password (sha256:<hex> or plain)
+
+    @model_validator(mode="after")
+    def _unique_ports(self) -> BrokerConfig:
+        seen: set[tuple[str, int]] = set()
+        for listener in self.listeners:
+            key = (listener.host, listener.port)
+            if listener.port and key in seen:
+                raise ValueError(f"two listeners on {listener.host}:{listener.port}")
+            seen.add(key)
+        return self
+
+
+class GatewayConfig(_Model):
+    data_dir: Path = Path("var")
+    gateway_id: str = "mqbridge"
+    broker: BrokerConfig = BrokerConfig()
+    admin: AdminConfig = AdminConfig()
+    logging: LoggingConfig = LoggingConfig()
+
+
+def _line_of(text: str, loc: tuple[Any, ...]) -> int | None:
+    """Best-effort line number of a key path in YAML text (compose nodes keep marks)."""
+    try:
+        node = yaml.compose(text)
+    except yaml.YAMLError:
+        return None
+    line = None
+    for key in loc:
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                if k.value == key:
+                    line = k.start_mark.line + 1
+                    node = v
+                    break
+            else:
+                return line
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+            node = node.value[key]
+            line = node.start_mark.line + 1
+        else:
+            return line
+    return line
+
+
+def load_config(path: Path | str | None) -> GatewayConfig:
+    if path is None:
+        return GatewayConfig()
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise ConfigError(f"{where}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping")
+    try:
+        return GatewayConfig.model_validate(data)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            loc = tuple(err["loc"])
+            line = _line_of(text, loc)
+            field = ".".join(str(p) for p in loc)
+            lines.append(f"{path}:{line if line else '?'}: {field}: {err['msg']}")
+        raise ConfigError("\n".join(lines)) from None

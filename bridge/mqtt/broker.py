@@ -1,0 +1,511 @@
+"""The broker core: sessions, routing, retained messages, wills and takeover — driven by packets.
+
+Everything here reacts to decoded packets from a ``ClientConnection`` and writes back through it;
+nothing here owns a socket. Specs: the seed message-broker-end-user-application-support.txt
+("WebSphere MQ Telemetry Transport" chapters: CONNECT return codes, client identifier 1..23
+characters for 3.1, QoS flows, retained publications, Last Will and Testament, keep alive),
+mqtt-qos-flows.txt, swiftmq-mqtt-swiftlet.txt (sessions, takeover, retained, wills); MQTT 3.1.1 for
+level 4 (assigned client ids, SUBACK 0x80, session present).
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from bridge.config import BrokerConfig
+from bridge.mqtt import packets as P
+from bridge.mqtt.connection import ClientConnection
+from bridge.mqtt.session import Message, OutMsg, Session
+from bridge.mqtt.store import RecoveredState, Store
+from bridge.mqtt.topics import (
+    SubscriptionTrie,
+    TopicError,
+    topic_matches,
+    validate_topic_filter,
+    validate_topic_name,
+)
+
+log = logging.getLogger("mqbridge.broker")
+trace_log = logging.getLogger("mqbridge.trace")
+
+LISTENER_CONTROL_PREFIX = "$SYS/SCADA/MQIsdpListener/"
+MAX_31_CLIENT_ID = 23   # seed: "The Client Identifier ... between 1 and 23 characters"
+
+
+@dataclass(slots=True)
+class BrokerStats:
+    started: float = 0.0
+    received: int = 0
+    sent_qos0: int = 0
+    connections_total: int = 0
+    protocol_errors: int = 0
+    dropped: int = 0
+
+
+class Broker:
+    """Shared state of the MQTT broker. One instance per gateway, used from the event loop only."""
+
+    def __init__(self, config: BrokerConfig, store: Store, *, clock: Callable[[], float] = time.time,
+                 trace_clients: frozenset[str] = frozenset()) -> None:
+        self.config = config
+        self.store = store
+        self.clock = clock
+        self.limits = config.limits
+        self.sessions: dict[str, Session] = {}
+        self.connections: dict[str, ClientConnection] = {}   # client id -> live connection
+        self.trie = SubscriptionTrie()
+        self.retained: dict[str, Message] = {}
+        self.stats = BrokerStats(started=clock())
+        self.trace_clients = set(trace_clients)
+        self._next_message_id = 1
+        # hooks set by the server / gateway
+        self.listener_control: Callable[[str, bool], list[str]] | None = None
+        self.on_publish: Callable[[Message, str | None], None] | None = None  # router tap
+
+    # -- start-up ---------------------------------------------------------------------------------
+
+    def recover(self, state: RecoveredState) -> None:
+        """Rebuild sessions, queues and retained messages from the store after a (re)start."""
+        self._next_message_id = state.next_message_id
+        messages = {mid: Message(m.topic, m.payload, m.qos, m.retain, m.origin, store_id=mid)
+                    for mid, m in state.messages.items()}
+        for topic, (payload, qos, origin) in state.retained.items():
+            self.retained[topic] = Message(topic, payload, qos, True, origin)
+        restored = 0
+        for cid, stored in state.sessions.items():
+            session = self._new_session(cid, persistent=True, level=stored.protocol_level)
+            session.last_seen = stored.last_seen
+            session.expiry_seconds = stored.expiry_seconds
+            for flt, qos in stored.subscriptions.items():
+                session.subscriptions[flt] = qos
+                self.trie.add(flt, cid, qos)
+            for seq, mid, qos, retain, pid, state_ in stored.outbound:
+                msg = messages.get(mid)
+                if msg is None:
+                    log.error("store: outbound row %s/%s refers to missing message %s", cid, seq, mid)
+                    continue
+                out = OutMsg(msg, qos, bool(retain), seq)
+                out.packet_id = pid
+                out.state = state_
+                session.restore_outbound(out)
+                restored += 1
+            for pid, (topic, payload, retain) in stored.inbound_qos2.items():
+                session.inbound_qos2[pid] = Message(topic, payload, 2, retain, cid)
+            self.sessions[cid] = session
+        # messages no delivery refers to any more (a crash between writes): delete them
+        for msg in messages.values():
+            if msg.refs == 0:
+                self.store.write("DELETE FROM messages WHERE id=?", (msg.store_id,))
+        log.info("recovered %d persistent sessions, %d queued/in-flight deliveries, %d retained",
+                 len(state.sessions), restored, len(self.retained))
+
+    def _new_session(self, client_id: str, *, persistent: bool, level: int) -> Session:
+        return Session(client_id, persistent=persistent, protocol_level=level,
+                       journal=self.store if persistent else None,
+                       max_inflight=self.limits.max_inflight, max_queued=self.limits.max_queued,
+                       on_release=self._release_message)
+
+    def _release_message(self, msg: Message) -> None:
+        self.store.write("DELETE FROM messages WHERE id=?", (msg.store_id,))
+        msg.store_id = None
+
+    # -- packets ----------------------------------------------------------------------------------
+
+    def handle(self, conn: ClientConnection, packet: P.Packet) -> None:
+        """One decoded packet from ``conn``. Raises ProtocolError to have the connection closed."""
+        if conn.trace:
+            trace_log.info("%s <- %s", conn.client_id, packet)
+        if isinstance(packet, P.Publish):
+            self._on_publish(conn, packet)
+            return
+        session = conn.session
+        if isinstance(packet, P.PacketIdOnly):
+            if session is None:
+                raise P.ProtocolError("packet before CONNECT", packet=P.PACKET_NAMES[packet.type])
+            t = packet.type
+            if t == P.PUBACK:
+                session.on_puback(packet.packet_id)
+            elif t == P.PUBREC:
+                session.on_pubrec(packet.packet_id)
+            elif t == P.PUBCOMP:
+                session.on_pubcomp(packet.packet_id)
+            elif t == P.PUBREL:
+                self._on_pubrel(conn, session, packet.packet_id)
+            else:
+                raise P.ProtocolError("a client must not send UNSUBACK", packet="UNSUBACK")
+            return
+        if isinstance(packet, P.Connect):
+            if conn.client_id is not None:
+                raise P.ProtocolError("second CONNECT on one connection", packet="CONNECT")
+            self._on_connect(conn, packet)
+            return
+        if session is None:
+            raise P.ProtocolError("packet before CONNECT", packet=P.packet_name(packet))
+        if isinstance(packet, P.Subscribe):
+            self._on_subscribe(conn, session, packet)
+        elif isinstance(packet, P.Unsubscribe):
+            self._on_unsubscribe(conn, session, packet)
+        elif isinstance(packet, P.Bare):
+            if packet.type == P.PINGREQ:
+                conn.send(P.PINGRESP_BYTES)
+            elif packet.type == P.DISCONNECT:
+                conn.will = None   # never publish the will after DISCONNECT
+                conn.abort("client sent DISCONNECT")
+            else:
+                raise P.ProtocolError("a client must not send PINGRESP", packet="PINGRESP")
+        else:
+            raise P.ProtocolError(f"a client must not send {P.packet_name(packet)}",
+                                  packet=P.packet_name(packet))
+
+    # -- CONNECT ----------------------------------------------------------------------------------
+
+    def _check_credentials(self, packet: P.Connect) -> bool:
+        if packet.username is None:
+            return self.config.allow_anonymous
+        users = self.config.users
+        if not users:
+            return True
+        expected = users.get(packet.username)
+        if expected is None:
+            return False
+        given = packet.password or b""
+        if expected.startswith("sha256:"):
+            return hmac.compare_digest(hashlib.sha256(given).hexdigest(), expected[7:].lower())
+        return hmac.compare_digest(given, expected.encode("utf-8"))
+
+    def _on_connect(self, conn: ClientConnection, packet: P.Connect) -> None:
+        level = packet.protocol_level
+        conn.reader.level = level
+        conn.protocol_level = level
+        client_id = packet.client_id
+        if level == P.MQTT_31 and not 1 <= len(client_id) <= MAX_31_CLIENT_ID:
+            raise P.ProtocolError(f"client identifier of {len(client_id)} characters (3.1 allows 1..23)",
+                                  packet="CONNECT", connack=P.ConnackCode.IDENTIFIER_REJECTED)
+        if not client_id:
+            if not packet.clean_session:
+                raise P.ProtocolError("empty client identifier without clean session",
+                                      packet="CONNECT", connack=P.ConnackCode.IDENTIFIER_REJECTED)
+            client_id = f"auto-{uuid.uuid4().hex}"
+        if packet.will is not None:
+            try:
+                validate_topic_name(packet.will.topic)
+            except TopicError as exc:
+                raise P.ProtocolError(f"will topic: {exc}", packet="CONNECT") from None
+        if not self._check_credentials(packet):
+            code = (P.ConnackCode.NOT_AUTHORIZED if packet.username is None
+                    else P.ConnackCode.BAD_USERNAME_OR_PASSWORD)
+            raise P.ProtocolError("not authorized", packet="CONNECT", connack=code)
+
+        # takeover: the older connection is closed, and its will published (it did not DISCONNECT)
+        old = self.connections.get(client_id)
+        if old is not None and old is not conn:
+            log.info("client %s: session taken over by %s (was %s)", client_id, conn.peer, old.peer)
+            self.connection_lost(old, "session taken over by a new connection")
+            old.abort("session taken over")
+
+        now = self.clock()
+        conn.client_id = client_id
+        conn.keepalive = packet.keepalive
+        conn.clean_session = packet.clean_session
+        conn.username = packet.username
+        conn.will = packet.will
+        conn.connected_at = now
+        conn.trace = client_id in self.trace_clients
+        self.stats.connections_total += 1
+
+        existing = self.sessions.get(client_id)
+        session_present = False
+        if packet.clean_session:
+            if existing is not None:
+                self._drop_session(existing)
+            session = self._new_session(client_id, persistent=False, level=level)
+            self.sessions[client_id] = session
+        elif existing is not None and existing.persistent:
+            session = existing
+            session_present = True
+        else:
+            if existing is not None:
+                self._drop_session(existing)
+            session = self._new_session(client_id, persistent=True, level=level)
+            session.expiry_seconds = int(self.limits.session_expiry_hours * 3600)
+            self.sessions[client_id] = session
+        session.protocol_level = level
+        session.last_seen = now
+        if session.persistent:
+            self.store.write("INSERT OR REPLACE INTO sessions VALUES (?, ?, ?, ?)",
+                             (client_id, level, now, session.expiry_seconds))
+        conn.session = session
+        self.connections[client_id] = conn
+        present = session_present and level == P.MQTT_311
+        # CONNACK waits for the session row (a persistent session must exist once acknowledged)
+        if session.persistent:
+            conn.send_durable(P.encode_connack(P.ConnackCode.ACCEPTED, present))
+        else:
+            conn.send(P.encode_connack(P.ConnackCode.ACCEPTED, present))
+        log.info("client %s connected from %s (%s level %d, clean=%s, keepalive=%ds)", client_id,
+                 conn.peer, packet.protocol_name, level, packet.clean_session, packet.keepalive)
+        session.resume(conn)
+
+    # -- PUBLISH ------------------------------------------------------------------------------------
+
+    def _on_publish(self, conn: ClientConnection, packet: P.Publish) -> None:
+        session = conn.session
+        if session is None:
+            raise P.ProtocolError("PUBLISH before CONNECT", packet="PUBLISH")
+        topic = packet.topic
+        try:
+            validate_topic_name(topic)
+        except TopicError as exc:
+            raise P.ProtocolError(str(exc), packet="PUBLISH") from None
+        session.stats.received += 1
+        session.stats.bytes_in += len(packet.payload)
+        self.stats.received += 1
+        qos = packet.qos
+        if topic[0] == "$":
+            self._on_system_publish(conn, packet)
+            if qos == 1:
+                conn.send(P.encode_ack(P.PUBACK, packet.packet_id))  # type: ignore[arg-type]
+            elif qos == 2:
+                conn.send(P.encode_ack(P.PUBREC, packet.packet_id))  # type: ignore[arg-type]
+            return
+        if qos == 0:
+            self.publish(Message(topic, packet.payload, 0, packet.retain, conn.client_id))
+            return
+        pid = packet.packet_id
+        assert pid is not None
+        if qos == 1:
+            writes = self.publish(Message(topic, packet.payload, 1, packet.retain, conn.client_id))
+            ack = P.encode_ack(P.PUBACK, pid)
+            if writes:
+                conn.send_durable(ack)
+            else:
+                conn.send(ack)
+            return
+        # QoS 2: store until PUBREL, publish then, once (seed QoS 2 flow)
+        ack = P.encode_ack(P.PUBREC, pid)
+        if pid in session.inbound_qos2:
+            conn.send(ack)   # a re-sent PUBLISH (DUP): acknowledge again, publish nothing
+            return
+        msg = Message(topic, packet.payload, 2, packet.retain, conn.client_id)
+        session.inbound_qos2[pid] = msg
+        if session.persistent:
+            self.store.write("INSERT OR REPLACE INTO inbound_qos2 VALUES (?, ?, ?, ?, ?)",
+                             (session.client_id, pid, topic, packet.payload, int(packet.retain)))
+            conn.send_durable(ack)
+        else:
+            conn.send(ack)
+
+    def _on_pubrel(self, conn: ClientConnection, session: Session, pid: int) -> None:
+        msg = session.inbound_qos2.pop(pid, None)
+        writes = False
+        if msg is not None:
+            writes = self.publish(msg)
+            if session.persistent:
+                self.store.write("DELETE FROM inbound_qos2 WHERE client_id=? AND packet_id=?",
+                                 (session.client_id, pid))
+                writes = True
+        ack = P.encode_ack(P.PUBCOMP, pid)
+        if writes:
+            conn.send_durable(ack)
+        else:
+            conn.send(ack)
+
+    def publish(self, msg: Message) -> bool:
+        """Route a publication to every matching session; returns True when it wrote to the store."""
+        writes = False
+        topic = msg.topic
+        if msg.retain:
+            writes = self._set_retained(msg)
+        matches = self.trie.match(topic)
+        if matches:
+            sessions = self.sessions
+            for client_id, sub_qos in matches.items():
+                session = sessions.get(client_id)
+                if session is None:
+                    continue
+                qos = sub_qos if sub_qos < msg.qos else msg.qos
+                if qos and session.persistent:
+                    if msg.store_id is None:
+                        self._store_message(msg)
+                    writes = True
+                session.deliver(msg, qos)
+            if msg.store_id is not None and msg.refs == 0:   # stored but every queue refused it
+                self._release_message(msg)
+        if self.on_publish is not None:
+            self.on_publish(msg, msg.origin)
+        return writes
+
+    def _store_message(self, msg: Message) -> None:
+        mid = self._next_message_id
+        self._next_message_id += 1
+        msg.store_id = mid
+        self.store.write("INSERT INTO messages (id, topic, payload, qos, retain, origin, created) "
+                         "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                         (mid, msg.topic, msg.payload, msg.qos, int(msg.retain), msg.origin, self.clock()))
+
+    def _set_retained(self, msg: Message, persist: bool = True) -> bool:
+        topic = msg.topic
+        if not msg.payload:
+            # an empty retained publication clears the retained message (and is forwarded as usual)
+            if self.retained.pop(topic, None) is not None and persist:
+                self.store.write("DELETE FROM retained WHERE topic=?", (topic,))
+                return True
+            return False
+        self.retained[topic] = msg
+        if persist:
+            self.store.write("INSERT OR REPLACE INTO retained VALUES (?, ?, ?, ?, ?)",
+                             (topic, msg.payload, msg.qos, msg.origin, self.clock()))
+        return persist
+
+    def _on_system_publish(self, conn: ClientConnection, packet: P.Publish) -> None:
+        """Clients may not publish into ``$`` topics, except the seed's listener control."""
+        topic = packet.topic
+        if topic.startswith(LISTENER_CONTROL_PREFIX):
+            target = topic[len(LISTENER_CONTROL_PREFIX):]
+            command = packet.payload.strip().upper()
+            if conn.client_id not in self.config.listener_control_clients:
+                log.warning("client %s may not control listeners (%s %r): ignored", conn.client_id,
+                            topic, packet.payload[:16])
+                return
+            if command not in (b"ON", b"OFF") or self.listener_control is None:
+                log.warning("listener control from %s: payload must be ON or OFF, got %r",
+                            conn.client_id, packet.payload[:16])
+                return
+            changed = self.listener_control(target, command == b"ON")
+            log.info("listener control by %s: %s %s -> %s", conn.client_id, target,
+                     command.decode(), changed or "no listener changed")
+            return
+        log.warning("client %s published to %s: $ topics are reserved, ignored", conn.client_id, topic)
+
+    def publish_system(self, topic: str, value: str) -> None:
+        """$SYS/broker/... values: retained in memory only (rebuilt at start), never stored."""
+        msg = Message(topic, value.encode("utf-8"), 0, True, None)
+        self._set_retained(msg, persist=False)
+        for client_id, _qos in self.trie.match(topic).items():
+            session = self.sessions.get(client_id)
+            if session is not None:
+                session.deliver(msg, 0)
+
+    # -- SUBSCRIBE / UNSUBSCRIBE ------------------------------------------------------------------
+
+    def _on_subscribe(self, conn: ClientConnection, session: Session, packet: P.Subscribe) -> None:
+        codes: list[int] = []
+        granted: list[tuple[str, int]] = []
+        writes = False
+        for topic_filter, qos in packet.topics:
+            try:
+                validate_topic_filter(topic_filter)
+            except TopicError as exc:
+                if conn.protocol_level == P.MQTT_31:
+                    raise P.ProtocolError(f"invalid topic filter: {exc}", packet="SUBSCRIBE") from None
+                log.warning("client %s: SUBSCRIBE refused: %s", session.client_id, exc)
+                codes.append(P.SUBACK_FAILURE)
+                continue
+            self.trie.add(topic_filter, session.client_id, qos)
+            session.subscriptions[topic_filter] = qos
+            if session.persistent:
+                self.store.write("INSERT OR REPLACE INTO subscriptions VALUES (?, ?, ?)",
+                                 (session.client_id, topic_filter, qos))
+                writes = True
+            codes.append(qos)
+            granted.append((topic_filter, qos))
+        suback = P.encode_suback(packet.packet_id, codes)
+        if writes:
+            conn.send_durable(suback)
+        else:
+            conn.send(suback)
+        # retained publications for each new subscription, RETAIN set, QoS min(retained, granted)
+        for topic_filter, qos in granted:
+            for msg in self._retained_matching(topic_filter):
+                dq = msg.qos if msg.qos < qos else qos
+                if dq and session.persistent and msg.store_id is None:
+                    self._store_message(msg)
+                session.deliver(msg, dq, retain=True)
+                if msg.store_id is not None and msg.refs == 0:
+                    self._release_message(msg)
+
+    def _retained_matching(self, topic_filter: str) -> Iterator[Message]:
+        if "+" not in topic_filter and "#" not in topic_filter:
+            msg = self.retained.get(topic_filter)
+            if msg is not None:
+                yield msg
+            return
+        for topic, msg in list(self.retained.items()):
+            if topic_matches(topic_filter, topic):
+                yield msg
+
+    def _on_unsubscribe(self, conn: ClientConnection, session: Session, packet: P.Unsubscribe) -> None:
+        writes = False
+        for topic_filter in packet.topics:
+            if session.subscriptions.pop(topic_filter, None) is not None:
+                self.trie.remove(topic_filter, session.client_id)
+                if session.persistent:
+                    self.store.write("DELETE FROM subscriptions WHERE client_id=? AND topic_filter=?",
+                                     (session.client_id, topic_filter))
+                    writes = True
+        ack = P.encode_ack(P.UNSUBACK, packet.packet_id)
+        if writes:
+            conn.send_durable(ack)
+        else:
+            conn.send(ack)
+
+    # -- connection end, sessions -------------------------------------------------------------------
+
+    def connection_lost(self, conn: ClientConnection, reason: str) -> None:
+        """The connection ended (any reason). Publishes the will unless the client sent DISCONNECT."""
+        client_id = conn.client_id
+        if client_id is None or self.connections.get(client_id) is not conn:
+            return
+        del self.connections[client_id]
+        will = conn.will
+        conn.will = None
+        session = conn.session
+        if will is not None:
+            log.info("client %s: publishing will to %s (%s)", client_id, will.topic, reason)
+            self.publish(Message(will.topic, will.payload, will.qos, will.retain, client_id))
+        if session is None:
+            return
+        session.detach()
+        now = self.clock()
+        session.last_seen = now
+        if session.persistent:
+            self.store.write("UPDATE sessions SET last_seen=? WHERE client_id=?", (now, client_id))
+        else:
+            self._drop_session(session)
+
+    def _drop_session(self, session: Session) -> None:
+        cid = session.client_id
+        for topic_filter in session.subscriptions:
+            self.trie.remove(topic_filter, cid)
+        session.subscriptions.clear()
+        session.discard_messages()
+        if self.sessions.get(cid) is session:
+            del self.sessions[cid]
+        if session.persistent:
+            for table in ("sessions", "subscriptions", "outbound", "inbound_qos2"):
+                self.store.write(f"DELETE FROM {table} WHERE client_id=?", (cid,))
+
+    def delete_session(self, client_id: str) -> str:
+        """Admin: delete an offline persistent session. Returns '' or the reason it cannot."""
+        session = self.sessions.get(client_id)
+        if session is None:
+            return f"no session {client_id!r}"
+        if client_id in self.connections:
+            return f"session {client_id!r} is connected: disconnect the client first"
+        self._drop_session(session)
+        return ""
+
+    def expire_sessions(self) -> int:
+        now = self.clock()
+        expired = [s for s in self.sessions.values()
+                   if s.persistent and s.link is None and s.expiry_seconds
+                   and now - s.last_seen > s.expiry_seconds]
+        for session in expired:
+            log.info("session %s expired after %.0f s idle", session.client_id, now - session.last_seen)
+            self._drop_session(session)
+        return len(expired)

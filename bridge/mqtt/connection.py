@@ -1,0 +1,98 @@
+"""Per-connection state: the packet reader, who the client is, and the ordered output that waits
+for store commits (an acknowledgement leaves only after what it acknowledges is durable)."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from bridge.mqtt import packets as P
+
+if TYPE_CHECKING:
+    from bridge.mqtt.session import Session
+
+
+class ClientConnection:
+    """Transport-independent half of a connection. ``write``/``abort`` are given by the server."""
+
+    def __init__(self, *, peer: str, listener: str, max_packet_size: int, now: float,
+                 write: Callable[[bytes], None], abort: Callable[[], None],
+                 after_commit: Callable[[Callable[[], None]], None],
+                 write_buffer_size: Callable[[], int], qos0_buffer_limit: int) -> None:
+        self.peer = peer
+        self.listener = listener
+        self.reader = P.PacketReader(max_packet_size)
+        self.created = now
+        self.last_activity = now
+        self.connected_at: float | None = None   # set when CONNECT is accepted
+        self.client_id: str | None = None
+        self.protocol_level = 0
+        self.keepalive = 0
+        self.clean_session = True
+        self.username: str | None = None
+        self.will: P.Will | None = None
+        self.session: Session | None = None
+        self.closed = False
+        self.close_reason = ""
+        self.trace = False
+        self._write = write
+        self._abort = abort
+        self._after_commit = after_commit
+        self._buffer_size = write_buffer_size
+        self._qos0_limit = qos0_buffer_limit
+        # output held back until a commit: (data, durable) in order
+        self._held: list[tuple[bytes, bool]] = []
+        self._held_start = 0   # absolute index of _held[0]
+        self.packets_in = 0
+        self.packets_out = 0
+        self.bytes_in = 0
+        self.bytes_out = 0
+
+    # -- output ---------------------------------------------------------------------------------
+
+    def send(self, data: bytes) -> None:
+        if self.closed:
+            return
+        if self._held:
+            self._held.append((data, False))  # keep order behind what waits for a commit
+            return
+        self.packets_out += 1
+        self.bytes_out += len(data)
+        self._write(data)
+
+    def send_durable(self, data: bytes) -> None:
+        """Send ``data`` once every store write queued so far is committed, keeping order."""
+        if self.closed:
+            return
+        self._held.append((data, True))
+        upto = self._held_start + len(self._held)
+        self._after_commit(lambda: self._release(upto))
+
+    def _release(self, upto: int) -> None:
+        held = self._held
+        n = upto - self._held_start
+        if n <= 0:
+            return
+        # what followed without needing its own commit goes with it, up to the next durable item
+        while n < len(held) and not held[n][1]:
+            n += 1
+        items = held[:n]
+        del held[:n]
+        self._held_start += n
+        if self.closed:
+            return
+        for data, _ in items:
+            self.packets_out += 1
+            self.bytes_out += len(data)
+            self._write(data)
+
+    def can_take_qos0(self) -> bool:
+        return self._buffer_size() < self._qos0_limit
+
+    def abort(self, reason: str) -> None:
+        if not self.closed:
+            self.close_reason = self.close_reason or reason
+            self._abort()
+
+    @property
+    def held(self) -> int:
+        return len(self._held)

@@ -1,0 +1,506 @@
+"""MQTT 3.1 / 3.1.1 codec: bytes <-> packet dataclasses, sans-I/O, with typed protocol errors.
+
+Spec: the seed message-broker-end-user-application-support.txt, "WebSphere MQ Telemetry Transport"
+chapters (MQTT 3.1: fixed header, remaining length, CONNECT..DISCONNECT, UTF strings) and MQTT 3.1.1
+(OASIS) for level 4, which tightened the reserved flag bits and the UTF-8 rules.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from enum import IntEnum
+
+# Packet types (fixed header byte 1, bits 7-4).
+CONNECT = 1
+CONNACK = 2
+PUBLISH = 3
+PUBACK = 4
+PUBREC = 5
+PUBREL = 6
+PUBCOMP = 7
+SUBSCRIBE = 8
+SUBACK = 9
+UNSUBSCRIBE = 10
+UNSUBACK = 11
+PINGREQ = 12
+PINGRESP = 13
+DISCONNECT = 14
+
+PACKET_NAMES = {
+    CONNECT: "CONNECT", CONNACK: "CONNACK", PUBLISH: "PUBLISH", PUBACK: "PUBACK", PUBREC: "PUBREC",
+    PUBREL: "PUBREL", PUBCOMP: "PUBCOMP", SUBSCRIBE: "SUBSCRIBE", SUBACK: "SUBACK",
+    UNSUBSCRIBE: "UNSUBSCRIBE", UNSUBACK: "UNSUBACK", PINGREQ: "PINGREQ", PINGRESP: "PINGRESP",
+    DISCONNECT: "DISCONNECT",
+}
+
+MQTT_31 = 3    # protocol name "MQIsdp"
+MQTT_311 = 4   # protocol name "MQTT"
+PROTOCOL_NAMES = {MQTT_31: "MQIsdp", MQTT_311: "MQTT"}
+
+MAX_REMAINING_LENGTH = 268_435_455  # 4 bytes of 7 bits
+SUBACK_FAILURE = 0x80               # 3.1.1 only
+
+
+class ConnackCode(IntEnum):
+    ACCEPTED = 0
+    UNACCEPTABLE_PROTOCOL_VERSION = 1
+    IDENTIFIER_REJECTED = 2
+    SERVER_UNAVAILABLE = 3
+    BAD_USERNAME_OR_PASSWORD = 4
+    NOT_AUTHORIZED = 5
+
+
+class ProtocolError(Exception):
+    """The peer broke the protocol. ``offset`` is the byte offset inside the packet when known.
+
+    ``connack`` is set when the right answer is a CONNACK with that return code before closing.
+    """
+
+    def __init__(self, reason: str, *, packet: str | None = None, offset: int | None = None,
+                 connack: ConnackCode | None = None) -> None:
+        self.reason = reason
+        self.packet = packet
+        self.offset = offset
+        self.connack = connack
+        where = packet or "packet"
+        if offset is not None:
+            where += f" at offset {offset}"
+        super().__init__(f"{where}: {reason}")
+
+
+class PacketTooLarge(ProtocolError):
+    pass
+
+
+# ----------------------------------------------------------------------------------------------
+# Packet dataclasses
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Will:
+    topic: str
+    payload: bytes
+    qos: int = 0
+    retain: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Connect:
+    protocol_level: int
+    client_id: str
+    clean_session: bool = True
+    keepalive: int = 60
+    will: Will | None = None
+    username: str | None = None
+    password: bytes | None = None
+
+    @property
+    def protocol_name(self) -> str:
+        return PROTOCOL_NAMES.get(self.protocol_level, "?")
+
+
+@dataclass(frozen=True, slots=True)
+class Connack:
+    return_code: int
+    session_present: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Publish:
+    topic: str
+    payload: bytes
+    qos: int = 0
+    retain: bool = False
+    dup: bool = False
+    packet_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PacketIdOnly:
+    """PUBACK, PUBREC, PUBREL, PUBCOMP and UNSUBACK: a packet type and a packet identifier."""
+
+    type: int
+    packet_id: int
+    dup: bool = False   # 3.1 allowed DUP on a retried PUBREL
+
+
+@dataclass(frozen=True, slots=True)
+class Subscribe:
+    packet_id: int
+    topics: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Suback:
+    packet_id: int
+    return_codes: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Unsubscribe:
+    packet_id: int
+    topics: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Bare:
+    """PINGREQ, PINGRESP and DISCONNECT: a fixed header and nothing else."""
+
+    type: int
+
+
+Packet = Connect | Connack | Publish | PacketIdOnly | Subscribe | Suback | Unsubscribe | Bare
+
+
+def packet_name(packet: Packet) -> str:
+    if isinstance(packet, (PacketIdOnly, Bare)):
+        return PACKET_NAMES[packet.type]
+    return type(packet).__name__.upper()
+
+
+# ----------------------------------------------------------------------------------------------
+# Decoding
+# ----------------------------------------------------------------------------------------------
+
+_U16 = struct.Struct(">H")
+
+
+def _string(buf: bytes, pos: int, end: int, name: str, what: str) -> tuple[str, int]:
+    """Read a length-prefixed UTF-8 string; validate it as MQTT requires."""
+    if pos + 2 > end:
+        raise ProtocolError(f"truncated length of {what}", packet=name, offset=pos)
+    n = (buf[pos] << 8) | buf[pos + 1]
+    start = pos + 2
+    stop = start + n
+    if stop > end:
+        raise ProtocolError(f"{what} declares {n} bytes but only {end - start} remain",
+                            packet=name, offset=pos)
+    raw = buf[start:stop]
+    try:
+        text = raw.decode("utf-8")  # rejects overlongs, surrogates and truncated sequences
+    except UnicodeDecodeError as exc:
+        raise ProtocolError(f"{what} is not valid UTF-8 ({exc.reason})", packet=name,
+                            offset=start + exc.start) from None
+    if "\x00" in text:
+        raise ProtocolError(f"{what} contains U+0000", packet=name, offset=start + raw.index(0))
+    return text, stop
+
+
+def _binary(buf: bytes, pos: int, end: int, name: str, what: str) -> tuple[bytes, int]:
+    if pos + 2 > end:
+        raise ProtocolError(f"truncated length of {what}", packet=name, offset=pos)
+    n = (buf[pos] << 8) | buf[pos + 1]
+    stop = pos + 2 + n
+    if stop > end:
+        raise ProtocolError(f"{what} declares {n} bytes but only {end - pos - 2} remain",
+                            packet=name, offset=pos)
+    return bytes(buf[pos + 2:stop]), stop
+
+
+def _packet_id(buf: bytes, pos: int, end: int, name: str) -> int:
+    if pos + 2 > end:
+        raise ProtocolError("truncated packet identifier", packet=name, offset=pos)
+    pid = (buf[pos] << 8) | buf[pos + 1]
+    if pid == 0:
+        raise ProtocolError("packet identifier 0 is not allowed", packet=name, offset=pos)
+    return pid
+
+
+def _decode_connect(buf: bytes, pos: int, end: int) -> Connect:
+    name = "CONNECT"
+    proto, pos = _string(buf, pos, end, name, "protocol name")
+    if pos + 4 > end:
+        raise ProtocolError("truncated variable header", packet=name, offset=pos)
+    level = buf[pos]
+    flags = buf[pos + 1]
+    keepalive = (buf[pos + 2] << 8) | buf[pos + 3]
+    if (proto, level) not in (("MQIsdp", MQTT_31), ("MQTT", MQTT_311)):
+        raise ProtocolError(f"unsupported protocol {proto!r} level {level}", packet=name, offset=pos,
+                            connack=ConnackCode.UNACCEPTABLE_PROTOCOL_VERSION)
+    flags_offset = pos + 1
+    pos += 4
+    if flags & 0x01:
+        raise ProtocolError("reserved connect flag bit 0 is set", packet=name, offset=flags_offset)
+    clean = bool(flags & 0x02)
+    will_flag = bool(flags & 0x04)
+    will_qos = (flags >> 3) & 0x03
+    will_retain = bool(flags & 0x20)
+    password_flag = bool(flags & 0x40)
+    username_flag = bool(flags & 0x80)
+    if will_qos == 3:
+        raise ProtocolError("will QoS 3 is not allowed", packet=name, offset=flags_offset)
+    if not will_flag and (will_qos or will_retain):
+        raise ProtocolError("will QoS/retain set without the will flag", packet=name, offset=flags_offset)
+    if level == MQTT_311 and password_flag and not username_flag:
+        raise ProtocolError("password flag set without user name flag", packet=name, offset=flags_offset)
+
+    client_id, pos = _string(buf, pos, end, name, "client identifier")
+    will = None
+    if will_flag:
+        will_topic, pos = _string(buf, pos, end, name, "will topic")
+        will_payload, pos = _binary(buf, pos, end, name, "will message")
+        will = Will(will_topic, will_payload, will_qos, will_retain)
+    username = password = None
+    # 3.1 clients may set the flags and omit the fields at the end of the payload; tolerate that.
+    if username_flag and (pos < end or level == MQTT_311):
+        username, pos = _string(buf, pos, end, name, "user name")
+    if password_flag and (pos < end or level == MQTT_311):
+        password, pos = _binary(buf, pos, end, name, "password")
+    if pos != end:
+        raise ProtocolError(f"{end - pos} unexpected bytes after the payload", packet=name, offset=pos)
+    return Connect(level, client_id, clean, keepalive, will, username, password)
+
+
+def _decode_publish(buf: bytes, flags: int, pos: int, end: int) -> Publish:
+    name = "PUBLISH"
+    qos = (flags >> 1) & 0x03
+    if qos == 3:
+        raise ProtocolError("QoS 3 is not allowed", packet=name, offset=0)
+    dup = bool(flags & 0x08)
+    if dup and qos == 0:
+        raise ProtocolError("DUP set on a QoS 0 publication", packet=name, offset=0)
+    topic, pos = _string(buf, pos, end, name, "topic name")
+    pid = None
+    if qos:
+        pid = _packet_id(buf, pos, end, name)
+        pos += 2
+    return Publish(topic, bytes(buf[pos:end]), qos, bool(flags & 0x01), dup, pid)
+
+
+def _decode_subscribe(buf: bytes, pos: int, end: int) -> Subscribe:
+    name = "SUBSCRIBE"
+    pid = _packet_id(buf, pos, end, name)
+    pos += 2
+    topics: list[tuple[str, int]] = []
+    while pos < end:
+        topic, pos = _string(buf, pos, end, name, "topic filter")
+        if pos >= end:
+            raise ProtocolError("missing requested QoS", packet=name, offset=pos)
+        req = buf[pos]
+        if req & 0xFC:
+            raise ProtocolError(f"requested QoS byte {req:#04x} is invalid", packet=name, offset=pos)
+        topics.append((topic, req))
+        pos += 1
+    if not topics:
+        raise ProtocolError("no topic filters", packet=name, offset=pos)
+    return Subscribe(pid, tuple(topics))
+
+
+def _decode_unsubscribe(buf: bytes, pos: int, end: int) -> Unsubscribe:
+    name = "UNSUBSCRIBE"
+    pid = _packet_id(buf, pos, end, name)
+    pos += 2
+    topics: list[str] = []
+    while pos < end:
+        topic, pos = _string(buf, pos, end, name, "topic filter")
+        topics.append(topic)
+    if not topics:
+        raise ProtocolError("no topic filters", packet=name, offset=pos)
+    return Unsubscribe(pid, tuple(topics))
+
+
+def _decode_suback(buf: bytes, pos: int, end: int) -> Suback:
+    pid = _packet_id(buf, pos, end, "SUBACK")
+    codes = tuple(buf[pos + 2:end])
+    for i, code in enumerate(codes):
+        if code not in (0, 1, 2, SUBACK_FAILURE):
+            raise ProtocolError(f"invalid return code {code:#04x}", packet="SUBACK", offset=pos + 2 + i)
+    return Suback(pid, codes)
+
+
+# Fixed header flag rules. 3.1.1 fixes the reserved bits; 3.1 sent PUBREL/SUBSCRIBE/UNSUBSCRIBE at
+# QoS 1 and allowed DUP on their retries, so for level 3 the DUP bit is accepted on those three.
+_REQUIRED_FLAGS = {
+    CONNECT: 0, CONNACK: 0, PUBACK: 0, PUBREC: 0, PUBREL: 2, PUBCOMP: 0, SUBSCRIBE: 2, SUBACK: 0,
+    UNSUBSCRIBE: 2, UNSUBACK: 0, PINGREQ: 0, PINGRESP: 0, DISCONNECT: 0,
+}
+_FIXED_LENGTH = {CONNACK: 2, PUBACK: 2, PUBREC: 2, PUBREL: 2, PUBCOMP: 2, UNSUBACK: 2,
+                 PINGREQ: 0, PINGRESP: 0, DISCONNECT: 0}
+
+
+def decode_body(ptype: int, flags: int, body: bytes, level: int = MQTT_311) -> Packet:
+    """Decode one packet body (everything after the fixed header). Raises ProtocolError."""
+    end = len(body)
+    name = PACKET_NAMES.get(ptype)
+    if name is None:
+        raise ProtocolError(f"unknown packet type {ptype}", offset=0)
+    if ptype == PUBLISH:
+        return _decode_publish(body, flags, 0, end)
+    required = _REQUIRED_FLAGS[ptype]
+    if flags != required and not (level == MQTT_31 and required == 2 and flags == 0x0A):
+        raise ProtocolError(f"fixed header flags {flags:#06b} are invalid (must be {required:#06b})",
+                            packet=name, offset=0)
+    fixed = _FIXED_LENGTH.get(ptype)
+    if fixed is not None and end != fixed:
+        raise ProtocolError(f"remaining length {end} is invalid (must be {fixed})", packet=name, offset=1)
+    if ptype == CONNECT:
+        return _decode_connect(body, 0, end)
+    if ptype in (PUBACK, PUBREC, PUBREL, PUBCOMP, UNSUBACK):
+        return PacketIdOnly(ptype, _packet_id(body, 0, end, name), bool(flags & 0x08))
+    if ptype == SUBSCRIBE:
+        return _decode_subscribe(body, 0, end)
+    if ptype == UNSUBSCRIBE:
+        return _decode_unsubscribe(body, 0, end)
+    if ptype == CONNACK:
+        if body[0] & 0xFE:
+            raise ProtocolError("reserved CONNACK flags set", packet=name, offset=2)
+        return Connack(body[1], bool(body[0] & 1))
+    if ptype == SUBACK:
+        return _decode_suback(body, 0, end)
+    return Bare(ptype)
+
+
+class PacketReader:
+    """Incremental decoder: ``feed(data)`` returns the complete packets; keeps partial ones.
+
+    The protocol level (3 or 4) decides which fixed-header flags are legal; set ``level`` after
+    CONNECT. ``max_size`` bounds the remaining length: a larger packet raises PacketTooLarge
+    before its body is buffered.
+    """
+
+    __slots__ = ("_buf", "level", "max_size")
+
+    def __init__(self, max_size: int = MAX_REMAINING_LENGTH, level: int = MQTT_311) -> None:
+        self._buf = bytearray()
+        self.max_size = max_size
+        self.level = level
+
+    def feed(self, data: bytes) -> list[Packet]:
+        buf = self._buf
+        buf += data
+        out: list[Packet] = []
+        pos = 0
+        n = len(buf)
+        try:
+            while n - pos >= 2:
+                first = buf[pos]
+                # remaining length: 1..4 bytes, 7 bits each, little end first
+                length = 0
+                mult = 1
+                i = pos + 1
+                while True:
+                    if i >= n:
+                        return out  # need more bytes for the length
+                    b = buf[i]
+                    length += (b & 0x7F) * mult
+                    i += 1
+                    if not b & 0x80:
+                        break
+                    if i - pos - 1 == 4:
+                        raise ProtocolError("remaining length has more than 4 bytes", offset=i - pos)
+                    mult <<= 7
+                if length > self.max_size:
+                    raise PacketTooLarge(f"remaining length {length} exceeds the limit of {self.max_size}",
+                                         packet=PACKET_NAMES.get(first >> 4), offset=1)
+                if n - i < length:
+                    return out
+                body = bytes(buf[i:i + length])
+                pos = i + length
+                out.append(decode_body(first >> 4, first & 0x0F, body, self.level))
+            return out
+        finally:
+            if pos:
+                del buf[:pos]
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf)
+
+
+# ----------------------------------------------------------------------------------------------
+# Encoding
+# ----------------------------------------------------------------------------------------------
+
+
+def encode_length(n: int) -> bytes:
+    if n < 0 or n > MAX_REMAINING_LENGTH:
+        raise ValueError(f"remaining length {n} out of range")
+    if n < 128:
+        return bytes((n,))
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def _str(s: str) -> bytes:
+    raw = s.encode("utf-8")
+    return _U16.pack(len(raw)) + raw
+
+
+def encode_publish(topic: bytes, payload: bytes, qos: int, retain: bool, dup: bool,
+                   packet_id: int | None) -> bytes:
+    """Hot path: ``topic`` is already UTF-8 encoded."""
+    first = 0x30 | (qos << 1) | (0x01 if retain else 0) | (0x08 if dup else 0)
+    tl = len(topic)
+    if qos:
+        remaining = 4 + tl + len(payload)
+        header = bytes((first,)) + encode_length(remaining) + bytes((tl >> 8, tl & 0xFF)) + topic + \
+            bytes((packet_id >> 8, packet_id & 0xFF))  # type: ignore[operator]
+    else:
+        remaining = 2 + tl + len(payload)
+        header = bytes((first,)) + encode_length(remaining) + bytes((tl >> 8, tl & 0xFF)) + topic
+    return header + payload
+
+
+def encode_ack(ptype: int, packet_id: int) -> bytes:
+    flags = 2 if ptype == PUBREL else 0
+    return bytes(((ptype << 4) | flags, 2, packet_id >> 8, packet_id & 0xFF))
+
+
+PINGRESP_BYTES = bytes((PINGRESP << 4, 0))
+PINGREQ_BYTES = bytes((PINGREQ << 4, 0))
+DISCONNECT_BYTES = bytes((DISCONNECT << 4, 0))
+
+
+def encode_connack(return_code: int, session_present: bool = False) -> bytes:
+    return bytes((CONNACK << 4, 2, 1 if session_present else 0, return_code))
+
+
+def encode_suback(packet_id: int, codes: tuple[int, ...] | list[int]) -> bytes:
+    body = _U16.pack(packet_id) + bytes(codes)
+    return bytes((SUBACK << 4,)) + encode_length(len(body)) + body
+
+
+def encode(packet: Packet) -> bytes:
+    """Encode any packet (clients and tests use this; the broker uses the fast helpers above)."""
+    if isinstance(packet, Publish):
+        return encode_publish(packet.topic.encode("utf-8"), packet.payload, packet.qos, packet.retain,
+                              packet.dup, packet.packet_id)
+    if isinstance(packet, PacketIdOnly):
+        return encode_ack(packet.type, packet.packet_id)
+    if isinstance(packet, Connack):
+        return encode_connack(packet.return_code, packet.session_present)
+    if isinstance(packet, Suback):
+        return encode_suback(packet.packet_id, packet.return_codes)
+    if isinstance(packet, Bare):
+        return bytes((packet.type << 4, 0))
+    if isinstance(packet, Subscribe):
+        body = _U16.pack(packet.packet_id) + b"".join(_str(t) + bytes((q,)) for t, q in packet.topics)
+        return bytes((SUBSCRIBE << 4 | 2,)) + encode_length(len(body)) + body
+    if isinstance(packet, Unsubscribe):
+        body = _U16.pack(packet.packet_id) + b"".join(_str(t) for t in packet.topics)
+        return bytes((UNSUBSCRIBE << 4 | 2,)) + encode_length(len(body)) + body
+    if isinstance(packet, Connect):
+        flags = 0x02 if packet.clean_session else 0
+        payload = _str(packet.client_id)
+        if packet.will is not None:
+            flags |= 0x04 | (packet.will.qos << 3) | (0x20 if packet.will.retain else 0)
+            payload += _str(packet.will.topic) + _U16.pack(len(packet.will.payload)) + packet.will.payload
+        if packet.username is not None:
+            flags |= 0x80
+            payload += _str(packet.username)
+        if packet.password is not None:
+            flags |= 0x40
+            payload += _U16.pack(len(packet.password)) + packet.password
+        body = _str(packet.protocol_name) + bytes((packet.protocol_level, flags)) + \
+            _U16.pack(packet.keepalive) + payload
+        return bytes((CONNECT << 4,)) + encode_length(len(body)) + body
+    raise TypeError(f"cannot encode {packet!r}")
+

@@ -1,0 +1,366 @@
+"""The asyncio side of the broker: listeners (TCP/TLS), connections that move bytes, timers.
+
+Hot path: ``data_received`` -> PacketReader -> Broker.handle; output is coalesced per connection and
+written once per loop iteration. Keepalive (1.5 x the client's value, seed "Keep Alive timer"),
+connect timeouts, session expiry and $SYS updates run from one periodic sweep, so 10,000 idle
+connections cost no timers of their own.
+"""
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import socket
+import ssl
+import time
+from dataclasses import dataclass, field
+
+from bridge import __version__
+from bridge.config import ListenerConfig
+from bridge.mqtt import packets as P
+from bridge.mqtt.broker import Broker
+from bridge.mqtt.connection import ClientConnection
+
+log = logging.getLogger("mqbridge.server")
+
+SWEEP_INTERVAL = 0.5
+
+
+@dataclass(slots=True)
+class Listener:
+    config: ListenerConfig
+    server: asyncio.AbstractServer | None = None
+    port: int = 0                       # the bound port (config port 0 picks one)
+    connections: set[MqttProtocol] = field(default_factory=set)
+    accepted: int = 0
+    refused: int = 0
+    allow: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = field(default_factory=list)
+    deny: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = field(default_factory=list)
+
+    @property
+    def running(self) -> bool:
+        return self.server is not None
+
+    def label(self) -> str:
+        return self.config.name or f"{'mqtts' if self.config.tls else 'mqtt'}:{self.config.host}:{self.port}"
+
+    def admits(self, host: str) -> bool:
+        try:
+            addr = ipaddress.ip_address(host.split("%")[0])
+        except ValueError:
+            return not self.allow
+        if any(addr in net for net in self.deny):
+            return False
+        return not self.allow or any(addr in net for net in self.allow)
+
+
+class MqttProtocol(asyncio.Protocol):
+    __slots__ = ("server", "listener", "transport", "conn", "_out", "_peer")
+
+    def __init__(self, server: MqttServer, listener: Listener) -> None:
+        self.server = server
+        self.listener = listener
+        self.transport: asyncio.Transport | None = None
+        self.conn: ClientConnection | None = None
+        self._out: list[bytes] = []
+
+    # -- asyncio callbacks ----------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peername = transport.get_extra_info("peername") or ("?", 0)
+        host = str(peername[0])
+        peer = f"{host}:{peername[1]}" if len(peername) >= 2 else host
+        listener = self.listener
+        limit = listener.config.max_connections
+        if not listener.admits(host):
+            listener.refused += 1
+            log.warning("%s: connection from %s refused by allow/deny list", listener.label(), peer)
+            transport.abort()
+            return
+        if limit and len(listener.connections) >= limit:
+            listener.refused += 1
+            log.warning("%s: connection from %s refused: max_connections %d reached", listener.label(),
+                        peer, limit)
+            transport.abort()
+            return
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+        server = self.server
+        broker = server.broker
+        limits = broker.limits
+        self.conn = ClientConnection(
+            peer=peer, listener=listener.label(), max_packet_size=limits.max_message_size,
+            now=server.loop.time(), write=self._queue_write, abort=self._abort,
+            after_commit=broker.store.after_commit, write_buffer_size=transport.get_write_buffer_size,
+            qos0_buffer_limit=limits.qos0_buffer_bytes)
+        listener.connections.add(self)
+        listener.accepted += 1
+        server.connections.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        conn = self.conn
+        if conn is None or conn.closed:
+            return
+        conn.last_activity = self.server.loop.time()
+        conn.bytes_in += len(data)
+        broker = self.server.broker
+        try:
+            for packet in conn.reader.feed(data):
+                conn.packets_in += 1
+                broker.handle(conn, packet)
+                transport = self.transport
+                if conn.closed or transport is None or transport.is_closing():
+                    return
+        except P.ProtocolError as exc:
+            self._protocol_error(exc)
+        except Exception as exc:  # a broker bug must cost one connection, not the process
+            log.exception("client %s (%s): internal error", conn.client_id, conn.peer)
+            self._close(f"internal error: {exc}")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        conn = self.conn
+        self.server.connections.discard(self)
+        self.listener.connections.discard(self)
+        if conn is None:
+            return
+        reason = conn.close_reason or (f"I/O error: {exc}" if exc else "connection closed by peer")
+        conn.closed = True
+        if conn.client_id is not None:
+            log.info("client %s (%s) disconnected: %s", conn.client_id, conn.peer, reason)
+        self.server.broker.connection_lost(conn, reason)
+        self.transport = None
+
+    # -- output -----------------------------------------------------------------------------------
+
+    def _queue_write(self, data: bytes) -> None:
+        out = self._out
+        if not out:
+            self.server.schedule_flush(self)
+        out.append(data)
+
+    def flush(self) -> None:
+        out = self._out
+        if not out:
+            return
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            out.clear()
+            return
+        if len(out) == 1:
+            transport.write(out[0])
+        else:
+            transport.write(b"".join(out))
+        out.clear()
+
+    # -- closing ----------------------------------------------------------------------------------
+
+    def _protocol_error(self, exc: P.ProtocolError) -> None:
+        conn = self.conn
+        assert conn is not None
+        self.server.broker.stats.protocol_errors += 1
+        who = conn.client_id or "(not connected)"
+        log.warning("client %s (%s): protocol error, closing: %s", who, conn.peer, exc)
+        if exc.connack is not None and conn.client_id is None:
+            # the one answer a refused CONNECT gets, then the connection closes
+            self._out.clear()
+            if self.transport is not None:
+                self.transport.write(P.encode_connack(int(exc.connack)))
+            conn.close_reason = f"CONNACK {int(exc.connack)}: {exc.reason}"
+            conn.closed = True
+            if self.transport is not None:
+                self.transport.close()
+            return
+        self._close(f"protocol error: {exc}")
+
+    def _close(self, reason: str) -> None:
+        conn = self.conn
+        if conn is not None and not conn.closed:
+            conn.close_reason = conn.close_reason or reason
+        self._abort()
+
+    def _abort(self) -> None:
+        """Flush what is queued (e.g. a final ack) and close."""
+        transport = self.transport
+        if transport is None:
+            return
+        self.flush()
+        transport.close()
+
+
+class MqttServer:
+    """Owns the listeners and the periodic sweep for one Broker."""
+
+    def __init__(self, broker: Broker, listeners: list[ListenerConfig],
+                 sys_interval: float = 10.0) -> None:
+        self.broker = broker
+        self.loop = asyncio.get_running_loop()
+        self.listeners = [self._make_listener(cfg) for cfg in listeners]
+        self.connections: set[MqttProtocol] = set()
+        self.sys_interval = sys_interval
+        self._dirty: list[MqttProtocol] = []
+        self._flush_scheduled = False
+        self._sweeper: asyncio.Task[None] | None = None
+        self._last_sys = 0.0
+        self._last_rates = time.monotonic()
+        self._last_expiry = 0.0
+        broker.listener_control = self._listener_control_sync
+
+    @staticmethod
+    def _make_listener(cfg: ListenerConfig) -> Listener:
+        listener = Listener(cfg)
+        listener.allow = [ipaddress.ip_network(a, strict=False) for a in cfg.allow]
+        listener.deny = [ipaddress.ip_network(a, strict=False) for a in cfg.deny]
+        return listener
+
+    # -- output coalescing ------------------------------------------------------------------------
+
+    def schedule_flush(self, proto: MqttProtocol) -> None:
+        self._dirty.append(proto)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.loop.call_soon(self._flush_all)
+
+    def _flush_all(self) -> None:
+        self._flush_scheduled = False
+        dirty, self._dirty = self._dirty, []
+        for proto in dirty:
+            proto.flush()
+
+    # -- listeners --------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        for listener in self.listeners:
+            if listener.config.start:
+                await self.start_listener(listener)
+        self._sweeper = self.loop.create_task(self._sweep_forever())
+
+    async def start_listener(self, listener: Listener) -> None:
+        if listener.server is not None:
+            return
+        cfg = listener.config
+        ctx = _ssl_context(cfg) if cfg.tls else None
+        server = await self.loop.create_server(
+            lambda: MqttProtocol(self, listener), host=cfg.host, port=listener.port or cfg.port,
+            ssl=ctx, reuse_address=True, backlog=1024)
+        listener.server = server
+        sock = server.sockets[0]
+        listener.port = sock.getsockname()[1]
+        log.info("listener %s started on %s:%d%s", listener.label(), cfg.host, listener.port,
+                 " (TLS)" if ctx else "")
+
+    async def stop_listener(self, listener: Listener) -> None:
+        """Stop accepting on this listener; connected clients stay connected."""
+        server = listener.server
+        if server is None:
+            return
+        listener.server = None
+        server.close()
+        log.info("listener %s stopped (existing connections kept)", listener.label())
+
+    def _listener_control_sync(self, target: str, on: bool) -> list[str]:
+        """Seed "Starting and stopping listeners": ``<port>`` or ``all``, payload ON/OFF."""
+        if target == "all":
+            chosen = list(self.listeners)
+        else:
+            chosen = [lst for lst in self.listeners if str(lst.port or lst.config.port) == target]
+        changed = []
+        for listener in chosen:
+            if on and not listener.running:
+                self.loop.create_task(self.start_listener(listener))
+                changed.append(f"{listener.label()} ON")
+            elif not on and listener.running:
+                self.loop.create_task(self.stop_listener(listener))
+                changed.append(f"{listener.label()} OFF")
+        return changed
+
+    async def close(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            try:
+                await self._sweeper
+            except asyncio.CancelledError:
+                pass
+        for listener in self.listeners:
+            await self.stop_listener(listener)
+        for proto in list(self.connections):
+            if proto.conn is not None:
+                proto.conn.close_reason = "broker shutting down"
+                proto.conn.will = None   # a clean shutdown is not a client failure
+            proto._abort()
+        self._flush_all()
+        # let connection_lost callbacks run
+        for _ in range(3):
+            await asyncio.sleep(0)
+
+    # -- periodic work ----------------------------------------------------------------------------
+
+    async def _sweep_forever(self) -> None:
+        while True:
+            await asyncio.sleep(SWEEP_INTERVAL)
+            try:
+                self.sweep()
+            except Exception:
+                log.exception("periodic sweep failed")
+
+    def sweep(self) -> None:
+        now = self.loop.time()
+        timeout = self.broker.limits.connect_timeout
+        for proto in list(self.connections):
+            conn = proto.conn
+            if conn is None or conn.closed:
+                continue
+            if conn.client_id is None:
+                if now - conn.created > timeout:
+                    proto._close(f"no CONNECT within {timeout:g} s")
+            elif conn.keepalive and now - conn.last_activity > 1.5 * conn.keepalive:
+                # seed: the broker disconnects a client it has not heard from in 1.5 x keep alive
+                proto._close(f"keepalive expired ({conn.keepalive} s x 1.5 without a packet)")
+        mono = time.monotonic()
+        dt = mono - self._last_rates
+        if dt >= 1.0:
+            self._last_rates = mono
+            for session in self.broker.sessions.values():
+                session.stats.tick(dt)
+        if mono - self._last_expiry >= 60.0:
+            self._last_expiry = mono
+            self.broker.expire_sessions()
+        if self.sys_interval and mono - self._last_sys >= self.sys_interval:
+            self._last_sys = mono
+            self.publish_sys()
+
+    def publish_sys(self) -> None:
+        b = self.broker
+        stats = b.stats
+        values = {
+            "version": f"mqbridge {__version__}",
+            "uptime": f"{int(b.clock() - stats.started)} seconds",
+            "clients/connected": str(len(b.connections)),
+            "clients/sessions": str(len(b.sessions)),
+            "clients/total": str(stats.connections_total),
+            "messages/received": str(stats.received),
+            "messages/sent": str(sum(s.stats.sent for s in b.sessions.values())),
+            "messages/retained/count": str(len(b.retained)),
+            "subscriptions/count": str(len(b.trie)),
+            "load/messages/received/rate": f"{sum(s.stats.rate_in for s in b.sessions.values()):.1f}",
+            "load/messages/sent/rate": f"{sum(s.stats.rate_out for s in b.sessions.values()):.1f}",
+            "store/commits": str(b.store.commits),
+        }
+        for key, value in values.items():
+            b.publish_system(f"$SYS/broker/{key}", value)
+
+
+def _ssl_context(cfg: ListenerConfig) -> ssl.SSLContext:
+    tls = cfg.tls
+    assert tls is not None
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(str(tls.cert), str(tls.key))
+    if tls.ca is not None:
+        ctx.load_verify_locations(str(tls.ca))
+    ctx.verify_mode = ssl.CERT_REQUIRED if tls.require_client_cert else ssl.CERT_NONE
+    return ctx

@@ -1,0 +1,267 @@
+"""One client's session: subscriptions, the outbound queue and in-flight window, inbound QoS 2 state.
+
+Seed: mqtt-qos-flows.txt and message-broker-end-user-application-support.txt ("Quality of Service
+levels and flows"): QoS 1 PUBLISH/PUBACK, QoS 2 PUBLISH/PUBREC/PUBREL/PUBCOMP; in-flight messages
+are re-sent with DUP set when the client reconnects. swiftmq-mqtt-swiftlet.txt: persistent sessions
+keep subscriptions and queue QoS 1/2 messages while the client is away.
+
+A session never touches sockets or SQLite itself: it writes through a ``Link`` (the connection, when
+there is one) and journals through a ``Journal`` (the broker's store, for persistent sessions).
+"""
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Protocol
+
+from bridge.mqtt import packets as P
+from bridge.mqtt.store import QUEUED, RELEASED, SENT
+
+
+class Link(Protocol):
+    """What a session needs from a live connection."""
+
+    def send(self, data: bytes) -> None: ...
+    def send_durable(self, data: bytes) -> None: ...
+    def can_take_qos0(self) -> bool: ...
+
+
+class Journal(Protocol):
+    def write(self, sql: str, params: tuple[object, ...] = ()) -> None: ...
+
+
+class Message:
+    """A publication as the broker routes it: encoded topic cached, stored once when durable."""
+
+    __slots__ = ("topic", "topic_b", "payload", "qos", "retain", "origin", "store_id", "refs", "_qos0")
+
+    def __init__(self, topic: str, payload: bytes, qos: int, retain: bool = False,
+                 origin: str | None = None, store_id: int | None = None) -> None:
+        self.topic = topic
+        self.topic_b = topic.encode("utf-8")
+        self.payload = payload
+        self.qos = qos
+        self.retain = retain
+        self.origin = origin
+        self.store_id = store_id
+        self.refs = 0
+        self._qos0: bytes | None = None
+
+    def qos0_bytes(self) -> bytes:
+        """QoS 0 delivery is the same bytes for every subscriber: encode once."""
+        data = self._qos0
+        if data is None:
+            data = self._qos0 = P.encode_publish(self.topic_b, self.payload, 0, False, False, None)
+        return data
+
+
+class OutMsg:
+    """A QoS 1/2 delivery to one session: queued, then in flight until acknowledged."""
+
+    __slots__ = ("msg", "qos", "retain", "packet_id", "state", "seq")
+
+    def __init__(self, msg: Message, qos: int, retain: bool, seq: int) -> None:
+        self.msg = msg
+        self.qos = qos
+        self.retain = retain
+        self.packet_id: int | None = None
+        self.state = QUEUED
+        self.seq = seq
+
+
+class SessionStats:
+    __slots__ = ("received", "sent", "dropped", "bytes_in", "bytes_out", "rate_in", "rate_out",
+                 "_last_in", "_last_out")
+
+    def __init__(self) -> None:
+        self.received = 0      # publications received from the client
+        self.sent = 0          # publications sent to the client
+        self.dropped = 0       # publications not delivered (queue full, QoS 0 to a slow client)
+        self.bytes_in = 0
+        self.bytes_out = 0
+        self.rate_in = 0.0     # messages/s, smoothed
+        self.rate_out = 0.0
+        self._last_in = 0
+        self._last_out = 0
+
+    def tick(self, dt: float) -> None:
+        if dt <= 0:
+            return
+        a = 0.5
+        self.rate_in = a * (self.received - self._last_in) / dt + (1 - a) * self.rate_in
+        self.rate_out = a * (self.sent - self._last_out) / dt + (1 - a) * self.rate_out
+        self._last_in = self.received
+        self._last_out = self.sent
+
+
+class Session:
+    def __init__(self, client_id: str, *, persistent: bool, protocol_level: int,
+                 journal: Journal | None, max_inflight: int, max_queued: int,
+                 on_release: Callable[[Message], None]) -> None:
+        self.client_id = client_id
+        self.persistent = persistent
+        self.protocol_level = protocol_level
+        self.journal = journal if persistent else None
+        self.max_inflight = max_inflight
+        self.max_queued = max_queued
+        self._on_release = on_release     # called when a stored message loses its last reference
+        self.subscriptions: dict[str, int] = {}
+        self.queue: deque[OutMsg] = deque()
+        self.inflight: dict[int, OutMsg] = {}     # packet id -> delivery, in send order
+        self.inbound_qos2: dict[int, Message] = {}
+        self.link: Link | None = None
+        self.last_seen = 0.0
+        self.expiry_seconds = 0
+        self.stats = SessionStats()
+        self._next_pid = 1
+        self._next_seq = 1
+
+    # -- outbound ---------------------------------------------------------------------------------
+
+    def deliver(self, msg: Message, qos: int, retain: bool = False) -> None:
+        """A publication matched one of this session's subscriptions (or is a retained replay)."""
+        link = self.link
+        if qos == 0:
+            if link is None:
+                return  # QoS 0 is not queued for absent clients
+            if not link.can_take_qos0():
+                self.stats.dropped += 1
+                return
+            self.stats.sent += 1
+            if retain:
+                link.send(P.encode_publish(msg.topic_b, msg.payload, 0, True, False, None))
+            else:
+                link.send(msg.qos0_bytes())
+            return
+        if len(self.queue) >= self.max_queued:
+            self.stats.dropped += 1
+            return
+        out = OutMsg(msg, qos, retain, self._next_seq)
+        self._next_seq += 1
+        if self.journal is not None:
+            self._journal_new(out)
+        if link is not None and not self.queue and len(self.inflight) < self.max_inflight:
+            self._send_new(out, link)
+        else:
+            self.queue.append(out)
+
+    def _journal_new(self, out: OutMsg) -> None:
+        journal = self.journal
+        assert journal is not None
+        msg = out.msg
+        if msg.store_id is None:
+            raise RuntimeError("a journaled delivery needs a stored message")
+        msg.refs += 1
+        journal.write("INSERT INTO outbound (client_id, seq, message_id, qos, retain, packet_id, state) "
+                      "VALUES (?, ?, ?, ?, ?, NULL, 0)",
+                      (self.client_id, out.seq, msg.store_id, out.qos, int(out.retain)))
+
+    def _allocate_pid(self) -> int:
+        pid = self._next_pid
+        inflight = self.inflight
+        while pid in inflight:
+            pid = pid + 1 if pid < 65535 else 1
+        self._next_pid = pid + 1 if pid < 65535 else 1
+        return pid
+
+    def _send_new(self, out: OutMsg, link: Link) -> None:
+        pid = self._allocate_pid()
+        out.packet_id = pid
+        out.state = SENT
+        self.inflight[pid] = out
+        msg = out.msg
+        data = P.encode_publish(msg.topic_b, msg.payload, out.qos, out.retain, False, pid)
+        self.stats.sent += 1
+        if self.journal is not None:
+            self.journal.write("UPDATE outbound SET packet_id=?, state=1 WHERE client_id=? AND seq=?",
+                               (pid, self.client_id, out.seq))
+            if out.qos == 2:
+                # the packet id must be durable before the PUBLISH leaves, or a crash could make us
+                # send the same message again under a new id: a QoS 2 duplicate.
+                link.send_durable(data)
+                return
+        link.send(data)
+
+    def _fill_window(self) -> None:
+        link = self.link
+        if link is None:
+            return
+        queue = self.queue
+        while queue and len(self.inflight) < self.max_inflight:
+            self._send_new(queue.popleft(), link)
+
+    def _finish(self, out: OutMsg) -> None:
+        if self.journal is not None:
+            self.journal.write("DELETE FROM outbound WHERE client_id=? AND seq=?", (self.client_id, out.seq))
+            msg = out.msg
+            msg.refs -= 1
+            if msg.refs <= 0 and msg.store_id is not None:
+                self._on_release(msg)
+
+    def on_puback(self, pid: int) -> None:
+        out = self.inflight.get(pid)
+        if out is None or out.qos != 1:
+            return  # unknown or wrong flow: ignore, as the spec allows
+        del self.inflight[pid]
+        self._finish(out)
+        self._fill_window()
+
+    def on_pubrec(self, pid: int) -> None:
+        out = self.inflight.get(pid)
+        if out is not None and out.qos == 2 and out.state == SENT:
+            out.state = RELEASED
+            if self.journal is not None:
+                self.journal.write("UPDATE outbound SET state=2 WHERE client_id=? AND seq=?",
+                                   (self.client_id, out.seq))
+        if self.link is not None:
+            self.link.send(P.encode_ack(P.PUBREL, pid))
+
+    def on_pubcomp(self, pid: int) -> None:
+        out = self.inflight.get(pid)
+        if out is None or out.qos != 2:
+            return
+        del self.inflight[pid]
+        self._finish(out)
+        self._fill_window()
+
+    def resume(self, link: Link) -> None:
+        """The client (re)connected to this session: re-send in-flight with DUP, then the queue."""
+        self.link = link
+        for pid, out in self.inflight.items():
+            msg = out.msg
+            if out.state == RELEASED:
+                link.send(P.encode_ack(P.PUBREL, pid))
+            else:
+                link.send(P.encode_publish(msg.topic_b, msg.payload, out.qos, out.retain, True, pid))
+                self.stats.sent += 1
+        self._fill_window()
+
+    def detach(self) -> None:
+        self.link = None
+
+    # -- recovery -----------------------------------------------------------------------------------
+
+    def restore_outbound(self, out: OutMsg) -> None:
+        """Put back a delivery read from the store (start-up), keeping its sequence and state."""
+        out.msg.refs += 1
+        if out.state in (SENT, RELEASED) and out.packet_id:
+            self.inflight[out.packet_id] = out
+        else:
+            out.state = QUEUED
+            out.packet_id = None
+            self.queue.append(out)
+        self._next_seq = max(self._next_seq, out.seq + 1)
+
+    # -- teardown -----------------------------------------------------------------------------------
+
+    def discard_messages(self) -> None:
+        """Drop every queued and in-flight delivery (clean session, expiry, admin delete)."""
+        for out in list(self.inflight.values()) + list(self.queue):
+            if self.journal is not None:
+                msg = out.msg
+                msg.refs -= 1
+                if msg.refs <= 0 and msg.store_id is not None:
+                    self._on_release(msg)
+        self.inflight.clear()
+        self.queue.clear()
+        self.inbound_qos2.clear()

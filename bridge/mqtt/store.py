@@ -1,0 +1,279 @@
+"""Durable broker state in SQLite (WAL): sessions, subscriptions, queued and in-flight QoS 1/2
+messages, inbound QoS 2 ids and retained messages — written behind by one thread in group commits.
+
+The broker's in-memory state is authoritative while it runs; the store is a journal of it that is
+read back only at start-up. Every change is a small SQL operation queued with ``write``; the writer
+thread applies whatever has accumulated in one transaction and commits, then runs the callbacks
+registered with ``after_commit`` on the event loop. A QoS 1/2 acknowledgement is such a callback, so
+it leaves only once the message is committed, and many messages share one commit.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger("mqbridge.store")
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS sessions (
+    client_id TEXT PRIMARY KEY,
+    protocol_level INTEGER NOT NULL,
+    last_seen REAL NOT NULL,          -- unix time of the last disconnect (or connect)
+    expiry_seconds INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS subscriptions (
+    client_id TEXT NOT NULL,
+    topic_filter TEXT NOT NULL,
+    qos INTEGER NOT NULL,
+    PRIMARY KEY (client_id, topic_filter)
+);
+CREATE TABLE IF NOT EXISTS messages (
+    id INTEGER PRIMARY KEY,
+    topic TEXT NOT NULL,
+    payload BLOB NOT NULL,
+    qos INTEGER NOT NULL,
+    retain INTEGER NOT NULL,
+    origin TEXT,
+    created REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS outbound (
+    client_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    message_id INTEGER NOT NULL,
+    qos INTEGER NOT NULL,             -- delivery QoS: min(publication, subscription)
+    retain INTEGER NOT NULL,
+    packet_id INTEGER,                -- set once sent
+    state INTEGER NOT NULL,           -- 0 queued, 1 PUBLISH sent, 2 PUBREC received (PUBREL sent)
+    PRIMARY KEY (client_id, seq)
+);
+CREATE TABLE IF NOT EXISTS inbound_qos2 (
+    client_id TEXT NOT NULL,
+    packet_id INTEGER NOT NULL,
+    topic TEXT NOT NULL,
+    payload BLOB NOT NULL,
+    retain INTEGER NOT NULL,
+    PRIMARY KEY (client_id, packet_id)
+);
+CREATE TABLE IF NOT EXISTS retained (
+    topic TEXT PRIMARY KEY,
+    payload BLOB NOT NULL,
+    qos INTEGER NOT NULL,
+    origin TEXT,
+    updated REAL NOT NULL
+);
+"""
+
+# outbound states
+QUEUED = 0
+SENT = 1
+RELEASED = 2  # PUBREC received, PUBREL sent
+
+
+@dataclass(slots=True)
+class StoredSession:
+    client_id: str
+    protocol_level: int
+    last_seen: float
+    expiry_seconds: int
+    subscriptions: dict[str, int] = field(default_factory=dict)
+    outbound: list[tuple[int, int, int, int, int | None, int]] = field(default_factory=list)
+    # (seq, message_id, qos, retain, packet_id, state) in seq order
+    inbound_qos2: dict[int, tuple[str, bytes, bool]] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class StoredMessage:
+    id: int
+    topic: str
+    payload: bytes
+    qos: int
+    retain: bool
+    origin: str | None
+
+
+@dataclass(slots=True)
+class RecoveredState:
+    sessions: dict[str, StoredSession]
+    messages: dict[int, StoredMessage]
+    retained: dict[str, tuple[bytes, int, str | None]]
+    next_message_id: int
+
+
+Op = tuple[str, tuple[object, ...]]
+
+
+class Store:
+    """SQLite journal with group commit on a writer thread."""
+
+    def __init__(self, path: Path | str, *, synchronous: str = "FULL",
+                 loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self.path = Path(path)
+        self.synchronous = synchronous.upper()
+        if self.synchronous not in ("FULL", "NORMAL", "OFF", "EXTRA"):
+            raise ValueError(f"synchronous must be FULL, NORMAL, EXTRA or OFF, not {synchronous!r}")
+        self._loop = loop
+        self._lock = threading.Condition()
+        self._ops: list[Op] = []
+        self._callbacks: list[Callable[[], None]] = []
+        self._closing = False
+        self._thread: threading.Thread | None = None
+        self._conn: sqlite3.Connection | None = None
+        self.commits = 0
+        self.ops_written = 0
+        self.last_commit_seconds = 0.0
+        self.failed: BaseException | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def open(self) -> RecoveredState:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA synchronous={self.synchronous}")
+        conn.executescript(_SCHEMA)
+        row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        if row is None:
+            conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        elif int(row[0]) > SCHEMA_VERSION:
+            raise RuntimeError(f"store {self.path} has schema {row[0]}, newer than this mqbridge "
+                               f"({SCHEMA_VERSION})")
+        self._conn = conn
+        state = self._load(conn)
+        return state
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._thread = threading.Thread(target=self._run, name="mqbridge-store", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Flush everything queued, commit, stop the writer thread and close the database."""
+        with self._lock:
+            self._closing = True
+            self._lock.notify()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        else:
+            self._flush_sync()
+        if self._conn is not None:
+            try:
+                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error:
+                pass
+            self._conn.close()
+            self._conn = None
+
+    # -- writing --------------------------------------------------------------------------------
+
+    def write(self, sql: str, params: tuple[object, ...] = ()) -> None:
+        with self._lock:
+            self._ops.append((sql, params))
+            self._lock.notify()
+
+    def write_many(self, ops: list[Op]) -> None:
+        with self._lock:
+            self._ops.extend(ops)
+            self._lock.notify()
+
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` on the event loop once every write queued so far is committed."""
+        with self._lock:
+            self._callbacks.append(callback)
+            self._lock.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while not self._ops and not self._callbacks and not self._closing:
+                    self._lock.wait()
+                ops, self._ops = self._ops, []
+                callbacks, self._callbacks = self._callbacks, []
+                closing = self._closing
+            if ops:
+                try:
+                    self._apply(ops)
+                except BaseException as exc:  # the store is broken: stop acknowledging
+                    log.critical("store commit failed, no further acknowledgements: %s", exc)
+                    self.failed = exc
+                    return
+            if callbacks and self._loop is not None and not self._loop.is_closed():
+                try:
+                    self._loop.call_soon_threadsafe(_run_all, callbacks)
+                except RuntimeError:
+                    pass
+            if closing:
+                with self._lock:
+                    if not self._ops:
+                        return
+
+    def _apply(self, ops: list[Op]) -> None:
+        conn = self._conn
+        assert conn is not None
+        t0 = time.perf_counter()
+        conn.execute("BEGIN")
+        try:
+            for sql, params in ops:
+                conn.execute(sql, params)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        self.commits += 1
+        self.ops_written += len(ops)
+        self.last_commit_seconds = time.perf_counter() - t0
+
+    def _flush_sync(self) -> None:
+        with self._lock:
+            ops, self._ops = self._ops, []
+            callbacks, self._callbacks = self._callbacks, []
+        if ops and self._conn is not None:
+            self._apply(ops)
+        for cb in callbacks:
+            cb()
+
+    # -- reading (start-up only) ------------------------------------------------------------------
+
+    def _load(self, conn: sqlite3.Connection) -> RecoveredState:
+        sessions: dict[str, StoredSession] = {}
+        for cid, level, last_seen, expiry in conn.execute(
+                "SELECT client_id, protocol_level, last_seen, expiry_seconds FROM sessions"):
+            sessions[cid] = StoredSession(cid, level, last_seen, expiry)
+        for cid, flt, qos in conn.execute("SELECT client_id, topic_filter, qos FROM subscriptions"):
+            if cid in sessions:
+                sessions[cid].subscriptions[flt] = qos
+        for cid, seq, mid, qos, retain, pid, state in conn.execute(
+                "SELECT client_id, seq, message_id, qos, retain, packet_id, state FROM outbound "
+                "ORDER BY client_id, seq"):
+            if cid in sessions:
+                sessions[cid].outbound.append((seq, mid, qos, retain, pid, state))
+        for cid, pid, topic, payload, retain in conn.execute(
+                "SELECT client_id, packet_id, topic, payload, retain FROM inbound_qos2"):
+            if cid in sessions:
+                sessions[cid].inbound_qos2[pid] = (topic, bytes(payload), bool(retain))
+        messages: dict[int, StoredMessage] = {}
+        for mid, topic, payload, qos, retain, origin in conn.execute(
+                "SELECT id, topic, payload, qos, retain, origin FROM messages"):
+            messages[mid] = StoredMessage(mid, topic, bytes(payload), qos, bool(retain), origin)
+        retained = {topic: (bytes(payload), qos, origin) for topic, payload, qos, origin in
+                    conn.execute("SELECT topic, payload, qos, origin FROM retained")}
+        row = conn.execute("SELECT MAX(id) FROM messages").fetchone()
+        next_id = (row[0] or 0) + 1
+        return RecoveredState(sessions, messages, retained, next_id)
+
+
+def _run_all(callbacks: list[Callable[[], None]]) -> None:
+    for cb in callbacks:
+        try:
+            cb()
+        except Exception:  # one failing callback must not starve the others
+            log.exception("after-commit callback failed")
