@@ -243,7 +243,7 @@ def detect_byte_order(data: bytes | memoryview, offset: int = 0) -> str:
     for order in (">", "<"):
         if struct.unpack(order + "i", raw)[0] in (C.MQMD_VERSION_1, C.MQMD_VERSION_2):
             return order
-    raise MappingError(f"Version bytes {raw.hex()} are neither 1 nor 2 in either byte order",
+    raise MappingError(f"bytes {raw.hex()} are neither 1 nor 2 in either byte order",
                        structure=STRUCTURE, field="Version", offset=offset)
 
 
@@ -275,7 +275,7 @@ def decode_mqmd(data: bytes | memoryview, offset: int = 0, *, version: int | Non
         raise _truncated(data, offset, 4)
     struc_id = bytes(data[offset : offset + 4])
     if struc_id != b"MD  ":
-        raise MappingError(f"StrucId {struc_id!r} is not 'MD  '", structure=STRUCTURE, field="StrucId",
+        raise MappingError(f"{struc_id!r} is not 'MD  '", structure=STRUCTURE, field="StrucId",
                            offset=offset)
     order = detect_byte_order(data, offset)
     st_v1, _st_tail, st_v2 = _STRUCTS[order]

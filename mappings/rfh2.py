@@ -351,21 +351,21 @@ def _check_fixed(data: bytes | memoryview, offset: int, byte_order: str, fixed_l
     st = (_FIXED_BY_ORDER if fixed_len == 36 else _FIXED_V1_BY_ORDER)[byte_order]
     values = st.unpack_from(data, offset)
     if values[0] != b"RFH ":
-        raise _fail(f"StrucId {values[0]!r} is not 'RFH '", offset, "StrucId", structure)
+        raise _fail(f"{values[0]!r} is not 'RFH '", offset, "StrucId", structure)
     if values[1] != version:
         other = "<" if byte_order == ">" else ">"
         swapped = _LONG[other].unpack_from(data, offset + 4)[0]
         hint = (f" (it reads {version} in the other byte order: the preceding Encoding does not match)"
                 if swapped == version else "")
-        raise _fail(f"Version {values[1]} is not {version}{hint}", offset, "Version", structure)
+        raise _fail(f"{values[1]} is not {version}{hint}", offset, "Version", structure)
     length = values[2]
     if length < fixed_len:
-        raise _fail(f"StrucLength {length} is less than the fixed part ({fixed_len})", offset, "StrucLength",
+        raise _fail(f"{length} is less than the fixed part ({fixed_len})", offset, "StrucLength",
                     structure)
     if length % 4:
-        raise _fail(f"StrucLength {length} is not a multiple of 4", offset, "StrucLength", structure)
+        raise _fail(f"{length} is not a multiple of 4", offset, "StrucLength", structure)
     if length > avail:
-        raise _fail(f"StrucLength {length} runs past the end of the data ({avail} bytes left)", offset,
+        raise _fail(f"{length} runs past the end of the data ({avail} bytes left)", offset,
                     "StrucLength", structure)
     return length, values
 
@@ -377,7 +377,7 @@ def decode_rfh2(data: bytes | memoryview, offset: int, byte_order: str) -> tuple
     _sid, _ver, _len, encoding, ccsid, fmt, flags, nv_ccsid = values
     codec = codec_for(nv_ccsid, byte_order)
     if nv_ccsid not in C.RFH2_NAME_VALUE_CCSIDS or codec is None:
-        raise _fail(f"NameValueCCSID {nv_ccsid} is not 1208, 1200, 13488 or 17584", offset, "NameValueCCSID")
+        raise _fail(f"{nv_ccsid} is not 1208, 1200, 13488 or 17584", offset, "NameValueCCSID")
     end = offset + length
     pos = offset + C.MQRFH_STRUC_LENGTH_FIXED_2
     folders: list[RfhFolder] = []
@@ -389,7 +389,7 @@ def decode_rfh2(data: bytes | memoryview, offset: int, byte_order: str) -> tuple
                         "should be", offset, "NameValueLength")
         nv_len = long_.unpack_from(data, pos)[0]
         if nv_len < 0 or nv_len > end - pos - 4:
-            raise _fail(f"folder {index} NameValueLength {nv_len} at byte {pos} does not fit in StrucLength "
+            raise _fail(f"folder {index}: {nv_len} at byte {pos} does not fit in StrucLength "
                         f"{length} ({end - pos - 4} bytes left)", offset, "NameValueLength")
         raw = bytes(data[pos + 4 : pos + 4 + nv_len])
         try:
