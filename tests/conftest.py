@@ -1,0 +1,53 @@
+"""Shared pytest fixtures: a real `mqbridge serve` process per test, real MQTT clients, ActiveMQ."""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.activemq_fixtures import *  # noqa: F403 - activemq, jmstool, own_activemq, unique_name
+from tests.support.gateway import GatewayProcess
+from tests.support.mqtt_clients import PahoClient
+
+
+@pytest.fixture
+def gateway_factory(tmp_path: Path) -> Iterator[Callable[..., GatewayProcess]]:
+    """Start `mqbridge serve` processes with config overrides; all are stopped at teardown."""
+    started: list[GatewayProcess] = []
+
+    def make(config: dict[str, Any] | None = None, name: str = "gw") -> GatewayProcess:
+        workdir = tmp_path / name
+        workdir.mkdir(exist_ok=True)
+        gw = GatewayProcess(workdir, config).start()
+        started.append(gw)
+        return gw
+
+    yield make
+    for gw in started:
+        gw.stop()
+
+
+@pytest.fixture
+def gateway(gateway_factory: Callable[..., GatewayProcess]) -> GatewayProcess:
+    return gateway_factory()
+
+
+@pytest.fixture
+def clients() -> Iterator[Callable[..., PahoClient]]:
+    """Make paho clients; every one still connected is closed at teardown."""
+    made: list[PahoClient] = []
+
+    def make(port: int, client_id: str | None = None, **kw: Any) -> PahoClient:
+        c = PahoClient(port, client_id, **kw)
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        try:
+            c.client.disconnect()
+            c.client.loop_stop()
+        except Exception:
+            pass

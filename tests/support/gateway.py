@@ -1,0 +1,118 @@
+"""Runs a real `mqbridge serve` process for tests: free ports on 127.0.0.1, a temp data dir,
+readiness by its runtime file, stop by SIGTERM or SIGKILL, restart on the same ports and data."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(predicate: Any, timeout: float = 10.0, interval: float = 0.02, what: str = "condition") -> Any:
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+class GatewayProcess:
+    def __init__(self, workdir: Path, config: dict[str, Any] | None = None) -> None:
+        self.workdir = workdir
+        self.data_dir = workdir / "var"
+        self.port = free_port()
+        self.admin_port = free_port()
+        cfg: dict[str, Any] = {
+            "data_dir": str(self.data_dir),
+            "broker": {"listeners": [{"host": "127.0.0.1", "port": self.port}], "sys_interval": 1.0},
+            "admin": {"host": "127.0.0.1", "port": self.admin_port},
+            "logging": {"level": "INFO"},
+        }
+        for key, value in (config or {}).items():
+            if isinstance(value, dict) and isinstance(cfg.get(key), dict):
+                cfg[key] = {**cfg[key], **value}
+            else:
+                cfg[key] = value
+        self.config = cfg
+        self.config_path = workdir / "mqbridge.yaml"
+        self.log_path = workdir / "mqbridge.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def write_config(self) -> None:
+        self.config_path.write_text(yaml.safe_dump(self.config), encoding="utf-8")
+
+    def start(self, timeout: float = 15.0) -> GatewayProcess:
+        self.write_config()
+        runtime = self.data_dir / "runtime.json"
+        if runtime.exists():
+            runtime.unlink()
+        log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child for its lifetime
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.proc = subprocess.Popen([sys.executable, "-m", "bridge", "serve", "-c", str(self.config_path)],
+                                     cwd=self.workdir, stdout=log, stderr=subprocess.STDOUT, env=env)
+        log.close()
+
+        def ready() -> bool:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise AssertionError(f"mqbridge exited with {self.proc.returncode}:\n{self.log()}")
+            return runtime.exists()
+
+        wait_for(ready, timeout, what="mqbridge to start")
+        return self
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self, timeout: float = 15.0) -> int:
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = self.proc.wait(5)
+        self.proc = None
+        return rc
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait(10)
+            self.proc = None
+
+    def admin(self, path: str, method: str = "GET") -> tuple[int, Any]:
+        req = urllib.request.Request(f"http://127.0.0.1:{self.admin_port}{path}", method=method)
+        try:
+            with urllib.request.urlopen(req, timeout=5) as resp:
+                return resp.status, json.loads(resp.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read())
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "bridge", *args], cwd=self.workdir,
+                              capture_output=True, text=True, timeout=60)
