@@ -31,7 +31,8 @@ class PahoClient:
     """paho-mqtt with its network loop in a thread; every received message is recorded."""
 
     def __init__(self, port: int, client_id: str | None = None, *, protocol: int = V311,
-                 clean_session: bool = True, keepalive: int = 60, will: tuple[str, bytes, int, bool] | None = None,
+                 clean_session: bool = True, keepalive: int = 60,
+                 will: tuple[str, bytes, int, bool] | None = None,
                  username: str | None = None, password: str | None = None) -> None:
         self.client_id = client_id if client_id is not None else f"t-{uuid.uuid4().hex[:12]}"
         self.port = port
@@ -63,7 +64,8 @@ class PahoClient:
     def _on_disconnect(self, *args: Any) -> None:
         self.disconnected.set()
 
-    def _on_subscribe(self, client: Any, userdata: Any, mid: int, reason_codes: Any, props: Any = None) -> None:
+    def _on_subscribe(self, client: Any, userdata: Any, mid: int, reason_codes: Any,
+                      props: Any = None) -> None:
         self.subacks[mid] = [int(getattr(rc, "value", rc)) for rc in reason_codes]
 
     def connect(self, timeout: float = 10.0) -> PahoClient:
