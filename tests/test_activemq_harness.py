@@ -381,6 +381,16 @@ def test_jms_text_and_bytes_to_stomp_frames(
     assert empty_bytes.body == b"" and empty_bytes.headers["content-length"] == "0"
     for f in (empty_text, null_text):  # "" and null text look the same
         assert f.body == b"" and "content-length" not in f.headers
+    collector.frames.clear()
+
+    np_dest = f"{dest}.np"  # own queue: ActiveMQ may reorder persistent and non-persistent messages
+    jmstool.send(
+        f"queue://{np_dest}", {"type": "Text", "body": "np", "headers": {"deliveryMode": "NON_PERSISTENT"}}
+    )
+    (np,) = subscribe_and_wait(conn, collector, f"/queue/{np_dest}", 1)
+    assert "persistent" not in np.headers  # NON_PERSISTENT: no persistent header at all
+    assert (np.headers["priority"], np.headers["expires"]) == ("4", "0")
+    assert not {"correlation-id", "type", "reply-to", "redelivered"} & set(np.headers)
 
 
 def test_map_message_read_over_stomp_with_transformation(
