@@ -193,6 +193,10 @@ def build_composite_selector(
         fragment = given[prop]
         if fragment is not None and fragment.strip():
             clause = _HeaderFragment(fragment, prop, identifier, value_type).render()
+            try:  # rules the fragment splitter leaves to the parser (LIKE escapes): column in the clause
+                compile_selector(clause)
+            except MappingError as exc:
+                raise syntax_error(clause, exc.offset or 1, _reason(exc), prop) from None
             parts.append(f"({clause})")
     composite = " AND ".join(parts)
     compile_selector(composite)  # every part was checked; this guards the joining itself

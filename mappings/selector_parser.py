@@ -401,8 +401,7 @@ def _check_like_pattern(text: str, pattern: Token, escape: str | None) -> None:
         ch, column = chars[k]
         if ch == escape:
             if k + 1 >= len(chars):
-                raise syntax_error(text, column, f"the LIKE pattern ends with the escape character {escape!r}"
-                                   )
+                raise syntax_error(text, column, f"LIKE pattern ends with its escape character {escape!r}")
             following = chars[k + 1][0]
             if following not in ("%", "_", escape):
                 raise syntax_error(
