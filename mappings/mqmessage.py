@@ -232,7 +232,8 @@ def _header_from_dict(data: Any, index: int) -> Header:
 
 def message_from_dict(data: Any) -> MqMessage:
     """Inverse of :func:`message_as_dict`. The body may be given as ``hex``, ``text`` (encoded in the
-    body CCSID, UTF-8 when unknown) or omitted (empty). The Format chain is rebuilt from the headers."""
+    body CCSID, UTF-8 when unknown) or omitted (empty). The Format chain is rebuilt from the headers;
+    body Format/Encoding/CodedCharSetId apply only where the last structure does not give its own."""
     if not isinstance(data, dict):
         raise MappingError("a message description must be an object", structure="message")
     md_data = data.get("MQMD", {})
@@ -246,10 +247,17 @@ def message_from_dict(data: Any) -> MqMessage:
     body = data.get("body", {})
     if not isinstance(body, dict):
         raise MappingError("expected an object", structure="body")
+    # The last structure's own fields win; the body's Format/Encoding/CodedCharSetId fill the gaps
+    # (the body's CodedCharSetId as written by message_as_dict is the resolved one, INHERIT followed).
     last: Mqmd | Header = hdrs[-1] if hdrs else md
-    fmt = str(body.get("Format", last.format)).ljust(8)
-    enc = body.get("Encoding", last.encoding)
-    ccsid = body.get("CodedCharSetId", last.coded_char_set_id)
+    last_given: dict[str, Any] = headers[-1] if hdrs else md_data
+
+    def pick(key: str, own: Any) -> Any:
+        return own if key in last_given else body.get(key, own)
+
+    fmt = str(pick("Format", last.format)).ljust(8)
+    enc = pick("Encoding", last.encoding)
+    ccsid = pick("CodedCharSetId", last.coded_char_set_id)
     for key, value in (("Encoding", enc), ("CodedCharSetId", ccsid)):
         if not isinstance(value, int) or isinstance(value, bool):
             raise MappingError(f"expected an integer, got {value!r}", structure="body", field=key)
