@@ -67,8 +67,8 @@ class MqttProtocol(asyncio.Protocol):
     # -- asyncio callbacks ----------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports are not asyncio.Transport subclasses: no isinstance check here
+        self.transport = transport  # type: ignore[assignment]
         peername = transport.get_extra_info("peername") or ("?", 0)
         host = str(peername[0])
         peer = f"{host}:{peername[1]}" if len(peername) >= 2 else host
