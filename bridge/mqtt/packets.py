@@ -278,7 +278,7 @@ def _decode_subscribe(buf: bytes, pos: int, end: int) -> Subscribe:
         if pos >= end:
             raise ProtocolError("missing requested QoS", packet=name, offset=pos)
         req = buf[pos]
-        if req & 0xFC:
+        if req > 2:  # reserved upper bits set, or QoS 3
             raise ProtocolError(f"requested QoS byte {req:#04x} is invalid", packet=name, offset=pos)
         topics.append((topic, req))
         pos += 1
