@@ -4,7 +4,6 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from jms_strategies import java_values, typed_maps
 
 from mappings.errors import MappingError
 from mappings.jms import (
@@ -23,6 +22,7 @@ from mappings.jms import (
     jstring,
 )
 from mappings.jms_bodies import decode_map, decode_stream, encode_map, encode_stream
+from tests.jms_strategies import java_values, typed_maps
 
 # Verbatim from message-broker-end-user-application-support.txt, "MapMessage payload".
 SEED_MAP = """<map>

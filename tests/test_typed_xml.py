@@ -6,7 +6,6 @@ import math
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from jms_strategies import java_values
 
 from mappings.errors import MappingError
 from mappings.jms import JavaType, JavaValue, jbytes, jchar, jdouble, jfloat, jint, jstring, to_float32
@@ -20,6 +19,7 @@ from mappings.typed_xml import (
     parse_xml,
     typed_element,
 )
+from tests.jms_strategies import java_values
 
 I8_MAX = 9223372036854775807
 I8_MIN = -9223372036854775808

@@ -1,0 +1,224 @@
+"""Map/Stream bodies as JSON: the plain form MQTT receives and a typed form that round-trips Java types.
+
+amlen-mqtt-jms-conversion.txt, Table 1: "MapMessage — The map is converted to JSON in a UTF-8 encoding",
+"StreamMessage — The stream is converted to JSON in a UTF-8 encoding". The seed does not say how Java
+values become JSON; docs/json-forms.md defines both forms. In short:
+
+Plain form (lossy, always valid RFC 8259 JSON): Map -> object in map order, Stream -> array.
+boolean -> true/false; byte/short/int/long -> integer; float/double -> shortest round-trip number, but
+NaN, Infinity and -Infinity -> the strings "NaN", "Infinity", "-Infinity"; char and String -> string;
+byte[] -> standard base64 string (with padding); null -> null.
+
+Typed form (lossless): every value is ``{"type": T, "value": V}`` with T the Java type name (boolean,
+byte, short, char, int, long, float, double, String, byte[]) and V as in the plain form. A map is an
+object of such values in map order, a stream an array of them.
+
+Both forms are returned as ``str`` that always encodes to UTF-8: a lone surrogate (a legal Java char)
+is written as a ``\\uXXXX`` escape.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import re
+from collections.abc import Iterable
+
+from mappings.errors import MappingError
+from mappings.jms import (
+    INTEGER_RANGES,
+    JavaType,
+    JavaValue,
+    MapBody,
+    StreamBody,
+    TypedMap,
+    to_float32,
+)
+from mappings.typed_xml import format_float
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_dumps_str = json.JSONEncoder(ensure_ascii=False).encode
+_dumps_ascii = json.JSONEncoder(ensure_ascii=True).encode
+
+FLOAT_SPECIALS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def _json_string(text: str) -> str:
+    out = _dumps_str(text)
+    if _SURROGATE.search(out):
+        return _dumps_ascii(text)
+    return out
+
+
+def _json_number_or_special(value: float, jtype: JavaType) -> str:
+    if math.isnan(value) or math.isinf(value):
+        return _json_string(format_float(value, jtype))
+    return format_float(value, jtype)
+
+
+def _scalar(value: JavaValue) -> str:
+    """The plain-form JSON text of one value."""
+    v = value.value
+    if v is None:
+        return "null"
+    jtype = value.type
+    if jtype is JavaType.STRING or jtype is JavaType.CHAR:
+        return _json_string(v)  # type: ignore[arg-type]
+    if jtype is JavaType.BOOLEAN:
+        return "true" if v else "false"
+    if jtype in INTEGER_RANGES:
+        return str(v)
+    if jtype is JavaType.BYTES:
+        return '"' + base64.b64encode(v).decode("ascii") + '"'  # type: ignore[arg-type]
+    return _json_number_or_special(v, jtype)  # type: ignore[arg-type]
+
+
+def _map_entries(body: MapBody | TypedMap) -> TypedMap:
+    return body.entries if isinstance(body, MapBody) else body
+
+
+def _stream_items(body: StreamBody | Iterable[JavaValue]) -> tuple[JavaValue, ...]:
+    return body.items if isinstance(body, StreamBody) else tuple(body)
+
+
+# --------------------------------------------------------------------------------- plain form
+
+
+def map_to_json(body: MapBody | TypedMap) -> str:
+    """Plain JSON object, keys in map order."""
+    return "{" + ",".join(f"{_json_string(k)}:{_scalar(v)}" for k, v in _map_entries(body).pairs) + "}"
+
+
+def stream_to_json(body: StreamBody | Iterable[JavaValue]) -> str:
+    """Plain JSON array."""
+    return "[" + ",".join(_scalar(v) for v in _stream_items(body)) + "]"
+
+
+# --------------------------------------------------------------------------------- typed form
+
+
+def _typed(value: JavaValue) -> str:
+    return f'{{"type":"{value.type.value}","value":{_scalar(value)}}}'
+
+
+def map_to_typed_json(body: MapBody | TypedMap) -> str:
+    return "{" + ",".join(f"{_json_string(k)}:{_typed(v)}" for k, v in _map_entries(body).pairs) + "}"
+
+
+def stream_to_typed_json(body: StreamBody | Iterable[JavaValue]) -> str:
+    return "[" + ",".join(_typed(v) for v in _stream_items(body)) + "]"
+
+
+class _Pairs(list):
+    """A JSON object as its ordered (key, value) pairs, so duplicates and order are visible."""
+
+
+def _load(document: str | bytes, structure: str) -> object:
+    def reject_constant(token: str) -> object:
+        raise ValueError(f"{token} is not JSON")
+
+    try:
+        if isinstance(document, bytes):
+            document = document.decode("utf-8")
+        return json.loads(document, object_pairs_hook=_Pairs, parse_constant=reject_constant)
+    except UnicodeDecodeError as exc:
+        raise MappingError(f"not valid UTF-8 ({exc.reason})", structure=structure, offset=exc.start) from None
+    except json.JSONDecodeError as exc:
+        raise MappingError(f"malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
+                           structure=structure, offset=exc.lineno) from None
+    except (ValueError, RecursionError) as exc:
+        raise MappingError(f"malformed JSON: {exc}", structure=structure) from None
+
+
+_TYPES_BY_NAME = {t.value: t for t in JavaType}
+
+
+def _value_from_typed(node: object, *, name: str, structure: str) -> JavaValue:
+    def fail(reason: str) -> MappingError:
+        return MappingError(reason, structure=structure, field=name)
+
+    if not isinstance(node, _Pairs):
+        raise fail('expected an object {"type": ..., "value": ...}')
+    fields = dict(node)
+    if len(fields) != len(node) or set(fields) != {"type", "value"}:
+        raise fail('expected exactly the members "type" and "value"')
+    jtype = _TYPES_BY_NAME.get(fields["type"]) if isinstance(fields["type"], str) else None
+    if jtype is None:
+        raise fail(f"unknown Java type {fields['type']!r}")
+    raw = fields["value"]
+    if raw is None:
+        if jtype in (JavaType.STRING, JavaType.BYTES):
+            return JavaValue(jtype, None)
+        raise fail(f"{jtype.value} cannot be null")
+    if jtype is JavaType.BOOLEAN:
+        if not isinstance(raw, bool):
+            raise fail("boolean value must be true or false")
+        return JavaValue(jtype, raw)
+    if jtype in INTEGER_RANGES:
+        if isinstance(raw, bool) or not isinstance(raw, int):
+            raise fail(f"{jtype.value} value must be an integer")
+        low, high = INTEGER_RANGES[jtype]
+        if not low <= raw <= high:
+            raise fail(f"{raw} is outside {low}..{high}")
+        return JavaValue(jtype, raw)
+    if jtype in (JavaType.FLOAT, JavaType.DOUBLE):
+        if isinstance(raw, str) and raw in FLOAT_SPECIALS:
+            number = FLOAT_SPECIALS[raw]
+        elif isinstance(raw, int | float) and not isinstance(raw, bool):
+            try:
+                number = float(raw)
+            except OverflowError:
+                raise fail(f"{raw} is too large for {jtype.value}") from None
+            if math.isinf(number):
+                raise fail(f"{raw} is too large for {jtype.value}")
+            if jtype is JavaType.FLOAT:
+                number = to_float32(number)
+                if math.isinf(number):
+                    raise fail(f"{raw} is too large for float")
+        else:
+            raise fail(f'{jtype.value} value must be a number or "NaN", "Infinity", "-Infinity"')
+        return JavaValue(jtype, number)
+    if jtype is JavaType.CHAR:
+        if not isinstance(raw, str) or len(raw) != 1 or ord(raw) > 0xFFFF:
+            raise fail("char value must be a string of one UTF-16 code unit")
+        return JavaValue(jtype, raw)
+    if jtype is JavaType.STRING:
+        if not isinstance(raw, str):
+            raise fail("String value must be a string or null")
+        return JavaValue(jtype, raw)
+    if not isinstance(raw, str):
+        raise fail("byte[] value must be a base64 string or null")
+    try:
+        return JavaValue(jtype, base64.b64decode(raw.encode("ascii"), validate=True))
+    except (binascii.Error, UnicodeEncodeError):
+        raise fail("byte[] value is not valid base64") from None
+
+
+def map_from_typed_json(document: str | bytes) -> MapBody:
+    """Read the typed form of a map back into the same Java types and order."""
+    structure = "typed JSON map"
+    tree = _load(document, structure)
+    if not isinstance(tree, _Pairs):
+        raise MappingError("expected a JSON object", structure=structure)
+    pairs: list[tuple[str, JavaValue]] = []
+    seen: set[str] = set()
+    for key, node in tree:
+        if key in seen:
+            raise MappingError("duplicate map name", structure=structure, field=key)
+        if key == "":
+            raise MappingError("empty map name", structure=structure, field="''")
+        seen.add(key)
+        pairs.append((key, _value_from_typed(node, name=key, structure=structure)))
+    return MapBody(TypedMap(pairs))
+
+
+def stream_from_typed_json(document: str | bytes) -> StreamBody:
+    """Read the typed form of a stream back into the same Java types."""
+    structure = "typed JSON stream"
+    tree = _load(document, structure)
+    if not isinstance(tree, list) or isinstance(tree, _Pairs):
+        raise MappingError("expected a JSON array", structure=structure)
+    return StreamBody(tuple(
+        _value_from_typed(node, name=f"[{i}]", structure=structure) for i, node in enumerate(tree)
+    ))
