@@ -133,6 +133,8 @@ class MqttProtocol(asyncio.Protocol):
         conn.closed = True
         if conn.client_id is not None:
             log.info("client %s (%s) disconnected: %s", conn.client_id, conn.peer, reason)
+        elif conn.close_reason:
+            log.warning("connection from %s closed before CONNECT: %s", conn.peer, reason)
         self.server.broker.connection_lost(conn, reason)
         self.transport = None
 
