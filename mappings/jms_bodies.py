@@ -10,13 +10,18 @@ Decoding accepts
   with single or double quotes. In a map, an ``elt`` element with a ``name`` attribute is a wire-form
   entry; any other element is a seed-form entry keyed by its tag (so a key may even be ``elt``).
 
-Encoding always writes the wire form, which carries keys in an attribute, so keys that are not XML
-names (spaces, leading digits, punctuation) round-trip. Typed values follow mappings.typed_xml; a null
+``encode_map`` writes the wire form, which carries keys in an attribute, so keys that are not XML
+names (spaces, leading digits, punctuation) round-trip. ``encode_map_elements`` writes the seed's
+element-per-key form (used for the JMSTransport tree's Body), falling back to ``<elt name="..">`` for a
+key that is not an XML name; both decode back to the same map. Typed values follow mappings.typed_xml; a null
 String or byte[] is ``xsi:nil="true"``.
 """
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import lru_cache
+
+from lxml import etree
 
 from mappings.errors import MappingError
 from mappings.jms import JavaValue, MapBody, StreamBody, TypedMap
@@ -93,6 +98,33 @@ def encode_map(body: MapBody | TypedMap) -> str:
                                    extra_attrs=f' name="{escape_attr(key)}"'))
     parts.append("</map>")
     return "".join(parts)
+
+
+@lru_cache(maxsize=4096)
+def is_xml_name(name: str) -> bool:
+    """True when ``name`` can be an element name without a namespace (an XML NCName)."""
+    try:
+        etree.Element(name)
+    except ValueError:
+        return False
+    return True
+
+
+def entry_element(key: str, value: JavaValue, *, structure: str) -> str:
+    """One element-per-key entry: ``<key dt="..">v</key>``, or ``<elt name="key">`` when it must be."""
+    problem = xml_char_problem(key)
+    if problem:
+        raise MappingError(problem, structure=structure, field=repr(key))
+    if is_xml_name(key):
+        return typed_element(key, value, name=key, structure=structure)
+    return typed_element("elt", value, name=key, structure=structure,
+                         extra_attrs=f' name="{escape_attr(key)}"')
+
+
+def encode_map_elements(body: MapBody | TypedMap) -> str:
+    """The seed's element-per-key form ``<map><Key dt="i4">1</Key></map>`` (wire form per awkward key)."""
+    entries = body.entries if isinstance(body, MapBody) else body
+    return "<map>" + "".join(entry_element(k, v, structure="map entry") for k, v in entries.pairs) + "</map>"
 
 
 def encode_stream(body: StreamBody | Iterable[JavaValue]) -> str:
