@@ -1,0 +1,284 @@
+"""The versioned conversion-log record schema shared by the bridge's writer and spark_audit (pure)."""
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from mappings.errors import MappingError
+from mappings.report import Change, Finding
+
+# Bump when a field is added, removed or changes meaning. Readers accept records with
+# schema_version <= SCHEMA_VERSION and count newer ones as "future_version" (never crash).
+SCHEMA_VERSION = 1
+
+STRUCTURE = "conversion log record"
+
+
+class Direction(StrEnum):
+    """Which side of the gateway a record describes."""
+
+    INGRESS = "ingress"  # the message was taken from its source (MQTT publish in, MQGET, JMS receive)
+    EGRESS = "egress"    # the converted message was handed to its target (MQPUT, STOMP SEND, MQTT deliver)
+
+
+class Status(StrEnum):
+    """Outcome of one conversion step."""
+
+    OK = "ok"            # converted and accepted
+    FAILED = "failed"    # conversion or delivery failed; `reason` says why
+    BACKOUT = "backout"  # sent to the route's backout destination; `reason` says why
+    DROPPED = "dropped"  # deliberately not delivered (no subscriber, QoS 0 overflow, selector); `reason`
+
+
+class Protocol(StrEnum):
+    """The three worlds mqbridge connects."""
+
+    MQTT = "mqtt"
+    MQ = "mq"
+    JMS = "jms"
+
+
+# Field kinds. spark_audit/schema.py maps each kind to exactly one Spark type.
+INT = "int"              # 32-bit integer
+LONG = "long"            # 64-bit integer
+STRING = "string"
+BOOL = "bool"
+TIMESTAMP = "timestamp"  # JSON: ISO 8601 UTC with microseconds, "2026-11-22T03:00:00.123456Z"
+FINDINGS = "findings"    # JSON: list of {"change", "name", "detail"} (mappings.report.Finding)
+
+TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"        # strftime form written by to_json_line
+SPARK_TIMESTAMP_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSX"  # the same format for Spark's JSON reader
+
+
+@dataclass(frozen=True, slots=True)
+class FieldSpec:
+    """One field of the record: name, kind, whether it may be null, allowed values and meaning."""
+
+    name: str
+    kind: str
+    required: bool
+    doc: str
+    enum: type[StrEnum] | None = None
+    min_value: int | None = None
+    max_value: int | None = None
+
+
+FIELDS: tuple[FieldSpec, ...] = (
+    FieldSpec("schema_version", INT, True, "Version of this schema the record was written with.",
+              min_value=1),
+    FieldSpec("event_time", TIMESTAMP, True, "When the step happened (UTC, microseconds)."),
+    FieldSpec("gateway_id", STRING, True, "Which mqbridge instance wrote the record."),
+    FieldSpec("message_key", STRING, True,
+              "Ties a message's ingress record to its egress record(s); redeliveries keep the same key."),
+    FieldSpec("route", STRING, True, "Name of the route (rules file) that converted the message."),
+    FieldSpec("direction", STRING, True, "ingress (taken from the source) or egress (given to the target).",
+              enum=Direction),
+    FieldSpec("source_protocol", STRING, True, "Protocol the message came from.", enum=Protocol),
+    FieldSpec("target_protocol", STRING, True, "Protocol the message goes to.", enum=Protocol),
+    FieldSpec("source_type", STRING, True,
+              "Source message type: MQTT 'publish', MQ format (MQSTR, MQHRF2, ' '), JMS TextMessage, ..."),
+    FieldSpec("target_type", STRING, False,
+              "Target message type; null when the conversion did not get there."),
+    FieldSpec("qos", INT, True,
+              "Delivery guarantee: MQTT QoS; for MQ/JMS 1 when persistent, 0 when not.",
+              min_value=0, max_value=2),
+    FieldSpec("persistent", BOOL, False, "MQ/JMS persistence (MQTT: retained messages are not implied)."),
+    FieldSpec("priority", INT, False, "MQ/JMS priority 0-9; null for MQTT.", min_value=0, max_value=9),
+    FieldSpec("source_size", LONG, True, "Payload bytes as received.", min_value=0),
+    FieldSpec("target_size", LONG, False, "Payload bytes as sent; null when nothing was sent.", min_value=0),
+    FieldSpec("status", STRING, True, "ok, failed, backout or dropped.", enum=Status),
+    FieldSpec("reason", STRING, False, "Why the status is not ok (required then); null when ok."),
+    FieldSpec("findings", FINDINGS, True,
+              "What the conversion dropped, coerced, truncated, defaulted or renamed."),
+    FieldSpec("latency_us", LONG, False, "Egress only: microseconds from the ingress record to this one.",
+              min_value=0),
+    FieldSpec("client_id", STRING, False,
+              "MQTT client id (publisher on ingress, subscriber on egress) or JMS/MQ application id."),
+    FieldSpec("destination", STRING, False, "Topic, queue or JMS destination on this record's side."),
+    FieldSpec("redelivery_count", INT, True,
+              "0 on first delivery; MQTT DUP / MQ BackoutCount / JMSXDeliveryCount-1 on redeliveries.",
+              min_value=0),
+)
+
+FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in FIELDS)
+FIELDS_BY_NAME: dict[str, FieldSpec] = {f.name: f for f in FIELDS}
+FINDING_KEYS: tuple[str, ...] = ("change", "name", "detail")
+
+
+class RecordError(MappingError):
+    """A conversion-log record is invalid; ``field`` names the offending field."""
+
+    def __init__(self, field_name: str, message: str) -> None:
+        super().__init__(message, structure=STRUCTURE, field=field_name)
+
+
+def format_timestamp(value: datetime) -> str:
+    """Render an aware datetime as the log's UTC timestamp string."""
+    return value.astimezone(UTC).strftime(TIMESTAMP_FORMAT)
+
+
+def parse_timestamp(value: str) -> datetime:
+    """Parse an ISO 8601 timestamp with a UTC offset ('Z' or +hh:mm) into an aware UTC datetime."""
+    parsed = datetime.fromisoformat(value.replace("Z", "+00:00") if value.endswith("Z") else value)
+    if parsed.tzinfo is None:
+        raise ValueError("timestamp has no UTC offset")
+    return parsed.astimezone(UTC)
+
+
+def _check_value(spec: FieldSpec, value: Any) -> Any:  # noqa: ANN401 - values are JSON-typed
+    """Validate and normalise one JSON value against its field spec."""
+    if value is None:
+        if spec.required:
+            raise RecordError(spec.name, "is required")
+        return None
+    if spec.kind in (INT, LONG):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise RecordError(spec.name, f"must be an integer, got {type(value).__name__}")
+        bits = 31 if spec.kind == INT else 63
+        if not -(2**bits) <= value < 2**bits:
+            raise RecordError(spec.name, f"{value} does not fit a {spec.kind}")
+        if spec.min_value is not None and value < spec.min_value:
+            raise RecordError(spec.name, f"{value} is below {spec.min_value}")
+        if spec.max_value is not None and value > spec.max_value:
+            raise RecordError(spec.name, f"{value} is above {spec.max_value}")
+        return value
+    if spec.kind == BOOL:
+        if not isinstance(value, bool):
+            raise RecordError(spec.name, f"must be true or false, got {type(value).__name__}")
+        return value
+    if spec.kind == STRING:
+        if not isinstance(value, str):
+            raise RecordError(spec.name, f"must be a string, got {type(value).__name__}")
+        if spec.enum is not None:
+            try:
+                return spec.enum(value)
+            except ValueError:
+                allowed = ", ".join(m.value for m in spec.enum)
+                raise RecordError(spec.name, f"{value!r} is not one of {allowed}") from None
+        return value
+    if spec.kind == TIMESTAMP:
+        if isinstance(value, datetime):
+            if value.tzinfo is None:
+                raise RecordError(spec.name, "datetime must be timezone-aware")
+            return value.astimezone(UTC)
+        if not isinstance(value, str):
+            raise RecordError(spec.name, f"must be an ISO 8601 string, got {type(value).__name__}")
+        try:
+            return parse_timestamp(value)
+        except ValueError as exc:
+            raise RecordError(spec.name, f"{value!r} is not an ISO 8601 UTC timestamp ({exc})") from None
+    if spec.kind == FINDINGS:
+        return _check_findings(spec.name, value)
+    raise RecordError(spec.name, f"unknown field kind {spec.kind!r}")  # pragma: no cover - FIELDS is fixed
+
+
+def _check_findings(name: str, value: Any) -> tuple[Finding, ...]:  # noqa: ANN401
+    """Validate the findings list: each item a Finding or a {change, name, detail} mapping."""
+    if not isinstance(value, list | tuple):
+        raise RecordError(name, f"must be a list, got {type(value).__name__}")
+    out: list[Finding] = []
+    for i, item in enumerate(value):
+        where = f"{name}[{i}]"
+        if isinstance(item, Finding):
+            out.append(item)
+            continue
+        if not isinstance(item, Mapping):
+            raise RecordError(where, f"must be an object, got {type(item).__name__}")
+        extra = set(item) - set(FINDING_KEYS)
+        if extra:
+            raise RecordError(f"{where}.{sorted(extra)[0]}", "is not a finding field")
+        try:
+            change = Change(item.get("change"))
+        except ValueError:
+            allowed = ", ".join(c.value for c in Change)
+            raise RecordError(f"{where}.change", f"{item.get('change')!r} is not one of {allowed}") from None
+        fname, detail = item.get("name"), item.get("detail", "")
+        if not isinstance(fname, str) or not fname:
+            raise RecordError(f"{where}.name", "must be a non-empty string")
+        if not isinstance(detail, str):
+            raise RecordError(f"{where}.detail", "must be a string")
+        out.append(Finding(change, fname, detail))
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class ConversionRecord:
+    """One conversion step as written to the log (one JSON line)."""
+
+    event_time: datetime
+    gateway_id: str
+    message_key: str
+    route: str
+    direction: Direction
+    source_protocol: Protocol
+    target_protocol: Protocol
+    source_type: str
+    qos: int
+    source_size: int
+    status: Status
+    target_type: str | None = None
+    persistent: bool | None = None
+    priority: int | None = None
+    target_size: int | None = None
+    reason: str | None = None
+    findings: tuple[Finding, ...] = field(default_factory=tuple)
+    latency_us: int | None = None
+    client_id: str | None = None
+    destination: str | None = None
+    redelivery_count: int = 0
+    schema_version: int = SCHEMA_VERSION
+
+    def __post_init__(self) -> None:
+        for spec in FIELDS:
+            normalised = _check_value(spec, getattr(self, spec.name))
+            if normalised is not getattr(self, spec.name):
+                object.__setattr__(self, spec.name, normalised)
+        if self.schema_version > SCHEMA_VERSION:
+            raise RecordError("schema_version", f"{self.schema_version} is newer than {SCHEMA_VERSION}")
+        if self.status is not Status.OK and not self.reason:
+            raise RecordError("reason", f"is required when status is {self.status.value}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict with every field present (nulls explicit), in FIELDS order."""
+        out: dict[str, Any] = {}
+        for spec in FIELDS:
+            value = getattr(self, spec.name)
+            if spec.kind == TIMESTAMP:
+                value = format_timestamp(value)
+            elif spec.kind == FINDINGS:
+                value = [f.as_dict() for f in value]
+            elif isinstance(value, StrEnum):
+                value = value.value
+            out[spec.name] = value
+        return out
+
+    def to_json_line(self) -> str:
+        """The record as one compact JSON line, terminated by a newline."""
+        return json.dumps(self.to_dict(), separators=(",", ":"), ensure_ascii=False) + "\n"
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ConversionRecord:
+        """Validate a decoded JSON object; raises RecordError naming the first bad field."""
+        if not isinstance(data, Mapping):
+            raise RecordError("<record>", f"must be a JSON object, got {type(data).__name__}")
+        unknown = [k for k in data if k not in FIELDS_BY_NAME]
+        version = data.get("schema_version")
+        if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
+            raise RecordError("schema_version", f"{version} is newer than {SCHEMA_VERSION}")
+        if unknown:
+            raise RecordError(unknown[0], f"is not a field of schema version {SCHEMA_VERSION}")
+        values = {spec.name: _check_value(spec, data.get(spec.name)) for spec in FIELDS}
+        return cls(**values)
+
+    @classmethod
+    def from_json_line(cls, line: str) -> ConversionRecord:
+        """Decode and validate one JSON line."""
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise RecordError("<line>", f"not valid JSON: {exc.msg} at column {exc.colno}") from None
+        return cls.from_dict(data)
