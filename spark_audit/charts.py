@@ -1,0 +1,124 @@
+"""Inline SVG charts (pure Python, no dependencies) for the self-contained HTML report."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from html import escape
+
+PALETTE = ("#2b6cb0", "#dd6b20", "#c53030", "#2f855a", "#6b46c1", "#718096")
+FONT = 'font-family="sans-serif" font-size="11"'
+
+
+def _nice_max(value: float) -> float:
+    """Round an axis maximum up to 1, 2 or 5 times a power of ten."""
+    if value <= 0:
+        return 1.0
+    magnitude = 10 ** (len(str(int(value))) - 1)
+    for step in (1, 2, 5, 10):
+        if value <= step * magnitude:
+            return float(step * magnitude)
+    return float(10 * magnitude)  # pragma: no cover
+
+
+def _fmt(value: float) -> str:
+    if value >= 1_000_000:
+        return f"{value / 1_000_000:.1f}M"
+    if value >= 1_000:
+        return f"{value / 1_000:.1f}k"
+    return f"{value:g}"
+
+
+def stacked_columns(
+    labels: Sequence[str], series: dict[str, Sequence[float]], title: str, width: int = 760, height: int = 260
+) -> str:
+    """Vertical stacked columns (e.g. records per hour split by status)."""
+    left, bottom, top = 56, 48, 24
+    plot_w, plot_h = width - left - 10, height - bottom - top
+    totals = [sum(s[i] for s in series.values()) for i in range(len(labels))]
+    vmax = _nice_max(max(totals, default=0))
+    n = max(len(labels), 1)
+    bar_w = plot_w / n
+    parts = [_header(width, height, title), _y_axis(left, top, plot_h, vmax, plot_w)]
+    for i, label in enumerate(labels):
+        y = top + plot_h
+        for k, (name, values) in enumerate(series.items()):
+            h = values[i] / vmax * plot_h
+            if h > 0:
+                y -= h
+                parts.append(
+                    f'<rect x="{left + i * bar_w + 1:.1f}" y="{y:.1f}" width="{max(bar_w - 2, 1):.1f}" '
+                    f'height="{h:.1f}" fill="{PALETTE[k % len(PALETTE)]}"><title>{escape(label)} '
+                    f"{escape(name)}: {values[i]:g}</title></rect>"
+                )
+        if n <= 12 or i % max(n // 12, 1) == 0:
+            parts.append(
+                f'<text x="{left + (i + 0.5) * bar_w:.1f}" y="{top + plot_h + 14}" text-anchor="middle" '
+                f"{FONT}>{escape(label)}</text>"
+            )
+    parts.append(_legend(list(series), left, height - 14))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def grouped_bars(
+    categories: Sequence[str], series: dict[str, Sequence[float]], title: str, unit: str = "",
+    width: int = 760,
+) -> str:
+    """Horizontal grouped bars (e.g. p50/p95/p99 latency per route)."""
+    left, top, row_gap = 160, 24, 8
+    k = max(len(series), 1)
+    bar_h = 10
+    group_h = k * bar_h + row_gap
+    height = top + max(len(categories), 1) * group_h + 40
+    plot_w = width - left - 70
+    vmax = _nice_max(max((v for s in series.values() for v in s), default=0))
+    parts = [_header(width, height, title)]
+    for i, cat in enumerate(categories):
+        y0 = top + i * group_h
+        parts.append(
+            f'<text x="{left - 6}" y="{y0 + k * bar_h / 2 + 4:.1f}" text-anchor="end" {FONT}>'
+            f"{escape(cat)}</text>"
+        )
+        for j, (name, values) in enumerate(series.items()):
+            w = values[i] / vmax * plot_w
+            y = y0 + j * bar_h
+            parts.append(
+                f'<rect x="{left}" y="{y}" width="{w:.1f}" height="{bar_h - 1}" '
+                f'fill="{PALETTE[j % len(PALETTE)]}"><title>{escape(cat)} {escape(name)}: '
+                f"{values[i]:g}{escape(unit)}</title></rect>"
+                f'<text x="{left + w + 3:.1f}" y="{y + bar_h - 2}" {FONT}>{_fmt(values[i])}</text>'
+            )
+    parts.append(_legend(list(series), left, height - 14))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _header(width: int, height: int, title: str) -> str:
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(title)}">'
+        f'<text x="4" y="14" font-family="sans-serif" font-size="13" font-weight="bold">'
+        f"{escape(title)}</text>"
+    )
+
+
+def _y_axis(left: int, top: int, plot_h: int, vmax: float, plot_w: int) -> str:
+    out = []
+    for i in range(5):
+        v = vmax * i / 4
+        y = top + plot_h - plot_h * i / 4
+        out.append(
+            f'<line x1="{left}" x2="{left + plot_w}" y1="{y:.1f}" y2="{y:.1f}" stroke="#e2e8f0"/>'
+            f'<text x="{left - 4}" y="{y + 4:.1f}" text-anchor="end" {FONT}>{_fmt(v)}</text>'
+        )
+    return "".join(out)
+
+
+def _legend(names: Sequence[str], x: int, y: int) -> str:
+    out = []
+    for i, name in enumerate(names):
+        xi = x + i * 110
+        out.append(
+            f'<rect x="{xi}" y="{y - 9}" width="10" height="10" fill="{PALETTE[i % len(PALETTE)]}"/>'
+            f'<text x="{xi + 14}" y="{y}" {FONT}>{escape(name)}</text>'
+        )
+    return "".join(out)

@@ -1,0 +1,57 @@
+"""The audit's command-line arguments, shared by `python -m spark_audit` and `mqbridge audit`."""
+from __future__ import annotations
+
+import argparse
+from datetime import UTC, datetime
+
+DEFAULT_GRACE_SECONDS = 300.0
+DEFAULT_OUT = "audit-out"
+
+
+def parse_time(text: str) -> datetime:
+    """An ISO 8601 time; without an offset it is taken as UTC."""
+    try:
+        value = datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {text!r}") from None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be >= 0")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the audit's arguments to a parser."""
+    parser.add_argument("logs", nargs="+", metavar="LOGS",
+                        help="conversion log files (JSON Lines) or directories of them")
+    parser.add_argument("--since", type=parse_time, help="audit records at or after this time (ISO 8601)")
+    parser.add_argument("--until", type=parse_time, help="audit records before this time (ISO 8601)")
+    parser.add_argument("--master", default="local[2]", help="Spark master URL (default: local[2])")
+    parser.add_argument("--out", default=DEFAULT_OUT,
+                        help=f"directory for summary.json, report.html, tables/ (default: {DEFAULT_OUT})")
+    parser.add_argument("--grace", type=non_negative, default=DEFAULT_GRACE_SECONDS, metavar="SECONDS",
+                        help="an ingress with no egress after this long is a loss (default: 300)")
+    parser.add_argument("--parquet", metavar="DIR",
+                        help="the compacted Parquet log (default: OUT/parquet)")
+    parser.add_argument("--incremental", action="store_true",
+                        help="audit only log files not seen before (one LOGS directory; checkpoint in OUT)")
+    parser.add_argument("--top", type=int, default=10, metavar="N", help="top offenders to list (default 10)")
+    parser.add_argument("--no-parquet-tables", dest="parquet_tables", action="store_false",
+                        help="skip writing one Parquet table per finding")
+
+
+def build_parser(prog: str = "python -m spark_audit") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Audit mqbridge conversion logs: losses, duplicates, failures, coercions, latency. "
+        "Exit 1 when a loss or a suspicious duplicate is found, 2 on unusable input.",
+    )
+    add_arguments(parser)
+    return parser

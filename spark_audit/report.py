@@ -1,0 +1,216 @@
+"""Audit outputs: JSON summary (stable keys), one Parquet table per finding, self-contained HTML."""
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from mappings.convlog_schema import SCHEMA_VERSION
+from spark_audit.audit import AuditResult
+from spark_audit.charts import grouped_bars, stacked_columns
+from spark_audit.ingest import IngestResult
+
+REPORT_VERSION = 1
+EXIT_OK = 0
+EXIT_GATE = 1  # loss or suspicious duplicates found
+HTML_ROWS = 50
+
+
+def _iso(value: object) -> str | None:
+    return value.isoformat() if value is not None else None  # type: ignore[attr-defined]
+
+
+def finding_tables(result: AuditResult) -> dict[str, DataFrame]:
+    """The Parquet tables, one per finding (losses and unexpected egress split out of key_problems)."""
+    problems = result.tables["key_problems"]
+    tables = {name: df for name, df in result.tables.items() if name != "key_problems"}
+    tables["losses"] = problems.where(F.col("kind") == "lost").drop("kind")
+    tables["unexpected_egress"] = problems.where(F.col("kind") == "unexpected_egress").drop(
+        "kind", "age_seconds"
+    )
+    return dict(sorted(tables.items()))
+
+
+def build_summary(result: AuditResult, ingest: IngestResult | None) -> dict[str, Any]:
+    """The machine-readable summary; keys are stable across runs and versions of this report."""
+    rows = result.rows
+    config = result.data.config
+    by_direction: dict[str, int] = defaultdict(int)
+    by_status: dict[str, int] = defaultdict(int)
+    for r in rows["volume_hourly"]:
+        by_direction[str(r["direction"])] += int(r["records"])
+        by_status[str(r["status"])] += int(r["records"])
+    problems = rows["key_problems"]
+    counts = result.counts
+    bad_input = ingest.bad if ingest else 0
+    return {
+        "report_version": REPORT_VERSION,
+        "log_schema_version": SCHEMA_VERSION,
+        "window": {
+            "since": _iso(config.since),
+            "until": _iso(config.until),
+            "as_of": _iso(result.data.as_of),
+            "grace_seconds": config.grace_seconds,
+        },
+        "input": ingest.as_dict() if ingest else None,
+        "records": {
+            "loaded": result.data.rows_loaded,
+            "in_window": result.data.rows_in_window,
+            "by_direction": dict(sorted(by_direction.items())),
+            "by_status": dict(sorted(by_status.items())),
+        },
+        "verdict": {
+            "exit_code": EXIT_GATE if result.gate_failed else EXIT_OK,
+            "gate_failed": result.gate_failed,
+            "losses": counts["losses"],
+            "unexpected_egress": counts["unexpected_egress"],
+            "duplicates_allowed": counts["duplicates_allowed"],
+            "duplicates_suspicious": counts["duplicates_suspicious"],
+            "failed": counts["failed"],
+            "backout": counts["backout"],
+            "dropped": counts["dropped"],
+            "bad_input_lines": bad_input,
+        },
+        "losses": [_without(p, "kind") for p in problems if p["kind"] == "lost"],
+        "unexpected_egress": [_without(p, "kind", "age_seconds") for p in problems
+                              if p["kind"] == "unexpected_egress"],
+        "duplicates": rows["duplicates"],
+        "failures": rows["failures"],
+        "top_clients": rows["top_clients"],
+        "top_destinations": rows["top_destinations"],
+        "conversion_changes": rows["conversion_changes"],
+        "latency": rows["latency"],
+        "payload_sizes": rows["payload_sizes"],
+        "volume": {"hour": rows["volume_hourly"], "day": rows["volume_daily"]},
+    }
+
+
+def _without(row: dict[str, Any], *keys: str) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if k not in keys}
+
+
+def write_outputs(
+    result: AuditResult, summary: dict[str, Any], out_dir: str, parquet: bool = True, parallel: int = 4
+) -> None:
+    """Write summary.json, report.html and (optionally) tables/<finding>/ Parquet into out_dir."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n")
+    (out / "report.html").write_text(render_html(summary))
+    if parquet:
+        tables = finding_tables(result)
+        with ThreadPoolExecutor(max_workers=parallel) as pool:
+            for done in [
+                pool.submit(df.coalesce(1).write.mode("overwrite").parquet, str(out / "tables" / name))
+                for name, df in tables.items()
+            ]:
+                done.result()
+
+
+def _table(rows: list[dict[str, Any]], columns: list[str] | None = None) -> str:
+    if not rows:
+        return "<p class=none>None.</p>"
+    columns = columns or list(rows[0])
+    head = "".join(f"<th>{escape(c)}</th>" for c in columns)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{escape(_cell(r.get(c)))}</td>" for c in columns) + "</tr>"
+        for r in rows[:HTML_ROWS]
+    )
+    more = f"<p class=more>{len(rows) - HTML_ROWS} more rows in the Parquet table.</p>" if len(
+        rows) > HTML_ROWS else ""
+    return f"<table><tr>{head}</tr>{body}</table>{more}"
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:,.1f}"
+    if isinstance(value, list):  # the payload histogram
+        return ", ".join(f"{b['bucket']}: {b['messages']}" for b in value if b["messages"])
+    return str(value)
+
+
+def _volume_chart(summary: dict[str, Any]) -> str:
+    hourly = summary["volume"]["hour"]
+    windows = sorted({r["window_start"] for r in hourly})
+    statuses = sorted({r["status"] for r in hourly}, key=lambda s: (s != "ok", s))
+    series = {s: [0.0] * len(windows) for s in statuses}
+    index = {w: i for i, w in enumerate(windows)}
+    for r in hourly:
+        series[r["status"]][index[r["window_start"]]] += r["records"]
+    labels = [w[5:13].replace("T", " ") + "h" for w in windows]
+    return stacked_columns(labels, series, "Records per hour by status")
+
+
+def _latency_chart(summary: dict[str, Any]) -> str:
+    lat = summary["latency"]
+    routes = [r["route"] for r in lat]
+    series = {p: [float(r[f"{p}_us"]) / 1000 for r in lat] for p in ("p50", "p95", "p99")}
+    series["max"] = [float(r["max_us"]) / 1000 for r in lat]
+    return grouped_bars(routes, series, "Latency per route (ms)", unit=" ms")
+
+
+def _failure_chart(summary: dict[str, Any]) -> str:
+    per_reason: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for r in summary["failures"]:
+        per_reason[r["reason"]][r["status"]] += r["records"]
+    reasons = sorted(per_reason, key=lambda k: -sum(per_reason[k].values()))[:15]
+    statuses = sorted({s for v in per_reason.values() for s in v})
+    series = {s: [per_reason[r].get(s, 0.0) for r in reasons] for s in statuses}
+    return grouped_bars(reasons, series, "Failures by reason")
+
+
+CSS = """
+body{font-family:sans-serif;margin:24px;color:#1a202c;max-width:1100px}
+h1{font-size:22px}h2{font-size:17px;margin-top:28px;border-bottom:1px solid #e2e8f0}
+.cards{display:flex;flex-wrap:wrap;gap:10px}.card{border:1px solid #e2e8f0;border-radius:6px;padding:8px 12px}
+.card b{display:block;font-size:20px}.bad b{color:#c53030}.good b{color:#2f855a}
+table{border-collapse:collapse;font-size:12px;margin:6px 0}td,th{border:1px solid #e2e8f0;padding:3px 6px}
+th{background:#f7fafc;text-align:left}.none{color:#718096}
+"""
+
+
+def render_html(summary: dict[str, Any]) -> str:
+    """A self-contained page (inline CSS and SVG, no scripts or external files)."""
+    v = summary["verdict"]
+    cards = []
+    for key in ("losses", "duplicates_suspicious", "unexpected_egress", "duplicates_allowed", "failed",
+                "backout", "dropped", "bad_input_lines"):
+        cls = "bad" if v[key] and key not in ("duplicates_allowed",) else "good"
+        cards.append(f'<div class="card {cls}"><b>{v[key]}</b>{escape(key.replace("_", " "))}</div>')
+    w = summary["window"]
+    verdict = "FAIL: loss or suspicious duplicates" if v["gate_failed"] else "PASS"
+    inp = summary["input"] or {}
+    sections = [
+        ("Volume", _volume_chart(summary) if summary["volume"]["hour"] else "<p class=none>No records.</p>"),
+        ("Losses (ingress with no egress after the grace period)", _table(summary["losses"])),
+        ("Unexpected egress (no ingress)", _table(summary["unexpected_egress"])),
+        ("Duplicates", _table(summary["duplicates"])),
+        ("Failures and backouts by reason",
+         (_failure_chart(summary) if summary["failures"] else "") + _table(summary["failures"])),
+        ("Top offending clients", _table(summary["top_clients"])),
+        ("Top offending destinations", _table(summary["top_destinations"])),
+        ("Conversion losses and coercions", _table(summary["conversion_changes"])),
+        ("Latency per route",
+         (_latency_chart(summary) if summary["latency"] else "") + _table(summary["latency"])),
+        ("Payload sizes", _table(summary["payload_sizes"])),
+        ("Volume per day with trend", _table(summary["volume"]["day"])),
+        ("Bad input lines", _table([{"problem": k, "lines": n} for k, n in inp.get("problems", {}).items()])
+         + _table(inp.get("samples", []))),
+    ]
+    body = "".join(f"<h2>{escape(title)}</h2>{content}" for title, content in sections)
+    return (
+        "<!doctype html><html lang=en><head><meta charset=utf-8><title>mqbridge audit</title>"
+        f"<style>{CSS}</style></head><body><h1>mqbridge conversion audit — {escape(verdict)}</h1>"
+        f"<p>Window {escape(str(w['since'] or 'start'))} to {escape(str(w['until'] or 'end'))}, as of "
+        f"{escape(str(w['as_of']))}, grace {w['grace_seconds']:g} s; "
+        f"{summary['records']['in_window']} records audited.</p>"
+        f"<div class=cards>{''.join(cards)}</div>{body}</body></html>\n"
+    )

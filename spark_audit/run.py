@@ -1,0 +1,70 @@
+"""Runs one audit from parsed arguments: ingest, audit, write outputs, print a verdict, exit code."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from spark_audit.audit import AuditConfig, load, run_audit
+from spark_audit.incremental import run_incremental
+from spark_audit.ingest import expand_paths, ingest
+from spark_audit.report import build_summary, write_outputs
+from spark_audit.session import build_session
+
+EXIT_USAGE = 2
+
+
+def config_from(args: argparse.Namespace) -> AuditConfig:
+    return AuditConfig(since=args.since, until=args.until, grace_seconds=args.grace, top_n=args.top)
+
+
+def verdict_text(summary: dict[str, Any], out_dir: str) -> str:
+    """A short human-readable verdict for the terminal."""
+    v, inp = summary["verdict"], summary["input"] or {}
+    lines = [
+        f"audited {summary['records']['in_window']} records (as of {summary['window']['as_of']}); "
+        f"bad input lines: {v['bad_input_lines']} {inp.get('problems', {}) or ''}".rstrip(),
+        f"losses: {v['losses']}  unexpected egress: {v['unexpected_egress']}  "
+        f"duplicates: {v['duplicates_suspicious']} suspicious, {v['duplicates_allowed']} allowed",
+        f"failed: {v['failed']}  backout: {v['backout']}  dropped: {v['dropped']}",
+        f"{'FAIL' if v['gate_failed'] else 'PASS'} — report: {Path(out_dir) / 'report.html'}",
+    ]
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace, spark: SparkSession | None = None) -> int:
+    """Run the audit; a session passed in is reused and left running, else one is built and stopped."""
+    paths = expand_paths(args.logs)
+    if not paths:
+        print(f"audit: no log files found in {' '.join(args.logs)}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.since and args.until and args.since >= args.until:
+        print("audit: --since must be before --until", file=sys.stderr)
+        return EXIT_USAGE
+    if args.incremental and (len(args.logs) != 1 or not Path(args.logs[0]).is_dir()):
+        print("audit: --incremental takes exactly one LOGS directory", file=sys.stderr)
+        return EXIT_USAGE
+    out_dir = args.out
+    parquet_dir = args.parquet or str(Path(out_dir) / "parquet")
+    own_session = spark is None
+    session = spark or build_session(args.master)
+    try:
+        if args.incremental:
+            checkpoint = str(Path(out_dir) / "checkpoint")
+            ingested, result = run_incremental(
+                session, args.logs[0], parquet_dir, checkpoint, config_from(args)
+            )
+        else:
+            ingested = ingest(session, paths, parquet_dir)
+            result = run_audit(load(session, parquet_dir, config_from(args)))
+        summary = build_summary(result, ingested)
+        write_outputs(result, summary, out_dir, parquet=args.parquet_tables)
+        result.cleanup()
+        print(verdict_text(summary, out_dir))
+        return int(summary["verdict"]["exit_code"])
+    finally:
+        if own_session:
+            session.stop()

@@ -1,0 +1,94 @@
+"""Spark types and row-validity rules derived from the pure log schema (mappings.convlog_schema)."""
+from __future__ import annotations
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    ArrayType,
+    BooleanType,
+    DataType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from mappings.convlog_schema import (
+    BOOL,
+    FIELDS,
+    FINDING_KEYS,
+    FINDINGS,
+    INT,
+    LONG,
+    SCHEMA_VERSION,
+    STRING,
+    TIMESTAMP,
+    FieldSpec,
+)
+from mappings.report import Change
+
+CORRUPT_COLUMN = "_corrupt_record"
+PROBLEM_COLUMN = "_problem"
+MALFORMED = "malformed"
+FUTURE_VERSION = "future_version"
+INVALID_PREFIX = "invalid:"
+
+FINDING_TYPE = StructType([StructField(k, StringType(), True) for k in FINDING_KEYS])
+
+SPARK_TYPES: dict[str, DataType] = {
+    INT: IntegerType(),
+    LONG: LongType(),
+    STRING: StringType(),
+    BOOL: BooleanType(),
+    TIMESTAMP: TimestampType(),
+    FINDINGS: ArrayType(FINDING_TYPE, True),
+}
+
+
+def record_schema() -> StructType:
+    """The record as a Spark StructType, fields in schema order (all nullable; validity is checked)."""
+    return StructType([StructField(f.name, SPARK_TYPES[f.kind], True) for f in FIELDS])
+
+
+def read_schema() -> StructType:
+    """The JSON reader's schema: the record plus the column that keeps unparseable lines."""
+    return StructType([*record_schema().fields, StructField(CORRUPT_COLUMN, StringType(), True)])
+
+
+def _field_invalid(spec: FieldSpec) -> Column | None:
+    """A condition true when the column breaks its spec's rule (required, enum, range)."""
+    col = F.col(spec.name)
+    checks: list[Column] = []
+    if spec.required:
+        checks.append(col.isNull())
+    if spec.enum is not None:
+        checks.append(col.isNotNull() & ~col.isin([m.value for m in spec.enum]))
+    if spec.min_value is not None:
+        checks.append(col < F.lit(spec.min_value))
+    if spec.max_value is not None:
+        checks.append(col > F.lit(spec.max_value))
+    if spec.kind == FINDINGS:
+        allowed = [c.value for c in Change]
+        checks.append(F.exists(col, lambda x: x["change"].isNull() | ~x["change"].isin(allowed)
+                               | x["name"].isNull()))
+    if not checks:
+        return None
+    cond = checks[0]
+    for c in checks[1:]:
+        cond = cond | c
+    return F.coalesce(cond, F.lit(False))
+
+
+def problem_column() -> Column:
+    """Null for a valid row, else 'future_version', 'malformed' or 'invalid:<first bad field>'."""
+    version = F.col("schema_version")
+    expr = F.when(version > F.lit(SCHEMA_VERSION), F.lit(FUTURE_VERSION)).when(
+        F.col(CORRUPT_COLUMN).isNotNull(), F.lit(MALFORMED)
+    )
+    for spec in FIELDS:
+        cond = _field_invalid(spec)
+        if cond is not None:
+            expr = expr.when(cond, F.lit(INVALID_PREFIX + spec.name))
+    return expr.otherwise(F.lit(None).cast(StringType()))
