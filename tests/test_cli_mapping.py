@@ -1,0 +1,181 @@
+"""`mqbridge inspect` and `mqbridge convert`: real command runs on fixtures, outputs and exit codes."""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import types
+
+import pytest
+
+from bridge import converters
+from bridge.cli import main
+from mappings.mqmessage import decode_message, message_as_dict
+from mappings.mqtt import MqttPublication
+from mappings.mqtt_mq import MqttToMqEncoder
+from mappings.report import ConversionReport
+from tests.mq_fixtures import FIXTURE_DIR
+from tests.mq_support import REAL_MESSAGES, REPO_ROOT
+
+JMS_TEXT = FIXTURE_DIR / "jms_text_big_endian.bin"
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_inspect_readable_dump(capsys):
+    code, out, err = run(capsys, "inspect", str(JMS_TEXT))
+    assert code == 0 and err == ""
+    assert "MQMD at offset 0: version 2, 364 bytes, integers big-endian" in out
+    assert "  0020   32  Format           : 'MQHRF2  '" in out
+    assert "  0030   48  MsgId            : X'414D5120514D31" in out
+    assert "MQRFH2 at offset 364: StrucLength 252, integers big-endian" in out
+    assert "folder <usr> at offset 520, NameValueLength 92" in out
+    assert "count (dt=i4) = '3'" in out and "gone (dt=i8) = <null> (xsi:nil)" in out
+    assert "body at offset 616: 14 bytes, Format 'MQSTR   '" in out
+    assert "00000268:  636166C3 A9202620 6372C3A8 6D65" in out
+
+
+def test_inspect_json(capsys):
+    code, out, _ = run(capsys, "inspect", "--json", str(JMS_TEXT))
+    doc = json.loads(out)
+    spans = doc.pop("spans")
+    assert doc == message_as_dict(decode_message(JMS_TEXT.read_bytes()))
+    assert spans == [{"part": "MQMD", "offset": 0, "length": 364},
+                     {"part": "MQRFH2", "offset": 364, "length": 252},
+                     {"part": "body", "offset": 616, "length": 14}]
+
+
+def test_inspect_real_capture_hex_dump(capsys):
+    path = REAL_MESSAGES / "tnt4j_RFH2.msg.hex"
+    if not path.is_file():
+        pytest.skip(f"{path} not present (third-party data, not in the repo)")
+    code, out, _ = run(capsys, "inspect", str(path))
+    assert code == 0
+    assert "note: MQMD Version is 1 but the region is 364 bytes" in out
+    assert "folder <usr> at offset" in out and "Root = 'ADP'" in out
+
+
+def test_inspect_stdin_through_the_real_entry_point():
+    proc = subprocess.run([sys.executable, "-m", "bridge", "inspect", "-"], input=JMS_TEXT.read_bytes(),
+                          capture_output=True, cwd=REPO_ROOT, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert b"MQRFH2 at offset 364" in proc.stdout
+
+
+def test_inspect_description_input(capsys, tmp_path):
+    desc = tmp_path / "m.yaml"
+    desc.write_text("MQMD: {Persistence: 1}\nheaders:\n  - folders:\n      - {name: usr, elements: "
+                    "[{name: a, value: '1', dt: i4}]}\nbody: {text: hi}\n")
+    code, out, _ = run(capsys, "inspect", str(desc))
+    assert code == 0 and "a (dt=i4) = '1'" in out and "'hi" in out
+
+
+def test_inspect_errors(capsys, tmp_path):
+    bad = tmp_path / "t.bin"
+    bad.write_bytes(JMS_TEXT.read_bytes()[:330])
+    code, _, err = run(capsys, "inspect", str(bad))
+    assert code == 1 and "MQMD at offset 0: GroupId: truncated" in err
+    bad.write_bytes(b"\xffXYZ" * 100)
+    code, _, err = run(capsys, "inspect", str(bad))
+    assert code == 1 and "MQMD at offset 0: StrucId" in err
+    code, _, err = run(capsys, "inspect", str(tmp_path / "missing.bin"))
+    assert code == 2 and "cannot read" in err
+    rfh = bytearray(JMS_TEXT.read_bytes())
+    rfh[364 + 8 : 364 + 12] = (250).to_bytes(4, "big")
+    bad.write_bytes(bytes(rfh))
+    code, _, err = run(capsys, "inspect", str(bad))
+    assert code == 1 and "MQRFH2 at offset 364: StrucLength: 250 is not a multiple of 4" in err
+
+
+def test_convert_mqtt_to_mq(capsys, tmp_path):
+    desc = tmp_path / "pub.json"
+    desc.write_text(json.dumps({"topic": "a/b", "payload": "hello", "qos": 1, "packet_id": 3,
+                                "client_id": "a-very-long-client-id", "retain": True}))
+    out_file = tmp_path / "out.bin"
+    code, out, _ = run(capsys, "convert", "--from", "mqtt", "--to", "mq", str(desc), "--out", str(out_file))
+    assert code == 0
+    expected, _ = MqttToMqEncoder().encode(MqttPublication(topic="a/b", payload=b"hello", qos=1, packet_id=3,
+                                                           client_id="a-very-long-client-id", retain=True))
+    assert out_file.read_bytes() == expected
+    assert "truncated MQMD.UserIdentifier" in out
+    code, out, _ = run(capsys, "convert", "--from", "mqtt", "--to", "mq", str(desc), "--json")
+    doc = json.loads(out)
+    assert bytes.fromhex(doc["hex"]) == expected
+    assert doc["result"]["headers"][0]["folders"][1]["elements"][1] == {"name": "Ret", "value": "1"}
+    assert doc["report"][0]["change"] == "truncated"
+
+
+def test_convert_raw_payload_with_flags(capsys, tmp_path):
+    raw = tmp_path / "payload.bin"
+    raw.write_bytes(b"\x00\x01binary")
+    code, out, _ = run(capsys, "convert", "--from", "mqtt", "--to", "mq", "--raw", "--topic", "t",
+                       "--client-id", "c", "--qos", "2", "--encoding", "273", str(raw))
+    assert code == 0 and out.startswith("468 bytes:")
+    assert "00000000:  4D442020 00000001" in out  # big-endian MQMD for --encoding 273
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("topic: a\nqos: 5\n", "pub.yaml:2: qos:"),
+        ("topic: a\nbogus: 1\n", "pub.yaml:2: bogus: Extra inputs"),
+        ("topic: [a\n", "pub.yaml:2:1: not valid JSON/YAML"),
+        ("- 1\n", "expected a JSON/YAML object"),
+        ("qos: 0\n", "no topic"),
+        ("topic: a\npayload: x\npayload_hex: '00'\n", "only one of"),
+        ("topic: a\npayload_hex: zz\n", "payload_hex"),
+    ],
+)
+def test_convert_description_errors(capsys, tmp_path, text, message):
+    desc = tmp_path / "pub.yaml"
+    desc.write_text(text)
+    code, _, err = run(capsys, "convert", "--from", "mqtt", "--to", "mq", str(desc))
+    assert code == 2 and message in err
+
+
+def test_convert_mapping_error_exit_code(capsys, tmp_path):
+    desc = tmp_path / "pub.json"
+    desc.write_text(json.dumps({"topic": "a/b", "qos": 0}))  # no client id: Table 2 needs one
+    code, _, err = run(capsys, "convert", "--from", "mqtt", "--to", "mq", str(desc))
+    assert code == 1 and "client_id" in err
+
+
+def test_convert_mq_to_mqtt(capsys):
+    path = str(FIXTURE_DIR / "mqtt_qos1_retained.bin")
+    code, _, err = run(capsys, "convert", "--from", "mq", "--to", "mqtt", path)
+    assert code == 1 and "MsgId" in err   # MQXR-built message has no MsgId yet: packet id would be 0
+    code, out, _ = run(capsys, "convert", "--from", "mq", "--to", "mqtt", "--allocate-packet-id", "9",
+                       "--subscriber-qos", "2", "--json", path)
+    doc = json.loads(out)
+    assert doc["result"] == {"topic": "sensors/hall/temp", "qos": 1, "retain": True, "dup": False,
+                             "packet_id": 9, "client_id": "thermo-1", "payload": '{"t":21.5}'}
+    code, out, _ = run(capsys, "convert", "--from", "mq", "--to", "mqtt", "--fallback-topic", "Q",
+                       str(FIXTURE_DIR / "mq_plain_string.json"))
+    assert code == 0 and '"packet_id": 4779' in out and "dropped   MQMD.reply_to_q" in out
+
+
+def test_convert_unknown_pair(capsys):
+    code, _, err = run(capsys, "convert", "--from", "jms", "--to", "mq", str(JMS_TEXT))
+    assert code == 2 and "no converter from 'jms' to 'mq'" in err and "mqtt->mq" in err
+
+
+def test_converter_table_is_pluggable(monkeypatch):
+    plugin = types.ModuleType("fake_jms_plugin")
+
+    def run_it(raw: bytes, name: str, args: argparse.Namespace) -> converters.ConvertResult:
+        return converters.ConvertResult(report=ConversionReport(), document={"echo": raw.decode()})
+
+    plugin.converters = lambda: [converters.Converter("jms", "mq", run_it, "test")]
+    plugin.add_arguments = lambda parser: parser.add_argument("--jms-flag")
+    monkeypatch.setitem(sys.modules, "fake_jms_plugin", plugin)
+    monkeypatch.setattr(converters, "CONVERTER_MODULES", ("fake_jms_plugin", "no_such_plugin_module"))
+    parser = argparse.ArgumentParser()
+    table = converters.load_converters(parser)
+    assert set(table) == {("mqtt", "mq"), ("mq", "mqtt"), ("jms", "mq")}
+    assert parser.parse_args(["--jms-flag", "x"]).jms_flag == "x"
+    assert table[("jms", "mq")].run(b"hi", "-", argparse.Namespace()).document == {"echo": "hi"}
