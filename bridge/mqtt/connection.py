@@ -2,6 +2,7 @@
 for store commits (an acknowledgement leaves only after what it acknowledges is durable)."""
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -9,6 +10,8 @@ from bridge.mqtt import packets as P
 
 if TYPE_CHECKING:
     from bridge.mqtt.session import Session
+
+trace_log = logging.getLogger("mqbridge.trace")
 
 
 class ClientConnection:
@@ -52,6 +55,8 @@ class ClientConnection:
     def send(self, data: bytes) -> None:
         if self.closed:
             return
+        if self.trace:
+            self._trace_out(data)
         if self._held:
             self._held.append((data, False))  # keep order behind what waits for a commit
             return
@@ -63,6 +68,8 @@ class ClientConnection:
         """Send ``data`` once every store write queued so far is committed, keeping order."""
         if self.closed:
             return
+        if self.trace:
+            self._trace_out(data)
         self._held.append((data, True))
         upto = self._held_start + len(self._held)
         self._after_commit(lambda: self._release(upto))
@@ -84,6 +91,14 @@ class ClientConnection:
             self.packets_out += 1
             self.bytes_out += len(data)
             self._write(data)
+
+    def _trace_out(self, data: bytes) -> None:
+        try:
+            packets = P.PacketReader(level=self.protocol_level or P.MQTT_311).feed(data)
+        except P.ProtocolError:
+            packets = []
+        for packet in packets:
+            trace_log.info("%s -> %s", self.client_id, packet)
 
     def can_take_qos0(self) -> bool:
         return self._buffer_size() < self._qos0_limit

@@ -144,6 +144,7 @@ class Store:
         if row is None:
             conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         elif int(row[0]) > SCHEMA_VERSION:
+            conn.close()
             raise RuntimeError(f"store {self.path} has schema {row[0]}, newer than this mqbridge "
                                f"({SCHEMA_VERSION})")
         self._conn = conn

@@ -1,0 +1,94 @@
+"""The SQLite journal: callbacks run only after what preceded them is committed; state reloads."""
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+from bridge.mqtt.store import Store
+
+
+def test_after_commit_sees_committed_rows(tmp_path: Path) -> None:
+    async def scenario() -> list[int]:
+        store = Store(tmp_path / "s.db")
+        store.open()
+        store.start(asyncio.get_running_loop())
+        seen: list[int] = []
+        done = asyncio.Event()
+        for i in range(200):
+            store.write("INSERT INTO retained VALUES (?, ?, 0, NULL, 0)", (f"t/{i}", b"x"))
+            if i % 50 == 49:
+                expected = i + 1
+
+                def check(expected: int = expected) -> None:
+                    # another connection sees the rows: they are committed, not just written
+                    with sqlite3.connect(tmp_path / "s.db") as other:
+                        n = other.execute("SELECT COUNT(*) FROM retained").fetchone()[0]
+                    assert n >= expected
+                    seen.append(n)
+                    if len(seen) == 4:
+                        done.set()
+
+                store.after_commit(check)
+        await asyncio.wait_for(done.wait(), 10)
+        store.close()
+        return seen
+
+    seen = asyncio.run(scenario())
+    assert len(seen) == 4 and seen == sorted(seen)
+    assert seen[-1] == 200
+
+
+def test_group_commit_batches_writes(tmp_path: Path) -> None:
+    async def scenario() -> tuple[int, int]:
+        store = Store(tmp_path / "s.db")
+        store.open()
+        store.start(asyncio.get_running_loop())
+        done = asyncio.Event()
+        for i in range(5000):
+            store.write("INSERT INTO retained VALUES (?, ?, 0, NULL, 0)", (f"t/{i}", b"x"))
+        store.after_commit(done.set)
+        await asyncio.wait_for(done.wait(), 10)
+        store.close()
+        return store.commits, store.ops_written
+
+    commits, ops = asyncio.run(scenario())
+    assert ops == 5000
+    assert commits < 50, f"{commits} commits for 5000 writes queued at once: not grouped"
+
+
+def test_close_flushes_and_reload_recovers(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db")
+    store.open()
+    store.write("INSERT INTO sessions VALUES ('c1', 4, 1.0, 3600)")
+    store.write("INSERT INTO subscriptions VALUES ('c1', 'a/#', 2)")
+    store.write("INSERT INTO messages VALUES (7, 'a/b', x'00ff', 2, 0, 'p', 1.0)")
+    store.write("INSERT INTO outbound VALUES ('c1', 3, 7, 2, 0, 12, 2)")
+    store.write("INSERT INTO inbound_qos2 VALUES ('c1', 5, 'x/y', x'01', 1)")
+    store.write("INSERT INTO retained VALUES ('r', x'02', 1, 'p', 1.0)")
+    store.close()  # never started: close applies what is queued synchronously
+
+    again = Store(tmp_path / "s.db")
+    state = again.open()
+    again.close()
+    s = state.sessions["c1"]
+    assert s.subscriptions == {"a/#": 2}
+    assert s.outbound == [(3, 7, 2, 0, 12, 2)]
+    assert s.inbound_qos2 == {5: ("x/y", b"\x01", True)}
+    assert state.messages[7].payload == b"\x00\xff"
+    assert state.retained == {"r": (b"\x02", 1, "p")}
+    assert state.next_message_id == 8
+
+
+def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db")
+    store.open()
+    store.close()
+    with sqlite3.connect(tmp_path / "s.db") as conn:
+        conn.execute("UPDATE meta SET value='99' WHERE key='schema_version'")
+    try:
+        Store(tmp_path / "s.db").open()
+    except RuntimeError as exc:
+        assert "newer" in str(exc)
+    else:
+        raise AssertionError("a newer schema was accepted")
