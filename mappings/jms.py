@@ -293,9 +293,9 @@ class Destination:
             raise MappingError("name must be a non-empty string", structure="Destination", field="name")
         if self.kind is DestinationKind.TOPIC and self.queue_manager:
             raise MappingError("a topic has no queue manager", structure="Destination", field="queue_manager")
-        if "/" in self.queue_manager or "?" in self.name:
-            raise MappingError("'/' in a queue manager name or '?' in a name cannot be written as a URI",
-                               structure="Destination", field="name")
+        if "/" in self.queue_manager or "?" in self.queue_manager:
+            raise MappingError("'/' or '?' in a queue manager name cannot be written as a URI",
+                               structure="Destination", field="queue_manager")
 
     @classmethod
     def queue(cls, name: str, queue_manager: str = "") -> Destination:
@@ -307,10 +307,12 @@ class Destination:
 
     @property
     def uri(self) -> str:
+        """The URI; in the name, '%' and '?' are written %25 and %3F (MQTT topics may contain '?')."""
+        name = self.name.replace("%", "%25").replace("?", "%3F")
         if self.kind is DestinationKind.QUEUE:
-            base = f"queue://{self.queue_manager}/{self.name}"
+            base = f"queue://{self.queue_manager}/{name}"
         else:
-            base = f"topic://{self.name}"
+            base = f"topic://{name}"
         if self.options:
             base += "?" + "&".join(f"{k}={v}" for k, v in self.options)
         return base
@@ -337,11 +339,15 @@ class Destination:
         if scheme.lower() == "topic":
             if not path:
                 raise MappingError(f"{uri!r} has no topic name", structure="Destination URI")
-            return cls(DestinationKind.TOPIC, path, "", tuple(options))
+            return cls(DestinationKind.TOPIC, _unescape(path), "", tuple(options))
         qmgr, slash, name = path.partition("/")
         if not slash or not name:
             raise MappingError(f"{uri!r} is not queue://QM/Q or queue:///Q", structure="Destination URI")
-        return cls(DestinationKind.QUEUE, name, qmgr, tuple(options))
+        return cls(DestinationKind.QUEUE, _unescape(name), qmgr, tuple(options))
+
+
+def _unescape(name: str) -> str:
+    return name.replace("%3F", "?").replace("%3f", "?").replace("%25", "%")
 
 
 # --------------------------------------------------------------------------------------------------
