@@ -1,48 +1,12 @@
-"""Topic names and filters: validation and the subscription trie that matches publications."""
+"""The subscription trie that matches publications to subscribers (rules in mappings/topic_rules.py)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from mappings.topic_rules import TopicError, topic_matches, validate_topic_filter, validate_topic_name
 
-class TopicError(ValueError):
-    pass
-
-
-def validate_topic_name(topic: str) -> None:
-    """A topic a client publishes to: non-empty, no wildcards (3.1.1 §4.7; the seed's "topic names")."""
-    if not topic:
-        raise TopicError("topic name is empty")
-    if "+" in topic or "#" in topic:
-        raise TopicError(f"topic name {topic!r} contains a wildcard")
-
-
-def validate_topic_filter(topic_filter: str) -> None:
-    """``+`` stands for one whole level, ``#`` only as the whole last level."""
-    if not topic_filter:
-        raise TopicError("topic filter is empty")
-    levels = topic_filter.split("/")
-    last = len(levels) - 1
-    for i, level in enumerate(levels):
-        if "#" in level and (level != "#" or i != last):
-            raise TopicError(f"'#' must be a whole last level in {topic_filter!r}")
-        if "+" in level and level != "+":
-            raise TopicError(f"'+' must be a whole level in {topic_filter!r}")
-
-
-def topic_matches(topic_filter: str, topic: str) -> bool:
-    """Reference matcher (one filter, one topic); the trie below is the fast path."""
-    if topic.startswith("$") and topic_filter[:1] in ("+", "#"):
-        return False
-    f = topic_filter.split("/")
-    t = topic.split("/")
-    for i, level in enumerate(f):
-        if level == "#":
-            return True
-        if i >= len(t):
-            return False
-        if level != "+" and level != t[i]:
-            return False
-    return len(f) == len(t)
+__all__ = ["SubscriptionTrie", "Subscription", "TopicError", "topic_matches", "validate_topic_filter",
+           "validate_topic_name"]
 
 
 class Subscription:

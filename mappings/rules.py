@@ -1,0 +1,351 @@
+"""The mapping-rules file users write: connectors and routes, validated with pydantic; every error
+names the file, line and field. Pure: the caller reads the file and passes its text."""
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from mappings.errors import MappingError
+from mappings.selector import compile_selector
+from mappings.topic_rules import TopicError, filters_overlap, topic_matches, validate_topic_filter
+
+EMBEDDED = "embedded"   # the connector that always exists: the local durable queue store
+MQ_NAME = re.compile(r"^[A-Za-z0-9._/%]{1,48}$")   # MQ object names: 48 characters of this set
+TEMPLATE_FIELD = re.compile(r"\{([^{}]*)\}")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# -- connectors -------------------------------------------------------------------------------------
+
+
+class EmbeddedConnector(_Model):
+    type: Literal["embedded"]
+
+
+class JmsConnector(_Model):
+    """A JMS provider reached over STOMP 1.2 (ActiveMQ first)."""
+
+    type: Literal["jms"]
+    host: str = "127.0.0.1"
+    port: int = Field(61613, ge=1, le=65535)
+    user: str | None = None
+    password: str | None = None
+    vhost: str | None = None
+    heartbeat_ms: int = Field(10_000, ge=0)
+    reconnect_max_seconds: float = Field(30.0, gt=0)
+
+
+class MqConnector(_Model):
+    """An IBM MQ queue manager through pymqi (client connection)."""
+
+    type: Literal["mq"]
+    queue_manager: str
+    channel: str = "DEV.APP.SVRCONN"
+    conname: str = "127.0.0.1(1414)"
+    user: str | None = None
+    password: str | None = None
+    cipher: str | None = None          # TLS CipherSpec, e.g. ANY_TLS12_OR_HIGHER
+    key_repository: str | None = None
+
+
+Connector = Annotated[EmbeddedConnector | JmsConnector | MqConnector, Field(discriminator="type")]
+
+
+# -- endpoints ----------------------------------------------------------------------------------------
+
+
+class MqttEndpoint(_Model):
+    """The built-in broker. As a source: a topic filter. As a target: a topic template or one client."""
+
+    mqtt: str
+    client_id: str | None = None       # target only: send to this client without a subscription
+
+    @property
+    def protocol(self) -> str:
+        return "mqtt"
+
+
+class QueueEndpoint(_Model):
+    """A queue or topic of a connector (embedded, jms or mq)."""
+
+    connector: str = EMBEDDED
+    queue: str | None = None
+    topic: str | None = None           # JMS topic name, or MQ topic string
+    subscription: str | None = None    # MQ/JMS durable subscription name (source on a topic)
+
+    @model_validator(mode="after")
+    def _one_destination(self) -> QueueEndpoint:
+        if (self.queue is None) == (self.topic is None):
+            raise ValueError("give exactly one of queue or topic")
+        return self
+
+    @property
+    def destination(self) -> str:
+        return self.queue if self.queue is not None else f"topic:{self.topic}"
+
+
+def _endpoint_kind(value: Any) -> str:  # noqa: ANN401 - raw YAML or a model
+    if isinstance(value, dict):
+        return "mqtt-endpoint" if "mqtt" in value else "queue-endpoint"
+    return "mqtt-endpoint" if isinstance(value, MqttEndpoint) else "queue-endpoint"
+
+
+Endpoint = Annotated[
+    Annotated[MqttEndpoint, Tag("mqtt-endpoint")] | Annotated[QueueEndpoint, Tag("queue-endpoint")],
+    Discriminator(_endpoint_kind)]
+
+
+class RouteOptions(_Model):
+    convert_message_type: Literal["auto", "text", "bytes"] = "auto"   # amlen ConvertMessageType
+    json_style: Literal["plain", "typed"] = "plain"                    # Map/Stream -> MQTT JSON
+    user_identifier: Literal["client_id", "user_name", "configured"] = "client_id"   # seed Table 1
+    configured_user_id: str = ""
+    persistence: Literal["as_source", "persistent", "not_persistent"] = "as_source"
+    priority: int | None = Field(None, ge=0, le=9)
+    property_map: dict[str, str] = Field(default_factory=dict)        # source name -> target name
+    selector: str | None = None                                       # JMS selector on the source
+    backout_threshold: int = Field(3, ge=1)
+    backout_destination: QueueEndpoint | None = None
+    admin_topics: dict[str, str] = Field(default_factory=dict)        # topic object -> topic string
+    default_qos: int = Field(2, ge=0, le=2)                           # seed Table 4: DEFAULT.QoS
+    swiftmq_properties: bool = True                                   # JMSXUserID, client id, QoS
+
+    @field_validator("selector")
+    @classmethod
+    def _selector_parses(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                compile_selector(value)
+            except MappingError as exc:
+                raise ValueError(f"selector does not parse: {exc}") from None
+        return value
+
+
+class Route(_Model):
+    name: str = Field(pattern=r"^[A-Za-z0-9_.:-]{1,64}$")
+    source: Endpoint = Field(alias="from")
+    target: Endpoint = Field(alias="to")
+    options: RouteOptions = RouteOptions()
+    enabled: bool = True
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _check(self) -> Route:
+        src, dst = self.source, self.target
+        if isinstance(src, MqttEndpoint):
+            if src.client_id is not None:
+                raise ValueError("from.client_id: a client id is only meaningful on an MQTT target")
+            try:
+                validate_topic_filter(src.mqtt)
+            except TopicError as exc:
+                raise ValueError(f"from.mqtt: {exc}") from None
+        if isinstance(dst, MqttEndpoint):
+            check_topic_template(dst.mqtt)
+        if isinstance(src, MqttEndpoint) and isinstance(dst, MqttEndpoint):
+            raise ValueError("an MQTT -> MQTT route is the broker's own job: use a subscription")
+        for where, ep in (("from", src), ("to", dst)):
+            if isinstance(ep, QueueEndpoint) and ep.queue is not None and not MQ_NAME.match(ep.queue):
+                raise ValueError(f"{where}.queue: {ep.queue!r} is not a valid queue name "
+                                 "(1..48 of A-Z a-z 0-9 . _ / %)")
+        return self
+
+    @property
+    def name_key(self) -> str:
+        return self.name
+
+
+def check_topic_template(template: str) -> None:
+    """Target topic templates: literal text with ``{1}``.. (source topic levels, 1-based),
+    ``{topic}`` (whole source topic or destination), ``{dest}`` (source destination name with
+    ``.`` -> ``/``), ``{client}`` (publishing client id)."""
+    for name in TEMPLATE_FIELD.findall(template):
+        if not (name.isdigit() and int(name) >= 1) and name not in ("topic", "dest", "client"):
+            raise ValueError(f"to.mqtt: unknown template field {{{name}}} in {template!r}")
+    literal = TEMPLATE_FIELD.sub("x", template)
+    if "+" in literal or "#" in literal or not literal:
+        raise ValueError(f"to.mqtt: {template!r} must be a topic name (no wildcards)")
+
+
+def render_topic(template: str, *, topic: str = "", dest: str = "", client: str = "") -> str:
+    """Fill a target topic template (see check_topic_template). Missing levels render empty."""
+    levels = topic.split("/") if topic else []
+
+    def field(m: re.Match[str]) -> str:
+        name = m.group(1)
+        if name == "topic":
+            return topic or dest.replace(".", "/")
+        if name == "dest":
+            return dest.replace(".", "/")
+        if name == "client":
+            return client
+        i = int(name) - 1
+        return levels[i] if i < len(levels) else ""
+
+    return TEMPLATE_FIELD.sub(field, template)
+
+
+def mqtt_to_dotted(topic: str) -> str:
+    """MQTT ``a/b/c`` -> ActiveMQ/JMS ``a.b.c`` (the topic naming of ActiveMQ's own MQTT bridge)."""
+    return topic.replace(".", "%2E").replace("/", ".")
+
+
+class RulesFile(_Model):
+    version: Literal[1] = 1
+    connectors: dict[str, Connector] = Field(default_factory=dict)
+    routes: list[Route] = Field(default_factory=list)
+
+    def connector(self, name: str) -> Connector:
+        if name == EMBEDDED and name not in self.connectors:
+            return EmbeddedConnector(type="embedded")
+        return self.connectors[name]
+
+
+def semantic_problems(rules: RulesFile) -> list[tuple[tuple[Any, ...], str]]:
+    """Checks across the file: unique route names, defined connectors, no routing loops."""
+    problems: list[tuple[tuple[Any, ...], str]] = []
+    names = set(rules.connectors) | {EMBEDDED}
+    seen: set[str] = set()
+    for i, route in enumerate(rules.routes):
+        if route.name in seen:
+            problems.append((("routes", i, "name"), f"two routes are named {route.name!r}"))
+        seen.add(route.name)
+        for loc, ep in ((("from",), route.source), (("to",), route.target),
+                        (("options", "backout_destination"), route.options.backout_destination)):
+            if isinstance(ep, QueueEndpoint) and ep.connector not in names:
+                problems.append((("routes", i, *loc, "connector"),
+                                 f"connector {ep.connector!r} is not defined "
+                                 f"(known: {', '.join(sorted(names))})"))
+    loop = find_loop(rules.routes)
+    if loop:
+        first = next(i for i, r in enumerate(rules.routes) if r.name == loop[0])
+        problems.append((("routes", first), f"routes loop a message back to its source: {' -> '.join(loop)}"))
+    return problems
+
+
+def _endpoint_key(ep: MqttEndpoint | QueueEndpoint) -> tuple[str, str]:
+    if isinstance(ep, MqttEndpoint):
+        return ("mqtt", ep.mqtt)
+    return (ep.connector, ep.destination)
+
+
+def _feeds(a: Route, b: Route) -> bool:
+    """Does what route ``a`` writes arrive at route ``b``'s source?"""
+    dst, src = a.target, b.source
+    if isinstance(dst, MqttEndpoint) and isinstance(src, MqttEndpoint):
+        if dst.client_id is not None:
+            return False
+        literal = TEMPLATE_FIELD.sub("+", dst.mqtt)
+        return filters_overlap(literal, src.mqtt) or topic_matches(src.mqtt, literal)
+    if isinstance(dst, QueueEndpoint) and isinstance(src, QueueEndpoint):
+        return _endpoint_key(dst) == _endpoint_key(src)
+    return False
+
+
+def find_loop(routes: list[Route]) -> list[str]:
+    """A cycle of routes (by name) through which a message could return to its source, or []."""
+    active = [r for r in routes if r.enabled]
+    edges = {r.name: [s.name for s in active if _feeds(r, s)] for r in active}
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(n: str) -> list[str]:
+        state[n] = 1
+        stack.append(n)
+        for m in edges[n]:
+            if state.get(m) == 1:
+                return stack[stack.index(m):] + [m]
+            if m not in state:
+                found = visit(m)
+                if found:
+                    return found
+        stack.pop()
+        state[n] = 2
+        return []
+
+    for r in active:
+        if r.name not in state:
+            found = visit(r.name)
+            if found:
+                return found
+    return []
+
+
+# -- loading with line numbers --------------------------------------------------------------------------
+
+
+def _line_of(text: str, loc: tuple[Any, ...]) -> int | None:
+    try:
+        node = yaml.compose(text)
+    except yaml.YAMLError:
+        return None
+    line = None
+    for key in loc:
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                if k.value == key:
+                    line = k.start_mark.line + 1
+                    node = v
+                    break
+            else:
+                return line
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+            node = node.value[key]
+            line = node.start_mark.line + 1
+        else:
+            return line
+    return line
+
+
+_UNION_TAGS = frozenset({"mqtt-endpoint", "queue-endpoint", "embedded", "jms", "mq"})
+
+
+class RulesError(MappingError):
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(problems), structure=None)
+
+
+def parse_rules(text: str, name: str = "<rules>") -> RulesFile:
+    """Parse and validate a rules file's text. Raises RulesError listing `name:line: field: problem`."""
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{name}:{mark.line + 1}" if mark else name
+        raise RulesError([f"{where}: invalid YAML: {getattr(exc, 'problem', exc)}"]) from None
+    if not isinstance(data, dict):
+        raise RulesError([f"{name}:1: the top level must be a mapping with connectors and routes"])
+    def render(loc: tuple[Any, ...], msg: str) -> str:
+        line = _line_of(text, loc)
+        where = ".".join(str(p) for p in loc) or "(file)"
+        return f"{name}:{line if line else '?'}: {where}: {msg}"
+
+    try:
+        rules = RulesFile.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and (
+                p in _UNION_TAGS or p.startswith("function-"))))
+            problems.append(render(loc, err["msg"].removeprefix("Value error, ")))
+        raise RulesError(problems) from None
+    semantic = semantic_problems(rules)
+    if semantic:
+        raise RulesError([render(loc, msg) for loc, msg in semantic])
+    return rules
