@@ -78,7 +78,7 @@ class Broker:
             self.retained[topic] = Message(topic, payload, qos, True, origin)
         restored = 0
         for cid, stored in state.sessions.items():
-            session = self._new_session(cid, persistent=True, level=stored.protocol_level)
+            session = self.new_session(cid, persistent=True, level=stored.protocol_level)
             session.last_seen = stored.last_seen
             session.expiry_seconds = stored.expiry_seconds
             for flt, qos in stored.subscriptions.items():
@@ -104,7 +104,7 @@ class Broker:
         log.info("recovered %d persistent sessions, %d queued/in-flight deliveries, %d retained",
                  len(state.sessions), restored, len(self.retained))
 
-    def _new_session(self, client_id: str, *, persistent: bool, level: int) -> Session:
+    def new_session(self, client_id: str, *, persistent: bool, level: int) -> Session:
         return Session(client_id, persistent=persistent, protocol_level=level,
                        journal=self.store if persistent else None,
                        max_inflight=self.limits.max_inflight, max_queued=self.limits.max_queued,
@@ -223,7 +223,7 @@ class Broker:
         if packet.clean_session:
             if existing is not None:
                 self._drop_session(existing)
-            session = self._new_session(client_id, persistent=False, level=level)
+            session = self.new_session(client_id, persistent=False, level=level)
             self.sessions[client_id] = session
         elif existing is not None and existing.persistent:
             session = existing
@@ -231,7 +231,7 @@ class Broker:
         else:
             if existing is not None:
                 self._drop_session(existing)
-            session = self._new_session(client_id, persistent=True, level=level)
+            session = self.new_session(client_id, persistent=True, level=level)
             session.expiry_seconds = int(self.limits.session_expiry_hours * 3600)
             self.sessions[client_id] = session
         session.protocol_level = level
@@ -326,19 +326,35 @@ class Broker:
             sessions = self.sessions
             for client_id, sub_qos in matches.items():
                 session = sessions.get(client_id)
-                if session is None:
-                    continue
-                qos = sub_qos if sub_qos < msg.qos else msg.qos
-                if qos and session.persistent:
-                    if msg.store_id is None:
-                        self._store_message(msg)
-                    writes = True
-                session.deliver(msg, qos)
-            if msg.store_id is not None and msg.refs == 0:   # stored but every queue refused it
-                self._release_message(msg)
+                if session is not None:
+                    writes |= self._deliver(session, msg, sub_qos if sub_qos < msg.qos else msg.qos)
+            self._release_if_unreferenced(msg)
         if self.on_publish is not None:
             self.on_publish(msg, msg.origin)
         return writes
+
+    def _deliver(self, session: Session, msg: Message, qos: int, retain: bool = False) -> bool:
+        """One delivery; a QoS 1/2 delivery to a persistent session stores the message first."""
+        writes = False
+        if qos and session.persistent:
+            if msg.store_id is None:
+                self._store_message(msg)
+            writes = True
+        session.deliver(msg, qos, retain)
+        return writes
+
+    def _release_if_unreferenced(self, msg: Message) -> None:
+        if msg.store_id is not None and msg.refs == 0:   # stored but every queue refused it
+            self._release_message(msg)
+
+    def deliver_to_client(self, client_id: str, msg: Message) -> bool:
+        """Seed Table 4: a message sent to one client without a subscription. False: no session."""
+        session = self.sessions.get(client_id)
+        if session is None:
+            return False
+        self._deliver(session, msg, msg.qos)
+        self._release_if_unreferenced(msg)
+        return True
 
     def _store_message(self, msg: Message) -> None:
         mid = self._next_message_id
@@ -422,12 +438,8 @@ class Broker:
         # retained publications for each new subscription, RETAIN set, QoS min(retained, granted)
         for topic_filter, qos in granted:
             for msg in self._retained_matching(topic_filter):
-                dq = msg.qos if msg.qos < qos else qos
-                if dq and session.persistent and msg.store_id is None:
-                    self._store_message(msg)
-                session.deliver(msg, dq, retain=True)
-                if msg.store_id is not None and msg.refs == 0:
-                    self._release_message(msg)
+                self._deliver(session, msg, msg.qos if msg.qos < qos else qos, retain=True)
+                self._release_if_unreferenced(msg)
 
     def _retained_matching(self, topic_filter: str) -> Iterator[Message]:
         if "+" not in topic_filter and "#" not in topic_filter:

@@ -10,6 +10,7 @@ there is one) and journals through a ``Journal`` (the broker's store, for persis
 """
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Protocol
@@ -33,7 +34,7 @@ class Journal(Protocol):
 class Message:
     """A publication as the broker routes it: encoded topic cached, stored once when durable."""
 
-    __slots__ = ("topic", "topic_b", "payload", "qos", "retain", "origin", "store_id", "refs", "_qos0")
+    __slots__ = ("topic", "topic_b", "payload", "qos", "retain", "origin", "store_id", "refs", "ts", "_qos0")
 
     def __init__(self, topic: str, payload: bytes, qos: int, retain: bool = False,
                  origin: str | None = None, store_id: int | None = None) -> None:
@@ -45,6 +46,7 @@ class Message:
         self.origin = origin
         self.store_id = store_id
         self.refs = 0
+        self.ts = time.time()     # when the broker took it in (conversion-log latency)
         self._qos0: bytes | None = None
 
     def qos0_bytes(self) -> bytes:
