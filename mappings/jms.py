@@ -126,6 +126,14 @@ class JavaValue:
         return hash((self.type, v))
 
 
+def trusted_value(jtype: JavaType, value: JavaPrimitive) -> JavaValue:
+    """Build a JavaValue whose value the caller has ALREADY validated for ``jtype`` (decoder hot paths)."""
+    made = object.__new__(JavaValue)
+    object.__setattr__(made, "type", jtype)
+    object.__setattr__(made, "value", value)
+    return made
+
+
 def jboolean(v: bool) -> JavaValue:
     return JavaValue(JavaType.BOOLEAN, v)
 

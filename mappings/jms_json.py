@@ -23,7 +23,8 @@ import binascii
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from mappings.errors import MappingError
 from mappings.jms import (
@@ -38,40 +39,51 @@ from mappings.jms import (
 from mappings.typed_xml import format_float
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_dumps_str = json.JSONEncoder(ensure_ascii=False).encode
-_dumps_ascii = json.JSONEncoder(ensure_ascii=True).encode
+_encode_str = json.encoder.encode_basestring  # the C implementation when available
+_encode_ascii = json.encoder.encode_basestring_ascii
 
 FLOAT_SPECIALS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 
-def _json_string(text: str) -> str:
-    out = _dumps_str(text)
-    if _SURROGATE.search(out):
-        return _dumps_ascii(text)
-    return out
+def _utf8_safe(document: str, rebuild: Callable[[], str]) -> str:
+    """A lone surrogate (a legal Java char) cannot be UTF-8 encoded: redo the document ASCII-escaped."""
+    if _SURROGATE.search(document) is None:
+        return document
+    return rebuild()
 
 
-def _json_number_or_special(value: float, jtype: JavaType) -> str:
-    if math.isnan(value) or math.isinf(value):
-        return _json_string(format_float(value, jtype))
+def _float_text(value: float, jtype: JavaType, encode_str: Callable[[str], str]) -> str:
+    if value != value or value in (math.inf, -math.inf):
+        return encode_str(format_float(value, jtype))
     return format_float(value, jtype)
 
 
-def _scalar(value: JavaValue) -> str:
+def _formatters(encode_str: Callable[[str], str]) -> dict[JavaType, Callable[[Any], str]]:
+    def integer(v: int) -> str:
+        return str(v)
+
+    return {
+        JavaType.STRING: encode_str,
+        JavaType.CHAR: encode_str,
+        JavaType.BOOLEAN: lambda v: "true" if v else "false",
+        JavaType.BYTE: integer,
+        JavaType.SHORT: integer,
+        JavaType.INT: integer,
+        JavaType.LONG: integer,
+        JavaType.BYTES: lambda v: '"' + base64.b64encode(v).decode("ascii") + '"',
+        JavaType.FLOAT: lambda v: _float_text(v, JavaType.FLOAT, encode_str),
+        JavaType.DOUBLE: lambda v: _float_text(v, JavaType.DOUBLE, encode_str),
+    }
+
+
+_UTF8_FORMAT = _formatters(_encode_str)
+_ASCII_FORMAT = _formatters(_encode_ascii)
+
+
+def _scalar(value: JavaValue, fmt: dict[JavaType, Callable[[Any], str]] = _UTF8_FORMAT) -> str:
     """The plain-form JSON text of one value."""
     v = value.value
-    if v is None:
-        return "null"
-    jtype = value.type
-    if jtype is JavaType.STRING or jtype is JavaType.CHAR:
-        return _json_string(v)  # type: ignore[arg-type]
-    if jtype is JavaType.BOOLEAN:
-        return "true" if v else "false"
-    if jtype in INTEGER_RANGES:
-        return str(v)
-    if jtype is JavaType.BYTES:
-        return '"' + base64.b64encode(v).decode("ascii") + '"'  # type: ignore[arg-type]
-    return _json_number_or_special(v, jtype)  # type: ignore[arg-type]
+    return "null" if v is None else fmt[value.type](v)
 
 
 def _map_entries(body: MapBody | TypedMap) -> TypedMap:
@@ -85,29 +97,48 @@ def _stream_items(body: StreamBody | Iterable[JavaValue]) -> tuple[JavaValue, ..
 # --------------------------------------------------------------------------------- plain form
 
 
+def _map_json(entries: TypedMap, typed: bool, fmt: dict[JavaType, Callable[[Any], str]],
+              encode_str: Callable[[str], str]) -> str:
+    if typed:
+        return "{" + ",".join(
+            f'{encode_str(k)}:{{"type":"{v.type.value}","value":{_scalar(v, fmt)}}}' for k, v in entries.pairs
+        ) + "}"
+    return "{" + ",".join(f"{encode_str(k)}:{_scalar(v, fmt)}" for k, v in entries.pairs) + "}"
+
+
+def _stream_json(items: tuple[JavaValue, ...], typed: bool, fmt: dict[JavaType, Callable[[Any], str]]) -> str:
+    if typed:
+        return "[" + ",".join(f'{{"type":"{v.type.value}","value":{_scalar(v, fmt)}}}' for v in items) + "]"
+    return "[" + ",".join(_scalar(v, fmt) for v in items) + "]"
+
+
 def map_to_json(body: MapBody | TypedMap) -> str:
     """Plain JSON object, keys in map order."""
-    return "{" + ",".join(f"{_json_string(k)}:{_scalar(v)}" for k, v in _map_entries(body).pairs) + "}"
+    entries = _map_entries(body)
+    return _utf8_safe(_map_json(entries, False, _UTF8_FORMAT, _encode_str),
+                      lambda: _map_json(entries, False, _ASCII_FORMAT, _encode_ascii))
 
 
 def stream_to_json(body: StreamBody | Iterable[JavaValue]) -> str:
     """Plain JSON array."""
-    return "[" + ",".join(_scalar(v) for v in _stream_items(body)) + "]"
+    items = _stream_items(body)
+    return _utf8_safe(_stream_json(items, False, _UTF8_FORMAT),
+                      lambda: _stream_json(items, False, _ASCII_FORMAT))
 
 
 # --------------------------------------------------------------------------------- typed form
 
 
-def _typed(value: JavaValue) -> str:
-    return f'{{"type":"{value.type.value}","value":{_scalar(value)}}}'
-
-
 def map_to_typed_json(body: MapBody | TypedMap) -> str:
-    return "{" + ",".join(f"{_json_string(k)}:{_typed(v)}" for k, v in _map_entries(body).pairs) + "}"
+    entries = _map_entries(body)
+    return _utf8_safe(_map_json(entries, True, _UTF8_FORMAT, _encode_str),
+                      lambda: _map_json(entries, True, _ASCII_FORMAT, _encode_ascii))
 
 
 def stream_to_typed_json(body: StreamBody | Iterable[JavaValue]) -> str:
-    return "[" + ",".join(_typed(v) for v in _stream_items(body)) + "]"
+    items = _stream_items(body)
+    return _utf8_safe(_stream_json(items, True, _UTF8_FORMAT),
+                      lambda: _stream_json(items, True, _ASCII_FORMAT))
 
 
 class _Pairs(list):

@@ -43,7 +43,7 @@ import sys
 from lxml import etree
 
 from mappings.errors import MappingError
-from mappings.jms import INTEGER_RANGES, JavaType, JavaValue, to_float32
+from mappings.jms import INTEGER_RANGES, JavaType, JavaValue, to_float32, trusted_value
 
 XSI_NS = "http://www.w3.org/2001/XMLSchema-instance"
 XSI_NIL = f"{{{XSI_NS}}}nil"
@@ -169,26 +169,26 @@ def decode_value(
         raise _fail(f"unknown data type dt={dt!r}", name, dt, structure)
     if nil:
         if jtype is JavaType.BYTES:
-            return JavaValue(JavaType.BYTES, None)
+            return trusted_value(JavaType.BYTES, None)
         if jtype is JavaType.STRING:
-            return JavaValue(JavaType.STRING, None)
+            return trusted_value(JavaType.STRING, None)
         raise _fail("xsi:nil is only allowed for String and bin.hex values", name, dt, structure)
     raw = text or ""
     if jtype is JavaType.STRING:
-        return JavaValue(JavaType.STRING, raw)
+        return trusted_value(JavaType.STRING, raw)
     if jtype is JavaType.CHAR:
         if len(raw) != 1 or ord(raw) > 0xFFFF:
             raise _fail(f"{raw!r} is not exactly one UTF-16 character", name, dt, structure)
-        return JavaValue(JavaType.CHAR, raw)
+        return trusted_value(JavaType.CHAR, raw)
     value = raw.strip(_XML_WS)
     if jtype is JavaType.BOOLEAN:
         if value not in ("0", "1"):
             raise _fail(f"{value!r} is not 0 or 1", name, dt, structure)
-        return JavaValue(JavaType.BOOLEAN, value == "1")
+        return trusted_value(JavaType.BOOLEAN, value == "1")
     if jtype is JavaType.BYTES:
         if not _HEX_RE.fullmatch(value):
             raise _fail(f"{_clip(value)!r} is not pairs of hex digits", name, dt, structure)
-        return JavaValue(JavaType.BYTES, bytes.fromhex(value))
+        return trusted_value(JavaType.BYTES, bytes.fromhex(value))
     if jtype in INTEGER_RANGES:
         if not _INT_RE.fullmatch(value):
             raise _fail(f"{_clip(value)!r} is not an integer (digits with optional sign)", name, dt,
@@ -197,9 +197,9 @@ def decode_value(
         low, high = INTEGER_RANGES[jtype]
         if not low <= number <= high:
             raise _fail(f"{number} is outside {low}..{high}", name, dt, structure)
-        return JavaValue(jtype, number)
+        return trusted_value(jtype, number)
     try:
-        return JavaValue(jtype, parse_float(value, jtype))
+        return trusted_value(jtype, parse_float(value, jtype))
     except ValueError as exc:
         raise _fail(str(exc), name, dt, structure) from None
 
@@ -337,11 +337,14 @@ def is_nil(element: etree._Element) -> bool:
 
 def element_name(element: etree._Element) -> str:
     """The local name of an element (namespaces are not used in these documents)."""
-    return etree.QName(element).localname
+    tag = element.tag
+    return tag.rpartition("}")[2] if tag[0] == "{" else tag
 
 
 def only_text(element: etree._Element, *, structure: str, name: str) -> str | None:
     """An element's text, refusing child elements (typed values are simple elements)."""
+    if not len(element):
+        return element.text
     for child in element:
         if isinstance(child.tag, str):
             raise MappingError("a typed value cannot contain elements", structure=structure, field=name,
