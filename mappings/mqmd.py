@@ -187,7 +187,7 @@ def validate(md: Mqmd) -> None:
             continue
         value = getattr(md, attr)
         if kind == "long":
-            if not isinstance(value, int) or not _INT_MIN <= value <= _INT_MAX:
+            if not isinstance(value, int) or isinstance(value, bool) or not _INT_MIN <= value <= _INT_MAX:
                 raise MappingError(f"{value!r} is not a 32-bit MQLONG", structure=STRUCTURE, field=name,
                                    offset=off)
         elif kind == "byte":
@@ -216,22 +216,42 @@ def _encode_char(value: object, name: str, off: int, length: int) -> bytes:
     return raw.ljust(length, b" ")
 
 
+# Per version: (attribute, kind code, length) after StrucId; kind code 0 long, 1 char, 2 byte.
+_KIND_CODE = {"long": 0, "char": 1, "byte": 2}
+_PLAN = {
+    v: tuple((a, _KIND_CODE[FIELD_TABLE[a][2]], FIELD_TABLE[a][3])
+             for a in _V1_ATTRS[1:] + (_V2_ATTRS if v == 2 else ()))
+    for v in (1, 2)
+}
+
+
 def encode_mqmd(md: Mqmd, byte_order: str | None = None) -> bytes:
     """Write ``md`` (324 or 364 bytes). Integers in ``byte_order`` ('<'/'>'), default from md.encoding.
 
     MQCHAR fields are blank padded, MQBYTE fields written as they are (mq-wire-facts.md §2 padding).
+    Any invalid field raises MappingError naming it (found by :func:`validate`).
     """
-    validate(md)
     order = byte_order or md.byte_order
     if order not in _STRUCTS:
         raise MappingError(f"byte order {order!r} is not '<' or '>'", structure=STRUCTURE)
+    version = md.version
+    if version == 1 and md.has_v2_values() or version not in (1, 2):
+        validate(md)
     values: list[object] = [b"MD  "]
-    for attr in _V1_ATTRS[1:] + (_V2_ATTRS if md.version >= 2 else ()):
-        off, name, kind, length = FIELD_TABLE[attr]
-        value = getattr(md, attr)
-        values.append(_encode_char(value, name, off, length) if kind == "char" else value)
-    st = _STRUCTS[order][2] if md.version >= 2 else _STRUCTS[order][0]
-    return st.pack(*values)
+    append = values.append
+    try:
+        for attr, kind, length in _PLAN[version]:
+            value = getattr(md, attr)
+            if kind == 1:
+                value = value.encode("latin-1").ljust(length, b" ")
+            if kind and len(value) != length or not kind and (not isinstance(value, int)
+                                                              or value.__class__ is bool):
+                raise TypeError(attr)
+            append(value)
+        return _STRUCTS[order][2 if version == 2 else 0].pack(*values)
+    except (TypeError, AttributeError, UnicodeEncodeError, struct.error) as exc:
+        validate(md)  # raises the MappingError that names the field
+        raise MappingError(f"cannot be encoded: {exc}", structure=STRUCTURE) from None
 
 
 def detect_byte_order(data: bytes | memoryview, offset: int = 0) -> str:
@@ -285,12 +305,9 @@ def decode_mqmd(data: bytes | memoryview, offset: int = 0, *, version: int | Non
     if len(data) - offset < st.size:
         raise _truncated(data, offset, st.size)
     values = st.unpack_from(data, offset)
-    kwargs: dict[str, Any] = {}
-    for attr, value in zip(_V1_ATTRS + (_V2_ATTRS if want >= 2 else ()), values, strict=True):
-        if attr == "struc_id":
-            continue
-        kind = FIELD_TABLE[attr][2]
-        kwargs[attr] = _text(value) if kind == "char" else value
+    kwargs: dict[str, Any] = {"version": declared}
+    for (attr, kind, _length), value in zip(_PLAN[2 if want >= 2 else 1], values[1:], strict=True):
+        kwargs[attr] = _text(value) if kind == 1 else value
     kwargs["version"] = declared
     kwargs["format"] = kwargs["format"].ljust(8)  # Format keeps its 8 characters for comparisons
     return Mqmd(**kwargs)

@@ -6,6 +6,7 @@ listed in :data:`DECISIONS`.
 """
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from mappings.errors import MappingError
 from mappings.mqmd import Mqmd, encode_mqmd
 from mappings.mqmessage import MqMessage, build_message
 from mappings.mqtt import MqttPublication
-from mappings.report import ConversionReport
+from mappings.report import ConversionReport, Finding
 from mappings.rfh2 import Rfh1, Rfh2, RfhElement, RfhFolder, escape_text
 
 #: Rules the seed does not settle, and what this module does (also shown by `mqbridge convert`).
@@ -224,49 +225,79 @@ def mqtt_to_mq(pub: MqttPublication, options: MqttToMqOptions = MqttToMqOptions(
     return msg, report
 
 
+# (MQMD not persistent, MQMD persistent, escaped mqtt/clientId, findings) of one publisher
+_PublisherEntry = tuple[bytes, bytes, bytes, tuple[Finding, ...]]
+
+
 class MqttToMqEncoder:
-    """The hot path of :func:`mqtt_to_mq` straight to bytes: identical output (tested), with the MQMD
-    and RFH2 constant parts precomputed per options and escaped strings cached."""
+    """The hot path of :func:`mqtt_to_mq` straight to bytes: identical output and report (tested).
+
+    Precomputed per options: both MQMD variants (persistent or not) and the RFH2 fixed-part packer.
+    Cached per publisher (client id, user name): the MQMD bytes with its UserIdentifier, the escaped
+    mqtt/clientId and their findings. Escaped topics are cached too.
+    """
+
+    MAX_CACHED_PUBLISHERS = 10_000
 
     def __init__(self, options: MqttToMqOptions = MqttToMqOptions()) -> None:
         self.options = options
         order = C.integer_byte_order(options.encoding)
-        self._order = order
         self._md = {
             per: encode_mqmd(_mqmd_for(options, per, ""))
             for per in (C.MQPER_NOT_PERSISTENT, C.MQPER_PERSISTENT)
         }
-        self._head = struct.Struct(order + "4s4i8s2i")
-        self._long = struct.Struct(order + "i")
+        # MQMD bytes around UserIdentifier (offset 196, 12 bytes; mq-wire-facts.md §2)
+        self._md_parts = tuple((md[:196], md[208:]) for md in self._md.values())
         rfh = Rfh2()
+        self._head = functools.partial(struct.Struct(order + "4s4i8s2i").pack, b"RFH ", 2)
         self._rfh_fixed = (rfh.encoding, rfh.coded_char_set_id, C.MQFMT_NONE.encode(), rfh.flags,
                            rfh.name_value_ccsid)
-        self._escape = lru_cache(maxsize=8192)(_escape_utf8)  # (text, field) -> escaped UTF-8
+        self._long = struct.Struct(order + "i").pack
+        self._topic = lru_cache(maxsize=8192)(functools.partial(_escape_utf8, what="mqps/Top"))
+        self._publishers: dict[tuple[str | None, str | None], _PublisherEntry] = {}
+
+    def _publisher(self, pub: MqttPublication) -> _PublisherEntry:
+        report = ConversionReport()
+        user_id = user_identifier(pub, self.options, report)
+        cid = _escape_utf8(folder_client_id(pub, self.options, report), "mqtt/clientId")
+        field_ = user_id.encode("latin-1").ljust(12, b" ")
+        (np_head, np_tail), (p_head, p_tail) = self._md_parts
+        entry = (np_head + field_ + np_tail, p_head + field_ + p_tail, cid, tuple(report.findings))
+        if len(self._publishers) >= self.MAX_CACHED_PUBLISHERS:
+            self._publishers.clear()
+        self._publishers[(pub.client_id, pub.username)] = entry
+        return entry
 
     def encode(self, pub: MqttPublication) -> tuple[bytes, ConversionReport]:
-        _check_publication(pub)
-        options = self.options
-        report = ConversionReport()
-        user_id = user_identifier(pub, options, report)
-        md = self._md[C.MQPER_NOT_PERSISTENT if pub.qos == 0 else C.MQPER_PERSISTENT]
-        if user_id:
-            md = b"".join((md[:196], user_id.encode("latin-1").ljust(12, b" "), md[208:]))
-        cid = self._escape(folder_client_id(pub, options, report), "mqtt/clientId")
         qos = pub.qos
+        topic = pub.topic
+        payload = pub.payload
+        if (qos.__class__ is not int or not 0 <= qos <= 2 or topic.__class__ is not str or not topic
+                or payload.__class__ is not bytes
+                or (qos and (pub.packet_id.__class__ is not int or not 0 < pub.packet_id <= 0xFFFF))):
+            _check_publication(pub)  # raises the precise error, or accepts e.g. a bytearray payload
+        entry = self._publishers.get((pub.client_id, pub.username))
+        if entry is None:
+            entry = self._publisher(pub)
+        md_np, md_p, cid, findings = entry
+        report = ConversionReport(list(findings)) if findings else ConversionReport()
         if qos:
+            md = md_p
             mqtt = (b"<mqtt><clientId>%s</clientId><qos>%d</qos><msgid>%d</msgid></mqtt>"
                     % (cid, qos, pub.packet_id))
         else:
+            md = md_np
             mqtt = b"<mqtt><clientId>%s</clientId><qos>0</qos></mqtt>" % cid
         mqtt += b"   "[: -len(mqtt) % 4]
-        top = self._escape(pub.topic, "mqps/Top")
-        mqps = (_MQPS_RETAINED if pub.retain else _MQPS) % top
+        mqps = (_MQPS_RETAINED if pub.retain else _MQPS) % self._topic(topic)
         mqps += b"   "[: -len(mqps) % 4]
-        _report_mqtt5_properties(pub, report)
-        long_ = self._long.pack
-        enc, ccsid, fmt, flags, nvccsid = self._rfh_fixed
-        head = self._head.pack(b"RFH ", 2, 44 + len(mqtt) + len(mqps), enc, ccsid, fmt, flags, nvccsid)
-        return b"".join((md, head, long_(len(mqtt)), mqtt, long_(len(mqps)), mqps, pub.payload)), report
+        if (pub.user_properties or pub.content_type is not None or pub.payload_format_indicator is not None
+                or pub.response_topic is not None or pub.correlation_data is not None
+                or pub.message_expiry_interval is not None):
+            _report_mqtt5_properties(pub, report)
+        long_ = self._long
+        head = self._head(44 + len(mqtt) + len(mqps), *self._rfh_fixed)
+        return b"".join((md, head, long_(len(mqtt)), mqtt, long_(len(mqps)), mqps, payload)), report
 
 
 _MQPS = b"<mqps><Top>%s</Top></mqps>"

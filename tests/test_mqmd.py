@@ -210,6 +210,8 @@ def test_bad_header_fields(patch, field):
         (dict(msg_id=b"short"), "MsgId"),
         (dict(expiry=2**31), "Expiry"),
         (dict(priority="4"), "Priority"),
+        (dict(persistence=True), "Persistence"),
+        (dict(put_appl_name=None), "PutApplName"),
         (dict(format="TOOLONGFMT"), "Format"),
         (dict(version=3), "Version"),
         (dict(version=1, msg_flags=8), "Version"),

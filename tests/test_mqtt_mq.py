@@ -174,6 +174,24 @@ def test_fast_encoder_equals_model_path(pub, opts):
     assert fast_report.as_list() == report.as_list()
 
 
+SHARED_ENCODER = MqttToMqEncoder(MqttToMqOptions(user_id_source=UserIdSource.USER_NAME))
+
+
+@settings(max_examples=150)
+@given(st.lists(publications, min_size=1, max_size=5))
+def test_one_encoder_with_its_publisher_cache_equals_model_path(pubs):
+    for pub in pubs:
+        data, report = SHARED_ENCODER.encode(pub)
+        msg, model_report = mqtt_to_mq(pub, SHARED_ENCODER.options)
+        assert data == encode_message(msg) and report.as_list() == model_report.as_list()
+
+
+def test_encoder_accepts_bytearray_payload_and_reports_mqtt5():
+    pub = dataclasses.replace(PUB, payload=bytearray(b"ab"), response_topic="r")
+    data, report = MqttToMqEncoder().encode(pub)
+    assert data.endswith(b"ab") and [f.name for f in report.findings] == ["response topic"]
+
+
 # ---- subscriptions and administrative topic objects -----------------------------------------------
 def test_subscription_name():
     assert subscription_name("dev-1", "a/+/c") == "dev-1:a/+/c"
