@@ -112,6 +112,8 @@ def compare(op: str, a: Any, b: Any) -> bool | None:
     if op == "<>":
         return a != b
     if ka == _STR:
+        if a.isascii() and b.isascii():  # O(1) in CPython; code point order is UTF-16 order here
+            return _ORDER[op](a, b)
         return _ORDER[op](_utf16(a), _utf16(b))
     return False  # ordering booleans is not allowed (JMS 1.1 §3.8.1.1)
 
@@ -217,9 +219,9 @@ def _value(node: Node) -> Evaluator:  # noqa: C901 - one branch per node type
     if isinstance(node, Compare):
         return _compare(node)
     if isinstance(node, And):
-        return _and(_condition(node.left), _condition(node.right))
+        return _all([_condition(part) for part in _flatten(node, And)])
     if isinstance(node, Or):
-        return _or(_condition(node.left), _condition(node.right))
+        return _any([_condition(part) for part in _flatten(node, Or)])
     if isinstance(node, Not):
         inner = _condition(node.operand)
 
@@ -255,35 +257,65 @@ def _value(node: Node) -> Evaluator:  # noqa: C901 - one branch per node type
     raise TypeError(f"not a selector node: {node!r}")  # unreachable for trees from the parser
 
 
-def _and(left: Evaluator, right: Evaluator) -> Evaluator:
-    def and_(lk: Lookup) -> bool | None:
-        a = left(lk)
-        if a is False:
-            return False
-        b = right(lk)
-        if b is False:
-            return False
-        return True if a is True and b is True else None
-
-    return and_
+def _flatten(node: Node, kind: type[And] | type[Or]) -> list[Node]:
+    """Operands of a chain of one associative operator, left to right: ((a AND b) AND c) -> [a, b, c]."""
+    if isinstance(node, kind):
+        return _flatten(node.left, kind) + _flatten(node.right, kind)
+    return [node]
 
 
-def _or(left: Evaluator, right: Evaluator) -> Evaluator:
-    def or_(lk: Lookup) -> bool | None:
-        a = left(lk)
-        if a is True:
-            return True
-        b = right(lk)
-        if b is True:
-            return True
-        return False if a is False and b is False else None
+def _all(parts: list[Evaluator]) -> Evaluator:
+    """Three-valued AND of a chain: FALSE if any is FALSE, else UNKNOWN if any is UNKNOWN, else TRUE."""
+    if len(parts) == 2:
+        left, right = parts
 
-    return or_
+        def and_(lk: Lookup) -> bool | None:
+            a = left(lk)
+            if a is False:
+                return False
+            b = right(lk)
+            if b is False:
+                return False
+            return True if a is True and b is True else None
+
+        return and_
+    chain = tuple(parts)
+
+    def and_chain(lk: Lookup) -> bool | None:
+        result: bool | None = True
+        for part in chain:
+            v = part(lk)
+            if v is False:
+                return False
+            if v is not True:
+                result = None
+        return result
+
+    return and_chain
+
+
+def _any(parts: list[Evaluator]) -> Evaluator:
+    """Three-valued OR of a chain: TRUE if any is TRUE, else UNKNOWN if any is UNKNOWN, else FALSE."""
+    chain = tuple(parts)
+
+    def or_chain(lk: Lookup) -> bool | None:
+        result: bool | None = False
+        for part in chain:
+            v = part(lk)
+            if v is True:
+                return True
+            if v is not False:
+                result = None
+        return result
+
+    return or_chain
 
 
 def _compare(node: Compare) -> Evaluator:
     op = node.op
     left = _value(node.left)
+    # A plain identifier on the left is read inline (saves a call per evaluation); "" means "call left".
+    name = node.left.name if isinstance(node.left, Ident) and node.left.name != "JMSDeliveryMode" else ""
     if isinstance(node.right, Literal) and _kind(node.right.value) == _NUM:
         # Hot path: identifier-or-expression against a numeric literal.
         lit = node.right.value
@@ -292,7 +324,7 @@ def _compare(node: Compare) -> Evaluator:
         fn = _ORDER[op]
 
         def compare_number(lk: Lookup) -> bool | None:
-            v = left(lk)
+            v = lk.get(name) if name else left(lk)
             t = type(v)
             if t is int and lit_is_int and LONG_MIN <= v <= LONG_MAX:
                 return fn(v, lit)
@@ -306,7 +338,7 @@ def _compare(node: Compare) -> Evaluator:
         equal = op == "="
 
         def compare_string(lk: Lookup) -> bool | None:
-            v = left(lk)
+            v = lk.get(name) if name else left(lk)
             if type(v) is str:
                 return (v == lit_s) is equal
             return None if v is None else False
@@ -346,6 +378,11 @@ def _between(node: Between) -> Evaluator:
             return False if below is False and above is False else None
 
         return not_between
+
+    if isinstance(node.low, Literal) and isinstance(node.high, Literal):
+        lo, hi = node.low.value, node.high.value
+        if _kind(lo) == _NUM and _kind(hi) == _NUM:
+            return _between_constants(operand, lo, hi)
 
     def between(lk: Lookup) -> bool | None:
         v = operand(lk)
@@ -388,3 +425,26 @@ def _like(node: Like) -> Evaluator:
         return found is not negated
 
     return like
+
+
+def _between_constants(operand: Evaluator, lo: int | float, hi: int | float) -> Evaluator:
+    """BETWEEN with numeric literal bounds (the usual form): same result as the generic path, faster."""
+    lo_f, hi_f = float(lo), float(hi)
+    ints = type(lo) is int and type(hi) is int
+
+    def between_constants(lk: Lookup) -> bool | None:
+        v = operand(lk)
+        t = type(v)
+        if t is float:
+            return lo_f <= v <= hi_f  # Java promotes the long bounds to double
+        if t is int and ints and LONG_MIN <= v <= LONG_MAX:
+            return lo <= v <= hi
+        v_lo = compare(">=", v, lo)
+        if v_lo is False:
+            return False
+        v_hi = compare("<=", v, hi)
+        if v_hi is False:
+            return False
+        return True if v_lo is True and v_hi is True else None
+
+    return between_constants

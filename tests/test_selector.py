@@ -596,7 +596,7 @@ def test_arithmetic_comparisons_match_reference(left: tuple, right: tuple, op: s
 def test_between_is_its_spec_equivalence(tree: tuple, env: dict) -> None:
     # JMS 1.1: "age BETWEEN 15 AND 19" is "age >= 15 AND age <= 19"; NOT BETWEEN is "age < 15 OR age > 19"
     e = render_full(tree)
-    for lo, hi in (("x", "y"), ("-3", "2.5")):
+    for lo, hi in (("x", "y"), ("-3", "2.5"), ("-3", "7"), ("-2.5", "7.5"), ("9007199254740992", "z")):
         assert same(compile_selector(f"{e} BETWEEN {lo} AND {hi}").evaluate(env),
                     compile_selector(f"{e} >= {lo} AND {e} <= {hi}").evaluate(env))
         assert same(compile_selector(f"{e} NOT BETWEEN {lo} AND {hi}").evaluate(env),
