@@ -57,6 +57,7 @@ class GatewayProcess:
         self.config_path = workdir / "mqbridge.yaml"
         self.log_path = workdir / "mqbridge.log"
         self.proc: subprocess.Popen[bytes] | None = None
+        self.listener_ports: list[int] = []   # bound ports, in config order (from runtime.json)
 
     def write_config(self) -> None:
         self.config_path.write_text(yaml.safe_dump(self.config), encoding="utf-8")
@@ -78,6 +79,13 @@ class GatewayProcess:
             return runtime.exists()
 
         wait_for(ready, timeout, what="mqbridge to start")
+        try:
+            info = json.loads(runtime.read_text(encoding="utf-8"))
+            self.listener_ports = [int(lst["port"]) for lst in info.get("listeners", [])]
+        except (OSError, ValueError, KeyError):
+            self.listener_ports = []
+        if self.listener_ports and self.port not in self.listener_ports:
+            self.port = self.listener_ports[0]   # the config replaced the default listener
         return self
 
     def log(self) -> str:

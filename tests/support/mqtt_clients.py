@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 import uuid
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +17,13 @@ from tests.support.gateway import wait_for
 
 V31 = mqtt.MQTTv31
 V311 = mqtt.MQTTv311
+# for @pytest.mark.parametrize("proto", PROTOCOLS, ids=PROTOCOL_IDS)
+PROTOCOLS = [V31, V311]
+PROTOCOL_IDS = ["mqtt31", "mqtt311"]
+LEVEL = {V31: P.MQTT_31, V311: P.MQTT_311}
+
+# paho 2.x reports a 3.1/3.1.1 CONNACK return code as an MQTT 5 reason code; map it back
+_V5_TO_V3_CONNACK = {0: 0, 132: 1, 133: 2, 136: 3, 134: 4, 135: 5}
 
 
 @dataclass(frozen=True)
@@ -33,7 +42,8 @@ class PahoClient:
     def __init__(self, port: int, client_id: str | None = None, *, protocol: int = V311,
                  clean_session: bool = True, keepalive: int = 60,
                  will: tuple[str, bytes, int, bool] | None = None,
-                 username: str | None = None, password: str | None = None) -> None:
+                 username: str | None = None, password: str | None = None,
+                 tls_ca: str | None = None) -> None:
         self.client_id = client_id if client_id is not None else f"t-{uuid.uuid4().hex[:12]}"
         self.port = port
         self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=self.client_id,
@@ -48,6 +58,8 @@ class PahoClient:
             self.client.will_set(will[0], will[1], will[2], will[3])
         if username is not None:
             self.client.username_pw_set(username, password)
+        if tls_ca is not None:   # a TLS listener whose certificate this CA file verifies
+            self.client.tls_set(ca_certs=tls_ca)
         self.client.on_connect = self._on_connect
         self.client.on_message = self._on_message
         self.client.on_disconnect = self._on_disconnect
@@ -81,8 +93,10 @@ class PahoClient:
 
     @property
     def rc(self) -> int:
+        """The CONNACK return code as MQTT 3.1/3.1.1 numbers it (0 accepted .. 5 not authorized)."""
         assert self.connack is not None
-        return int(getattr(self.connack[1], "value", self.connack[1]))
+        value = int(getattr(self.connack[1], "value", self.connack[1]))
+        return _V5_TO_V3_CONNACK.get(value, value)
 
     def subscribe(self, topic: str, qos: int = 0, timeout: float = 10.0) -> list[int]:
         result, mid = self.client.subscribe(topic, qos)
@@ -121,27 +135,65 @@ class RawClient:
 
     def __init__(self, port: int, timeout: float = 5.0) -> None:
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.timeout = timeout
         self.reader = P.PacketReader()
+        self.pending: deque[P.Packet] = deque()   # decoded but not yet returned by recv()
 
     def send(self, data: bytes) -> None:
         self.sock.sendall(data)
 
     def connect(self, client_id: str = "raw", level: int = P.MQTT_311, clean: bool = True,
-                keepalive: int = 60) -> P.Connack:
-        self.send(P.encode(P.Connect(level, client_id, clean, keepalive)))
+                keepalive: int = 60, will: P.Will | None = None) -> P.Connack:
+        self.send(P.encode(P.Connect(level, client_id, clean, keepalive, will)))
         packet = self.recv()
         assert isinstance(packet, P.Connack), packet
         return packet
 
-    def recv(self) -> P.Packet:
-        while True:
+    def recv(self, timeout: float | None = None) -> P.Packet:
+        """The next packet from the broker (several may arrive in one TCP segment)."""
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        while not self.pending:
+            self.sock.settimeout(max(0.01, deadline - time.monotonic()))
             data = self.sock.recv(65536)
             if not data:
                 raise ConnectionError("closed by broker")
-            packets = self.reader.feed(data)
-            if packets:
-                assert len(packets) == 1, packets
-                return packets[0]
+            self.pending.extend(self.reader.feed(data))
+        return self.pending.popleft()
+
+    def subscribe(self, topic_filter: str, qos: int = 0, packet_id: int = 1) -> P.Suback:
+        self.send(P.encode(P.Subscribe(packet_id, ((topic_filter, qos),))))
+        packet = self.recv()
+        assert isinstance(packet, P.Suback), packet
+        return packet
+
+    def publish(self, topic: str, payload: bytes, qos: int = 0, packet_id: int | None = None,
+                retain: bool = False, dup: bool = False) -> None:
+        self.send(P.encode(P.Publish(topic, payload, qos, retain, dup, packet_id)))
+
+    def ack(self, ptype: int, packet_id: int) -> None:
+        self.send(P.encode_ack(ptype, packet_id))
+
+    def receive_until(self, last: Any, timeout: float = 10.0, ack: bool = True) -> list[P.Publish]:
+        """PUBLISHes in arrival order up to and including the first for which ``last(publish)`` is
+        true; QoS 1/2 are acknowledged (PUBACK, PUBREC then PUBCOMP) unless ``ack`` is False.
+        Unlike paho, which hands a QoS 2 message over only at PUBREL, this shows the wire order."""
+        out: list[P.Publish] = []
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"timed out; received so far: {out}")
+            packet = self.recv(timeout=remaining)
+            if isinstance(packet, P.Publish):
+                out.append(packet)
+                if ack and packet.qos == 1:
+                    self.ack(P.PUBACK, packet.packet_id)  # type: ignore[arg-type]
+                elif ack and packet.qos == 2:
+                    self.ack(P.PUBREC, packet.packet_id)  # type: ignore[arg-type]
+                if last(packet):
+                    return out
+            elif isinstance(packet, P.PacketIdOnly) and packet.type == P.PUBREL and ack:
+                self.ack(P.PUBCOMP, packet.packet_id)
 
     def closed_by_peer(self, timeout: float = 5.0) -> bool:
         """True when the broker closes the connection within ``timeout`` (data before EOF is read)."""
