@@ -10,6 +10,7 @@ from bridge.converters import (
     ConvertResult,
     InputError,
     as_json_text,
+    describe,
     known_families,
     load_converters,
     mq_message_bytes,
@@ -38,8 +39,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("input", metavar="INPUT", help="input file, or - for standard input")
     p.add_argument("--out", type=Path, help="write the result (bytes, or JSON when the result has no bytes)")
     p.add_argument("--json", action="store_true", help="print one JSON document (result + report)")
-    p.set_defaults(func=cmd_convert)
-    p.set_defaults(converters=load_converters(p))
+    table = load_converters(p)
+    p.epilog = describe(table)
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.set_defaults(func=cmd_convert, converters=table)
 
 
 def _read_input(name: str) -> bytes:
@@ -109,7 +112,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
     table = args.converters
     converter = table.get((args.source, args.target))
     if converter is None:
-        supported = ", ".join(f"{s}->{t}" for s, t in sorted(table))
+        supported = ", ".join(f"{s}->{t}" for s, t in sorted(table))  # details: convert --help
         families = " | ".join(known_families(table))
         _error(f"no converter from {args.source!r} to {args.target!r} (families: {families}; "
                f"available: {supported})")

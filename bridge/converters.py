@@ -11,7 +11,7 @@ import binascii
 import importlib
 import json
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -55,7 +55,6 @@ class Converter:
     target: str
     run: Callable[[bytes, str, argparse.Namespace], ConvertResult]   # (input bytes, input name, args)
     help: str = ""
-    notes: tuple[str, ...] = field(default=())
 
 
 # --------------------------------------------------------------------------------------------------
@@ -271,8 +270,8 @@ def add_mqtt_mq_arguments(p: argparse.ArgumentParser) -> None:
 
 def builtin_converters() -> list[Converter]:
     return [
-        Converter("mqtt", "mq", _mqtt_to_mq, "MQTT publication -> MQ message bytes (Tables 1-3)", DECISIONS),
-        Converter("mq", "mqtt", _mq_to_mqtt, "MQ message -> MQTT publication (Tables 4-5)", DECISIONS),
+        Converter("mqtt", "mq", _mqtt_to_mq, "MQTT publication -> MQ message bytes (seed Tables 1-3)"),
+        Converter("mq", "mqtt", _mq_to_mqtt, "MQ message -> MQTT publication (seed Tables 4-5)"),
     ]
 
 
@@ -293,6 +292,16 @@ def load_converters(parser: argparse.ArgumentParser | None = None) -> dict[tuple
         for conv in module.converters():
             table[(conv.source, conv.target)] = conv
     return table
+
+
+def describe(table: dict[tuple[str, str], Converter]) -> str:
+    """Help text: the available conversions and the MQTT <-> MQ decisions the seed leaves open."""
+    lines = ["conversions:"]
+    lines += [f"  --from {s} --to {t}: {c.help}" for (s, t), c in sorted(table.items())]
+    lines.append("")
+    lines.append("MQTT <-> MQ decisions (mappings.mqtt_mq.DECISIONS):")
+    lines += [f"  - {d}" for d in DECISIONS]
+    return "\n".join(lines)
 
 
 def as_json_text(doc: dict[str, Any]) -> str:

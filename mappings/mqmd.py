@@ -120,6 +120,11 @@ class Mqmd:
     msg_flags: int = C.MQMF_NONE
     original_length: int = C.MQOL_UNDEFINED
 
+    def __post_init__(self) -> None:
+        # Format is MQCHAR8: keep it blank padded so "MQSTR" and "MQSTR   " compare equal
+        if isinstance(self.format, str) and len(self.format) < 8:
+            object.__setattr__(self, "format", self.format.ljust(8))
+
     @property
     def length(self) -> int:
         return C.MQMD_LENGTH_2 if self.version >= C.MQMD_VERSION_2 else C.MQMD_LENGTH_1

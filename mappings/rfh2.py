@@ -121,6 +121,9 @@ class Rfh2:
     name_value_ccsid: int = C.CCSID_UTF8
     folders: tuple[RfhFolder, ...] = ()
 
+    def __post_init__(self) -> None:
+        _pad_format(self)
+
     def folder(self, name: str) -> RfhFolder | None:
         for f in self.folders:
             if f.name == name:
@@ -146,12 +149,21 @@ class Rfh1:
     flags: int = C.MQRFH_NO_FLAGS
     pairs: tuple[tuple[str, str], ...] = field(default_factory=tuple)
 
+    def __post_init__(self) -> None:
+        _pad_format(self)
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "StrucId": "RFH ", "Version": 1, "Encoding": self.encoding,
             "CodedCharSetId": self.coded_char_set_id, "Format": self.format, "Flags": self.flags,
             "NameValueString": [list(p) for p in self.pairs],
         }
+
+
+def _pad_format(header: Rfh2 | Rfh1) -> None:
+    # Format is MQCHAR8: keep it blank padded so "MQSTR" and "MQSTR   " compare equal
+    if isinstance(header.format, str) and len(header.format) < 8:
+        object.__setattr__(header, "format", header.format.ljust(8))
 
 
 # --------------------------------------------------------------------------------------------------

@@ -8,9 +8,13 @@ import sys
 import types
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bridge import converters
 from bridge.cli import main
+from bridge.mq_dump import as_json, render
+from mappings.errors import MappingError
 from mappings.mqmessage import decode_message, message_as_dict
 from mappings.mqtt import MqttPublication
 from mappings.mqtt_mq import MqttToMqEncoder
@@ -179,3 +183,19 @@ def test_converter_table_is_pluggable(monkeypatch):
     assert set(table) == {("mqtt", "mq"), ("mq", "mqtt"), ("jms", "mq")}
     assert parser.parse_args(["--jms-flag", "x"]).jms_flag == "x"
     assert table[("jms", "mq")].run(b"hi", "-", argparse.Namespace()).document == {"echo": "hi"}
+
+
+@settings(max_examples=150)
+@given(st.sampled_from(["jms_text_big_endian.bin", "rfh1_rfh2_chain.bin", "mqtt_qos1_retained.bin"]),
+       st.lists(st.tuples(st.integers(0, 640), st.integers(0, 255)), min_size=1, max_size=4))
+def test_dump_of_mutated_messages_raises_only_mapping_error(name, flips):
+    data = bytearray((FIXTURE_DIR / name).read_bytes())
+    for pos, value in flips:
+        if pos < len(data):
+            data[pos] = value
+    try:
+        text = render(bytes(data))
+        doc = as_json(bytes(data))
+    except MappingError:
+        return
+    assert text.startswith("MQMD at offset 0") and doc["spans"][0]["part"] == "MQMD"

@@ -159,3 +159,22 @@ def test_description_errors(desc):
 def test_plain_string_body_has_text():
     msg = MqMessage(Mqmd(format=C.MQFMT_STRING, coded_char_set_id=819), (), b"caf\xe9")
     assert message_as_dict(msg)["body"]["text"] == "caf\u00e9"
+
+
+_FIXTURE_BYTES = {n: b for n, b in expected_files().items() if n.endswith(".bin")}
+
+
+@settings(max_examples=300)
+@given(st.sampled_from(sorted(_FIXTURE_BYTES)),
+       st.lists(st.tuples(st.integers(0, 640), st.integers(0, 255)), min_size=1, max_size=6),
+       st.integers(0, 700))
+def test_mutated_fixtures_raise_only_mapping_error(name, flips, cut):
+    data = bytearray(_FIXTURE_BYTES[name])
+    for pos, value in flips:
+        if pos < len(data):
+            data[pos] = value
+    try:
+        msg = decode_message(bytes(data[:cut]))
+    except MappingError:
+        return
+    assert isinstance(msg, MqMessage)
