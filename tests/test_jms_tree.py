@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
 from mappings.errors import MappingError
 from mappings.jms import (
@@ -238,3 +239,22 @@ def test_writing_values_xml_cannot_carry_is_an_error():
 def test_header_values_folder_is_always_written():
     xml = to_tree(JmsMessage()).transport
     assert "<Header_Values><JMSDeliveryMode>2</JMSDeliveryMode>" in xml
+
+
+@given(messages, st.integers(0, 10_000), st.text(max_size=4), st.integers(0, 3))
+def test_damaged_trees_raise_only_mapping_error(msg, position, insert, cut):
+    tree = to_tree(msg)
+    at = position % (len(tree.transport) + 1)
+    damaged = tree.transport[:at] + insert + tree.transport[at + cut:]
+    try:
+        from_tree(JmsTree(damaged, tree.body))
+    except MappingError:
+        pass
+
+
+@given(st.binary(max_size=60), st.sampled_from(["jms_text", "jms_map", "jms_stream", "jms_none", "x"]))
+def test_any_body_bytes_raise_only_mapping_error(body, payload_type):
+    try:
+        from_tree(JmsTree(transport(meta=f"<PayloadType>{payload_type}</PayloadType>"), body))
+    except MappingError:
+        pass
