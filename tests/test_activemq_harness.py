@@ -495,12 +495,18 @@ def test_jms_json_subscription_labels_each_frame(
     collector.frames.clear()
 
     # StreamMessage bodies are unreadable over STOMP whatever the subscription asks for
+    transformations = (None, "jms-xml", "jms-map-json", "jms-object-json", "jms-map-xml")
+    jmstool.send(
+        f"queue://{dest}",
+        *(
+            {"type": "Stream", "body": [typed("int", 1)], "destination": f"queue://{dest}.s.{t}"}
+            for t in transformations
+        ),
+    )
     frames = []
-    for transformation in (None, "jms-xml", "jms-map-json", "jms-object-json", "jms-map-xml"):
-        stream_dest = f"{dest}.stream.{transformation}"
-        jmstool.send(f"queue://{stream_dest}", {"type": "Stream", "body": [typed("int", 1)]})
+    for transformation in transformations:
         collector.frames.clear()
-        frames += subscribe_and_wait(conn, collector, f"/queue/{stream_dest}", 1, transformation)
+        frames += subscribe_and_wait(conn, collector, f"/queue/{dest}.s.{transformation}", 1, transformation)
     assert [(f.body, f.headers.get("content-length")) for f in frames] == [(b"", None)] * 5
 
 

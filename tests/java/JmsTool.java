@@ -11,6 +11,7 @@
 //
 // Message description (send):
 //   {"type": "Text"|"Bytes"|"Map"|"Stream"|"Object"|"Message",
+//    "destination": "queue://other"   (optional: overrides --dest for this message),
 //    "body": <per type, see below>,
 //    "properties": {"name": TYPED, ...},
 //    "headers": {"correlationId": "..", "type": "..", "replyTo": "queue://..", "priority": 0-9,
@@ -127,10 +128,11 @@ public final class JmsTool {
     static void send(Session session, String dest, String input) throws Exception {
         Object parsed = new Json(input).parseDocument();
         List<Object> specs = parsed instanceof List ? (List<Object>) parsed : List.of(parsed);
-        MessageProducer producer = session.createProducer(destination(dest));
+        MessageProducer producer = session.createProducer(null);
         PrintStream out = System.out;
         for (Object s : specs) {
             Map<String, Object> spec = (Map<String, Object>) s;
+            Destination to = destination((String) spec.getOrDefault("destination", dest));
             Message m = build(session, spec);
             Map<String, Object> h = (Map<String, Object>) spec.getOrDefault("headers", Map.of());
             int deliveryMode = "NON_PERSISTENT".equals(h.get("deliveryMode"))
@@ -138,7 +140,7 @@ public final class JmsTool {
             int priority = h.containsKey("priority") ? ((BigDecimal) h.get("priority")).intValueExact()
                     : Message.DEFAULT_PRIORITY;
             long ttl = h.containsKey("expiration") ? ((BigDecimal) h.get("expiration")).longValueExact() : 0L;
-            producer.send(m, deliveryMode, priority, ttl);
+            producer.send(to, m, deliveryMode, priority, ttl);
             Map<String, Object> ack = new LinkedHashMap<>();
             ack.put("sent", m.getJMSMessageID());
             out.println(Json.write(ack));

@@ -18,6 +18,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import suppress
@@ -121,6 +122,18 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
     finally:
         for s in socks:
             s.close()
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL it when the process that started it dies (Linux), so a
+    test session killed abruptly never leaves a broker JVM behind."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def port_open(host: str, port: int, timeout: float = 0.2) -> bool:
@@ -246,6 +259,7 @@ class ActiveMQ:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # own process group: stop() kills the JVM and nothing else
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
             )
         self.endpoints = ep
         deadline = t0 + timeout
@@ -319,3 +333,35 @@ def running_broker(base: Path, *, persistent: bool = False) -> Iterator[ActiveMQ
         yield broker
     finally:
         broker.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tests.support.activemq [DIR]``: run a private broker until Ctrl-C (benchmarks,
+    manual checks); prints its endpoints as JSON."""
+    import json
+    import tempfile
+    from dataclasses import asdict
+
+    args = sys.argv[1:] if argv is None else argv
+    base = Path(args[0]) if args else Path(tempfile.mkdtemp(prefix="mqbridge-activemq-"))
+    broker = ActiveMQ(base, persistent=True)
+    try:
+        ep = broker.start()
+    except (ActiveMQUnavailable, ActiveMQStartError) as e:
+        print(e, file=sys.stderr)
+        return 1
+    print(
+        json.dumps({**asdict(ep), "base": str(base), "startup_seconds": broker.startup_seconds}), flush=True
+    )
+    try:
+        assert broker.proc is not None
+        broker.proc.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        broker.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
