@@ -7,7 +7,7 @@ import asyncio
 import json
 import logging
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bridge import __version__
@@ -21,7 +21,9 @@ MAX_REQUEST = 64 * 1024
 
 class AdminServer:
     def __init__(self, broker: Broker, server: MqttServer, gateway_id: str,
-                 extra_status: Callable[[], dict[str, Any]] | None = None) -> None:
+                 extra_status: Callable[[], dict[str, Any]] | None = None,
+                 reload: Callable[[], Awaitable[tuple[bool, list[str]]]] | None = None) -> None:
+        self.reload = reload
         self.broker = broker
         self.server = server
         self.gateway_id = gateway_id
@@ -48,7 +50,11 @@ class AdminServer:
                 raise ValueError("request too large")
             request_line = head.split(b"\r\n", 1)[0].decode("latin-1")
             method, target, _ = request_line.split(" ", 2)
-            status, body = self.dispatch(method.upper(), target)
+            if method.upper() == "POST" and target.rstrip("/") == "/reload" and self.reload is not None:
+                ok, lines = await self.reload()
+                status, body = (200 if ok else 400), ({"reloaded": lines} if ok else {"error": lines})
+            else:
+                status, body = self.dispatch(method.upper(), target)
         except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
             writer.close()
             return

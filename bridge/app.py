@@ -6,18 +6,44 @@ import asyncio
 import json
 import logging
 import signal
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from bridge.admin import AdminServer
 from bridge.config import GatewayConfig
+from bridge.connectors.embedded import QueueStore, default_path
+from bridge.convlog import ConversionLog
 from bridge.mqtt.broker import Broker
 from bridge.mqtt.server import MqttServer
 from bridge.mqtt.store import Store
+from bridge.router import Router, RouteSetupError
+from mappings.rules import RulesError, RulesFile, parse_rules
 
 log = logging.getLogger("mqbridge")
 
 STORE_FILE = "broker.sqlite3"
 RUNTIME_FILE = "runtime.json"   # where a running gateway says its ports are (read by status/admin)
+
+# With no rules file the gateway runs these routes on the embedded queue store (README's first command).
+DEFAULT_RULES = """
+routes:
+  - name: mqtt-to-mq          # MQTT publications under mq/... become MQ messages on queue MQTT.IN
+    from: {mqtt: "mq/#"}
+    to: {connector: embedded, queue: MQTT.IN}
+  - name: mq-to-mqtt          # MQ messages put on MQTT.OUT are published to their mqps/Top topic
+    from: {connector: embedded, queue: MQTT.OUT}
+    to: {mqtt: "{topic}"}
+"""
+
+
+def load_rules(path: Path | None) -> RulesFile:
+    if path is None:
+        return parse_rules(DEFAULT_RULES, "<embedded default rules>")
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise RulesError([f"{path}: cannot read: {exc.strerror}"]) from None
+    return parse_rules(text, str(path))
 
 
 class Gateway:
@@ -28,6 +54,10 @@ class Gateway:
         self.broker: Broker | None = None
         self.server: MqttServer | None = None
         self.admin: AdminServer | None = None
+        self.queues: QueueStore | None = None
+        self.convlog: ConversionLog | None = None
+        self.router: Router | None = None
+        self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mqbridge-io")
         self._stopping = asyncio.Event()
 
     async def start(self) -> None:
@@ -41,11 +71,21 @@ class Gateway:
         broker = Broker(cfg.broker, store, trace_clients=frozenset(cfg.logging.trace_clients))
         broker.recover(state)
         self.broker = broker
+        rules = load_rules(cfg.rules)
+        self.queues = QueueStore(default_path(self.data_dir), synchronous=cfg.broker.durability.synchronous).open()
+        if cfg.convlog.enabled:
+            self.convlog = ConversionLog(cfg.convlog.directory or self.data_dir / "convlog",
+                                         max_bytes=cfg.convlog.max_file_mb * 1024 * 1024)
+            self.convlog.start()
+        self.router = Router(broker, self.queues, self.convlog, cfg.gateway_id, self.executor)
+        for line in await self.router.apply(rules):   # routes attach before clients can publish
+            log.info("route %s", line)
         server = MqttServer(broker, list(cfg.broker.listeners), sys_interval=cfg.broker.sys_interval)
         await server.start()
         self.server = server
         if cfg.admin.enabled:
-            admin = AdminServer(broker, server, cfg.gateway_id)
+            admin = AdminServer(broker, server, cfg.gateway_id, extra_status=self._extra_status,
+                                reload=self.reload)
             await admin.start(cfg.admin.host, cfg.admin.port)
             self.admin = admin
         self._write_runtime()
@@ -63,6 +103,34 @@ class Gateway:
         tmp.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
         tmp.replace(path)
 
+    def _extra_status(self) -> dict[str, object]:
+        out: dict[str, object] = {}
+        if self.router is not None:
+            out["routes"] = self.router.status()
+        if self.queues is not None:
+            out["queues"] = [{"queue": q, "depth": d} for q, d, _ in self.queues.queues()]
+        if self.convlog is not None:
+            out["convlog"] = {"written": self.convlog.written, "dropped": self.convlog.dropped}
+        return out
+
+    async def reload(self) -> tuple[bool, list[str]]:
+        """Re-read the rules file; validate everything first, then swap routes without losing a message."""
+        try:
+            rules = load_rules(self.config.rules)
+            assert self.router is not None
+            changes = await self.router.apply(rules)
+        except RulesError as exc:
+            log.error("reload refused, rules are invalid:\n%s", exc)
+            return False, exc.problems
+        except RouteSetupError as exc:
+            log.error("reload refused: %s", exc)
+            return False, [str(exc)]
+        log.info("rules reloaded: %s", ", ".join(changes) or "no change")
+        return True, changes
+
+    def request_reload(self) -> None:
+        asyncio.get_running_loop().create_task(self.reload())
+
     def request_stop(self) -> None:
         self._stopping.set()
 
@@ -74,6 +142,13 @@ class Gateway:
             await self.admin.close()
         if self.server is not None:
             await self.server.close()
+        if self.router is not None:
+            await self.router.close()
+        if self.convlog is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.convlog.close)
+        if self.queues is not None:
+            self.queues.close()
+        self.executor.shutdown(wait=True)
         if self.store is not None:
             # flush: every queued write committed, then the writer thread ends
             await asyncio.get_running_loop().run_in_executor(None, self.store.close)
@@ -93,8 +168,12 @@ async def serve(config: GatewayConfig) -> int:
         except (NotImplementedError, RuntimeError):
             pass
     try:
+        loop.add_signal_handler(signal.SIGHUP, gateway.request_reload)
+    except (NotImplementedError, RuntimeError, AttributeError):
+        pass
+    try:
         await gateway.start()
-    except OSError as exc:
+    except (OSError, RulesError, RouteSetupError) as exc:
         log.error("cannot start: %s", exc)
         await gateway.stop()
         return 1

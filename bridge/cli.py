@@ -13,6 +13,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "bridge.cli_broker",   # serve, status, admin
     "bridge.cli_mapping",  # inspect, convert
     "bridge.cli_audit",    # audit
+    "bridge.cli_gateway",  # validate, reload, queue, log
 )
 
 

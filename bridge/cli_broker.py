@@ -16,6 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("serve", help="run the gateway (built-in MQTT broker, embedded defaults)")
     p.add_argument("--config", "-c", type=Path, help="YAML configuration file")
     p.add_argument("--data-dir", type=Path, help="where the store and runtime files live (default var/)")
+    p.add_argument("--rules", "-r", type=Path, help="mapping rules file (default: the embedded routes)")
     p.add_argument("--host", help="bind address of the default listener (overrides the config)")
     p.add_argument("--port", type=int, help="port of the default listener (overrides the config)")
     p.add_argument("--admin-port", type=int, help="loopback admin port (0 picks a free one)")
@@ -63,6 +64,8 @@ def _effective_config(args: argparse.Namespace) -> GatewayConfig:
     updates: dict[str, Any] = {}
     if getattr(args, "data_dir", None) is not None:
         updates["data_dir"] = args.data_dir
+    if getattr(args, "rules", None) is not None:
+        updates["rules"] = args.rules
     if getattr(args, "host", None) is not None or getattr(args, "port", None) is not None:
         listeners = list(cfg.broker.listeners) or [ListenerConfig()]
         first = listeners[0].model_copy(update={

@@ -98,9 +98,17 @@ class BrokerConfig(_Model):
         return self
 
 
+class ConvlogConfig(_Model):
+    enabled: bool = True
+    directory: Path | None = None                  # default: <data_dir>/convlog
+    max_file_mb: int = Field(64, ge=1)
+
+
 class GatewayConfig(_Model):
     data_dir: Path = Path("var")
     gateway_id: str = "mqbridge"
+    rules: Path | None = None                      # mapping rules file; default: the embedded routes
+    convlog: ConvlogConfig = ConvlogConfig()
     broker: BrokerConfig = BrokerConfig()
     admin: AdminConfig = AdminConfig()
     logging: LoggingConfig = LoggingConfig()

@@ -250,7 +250,8 @@ def _feeds(a: Route, b: Route) -> bool:
     if isinstance(dst, MqttEndpoint) and isinstance(src, MqttEndpoint):
         if dst.client_id is not None:
             return False
-        literal = TEMPLATE_FIELD.sub("+", dst.mqtt)
+        # {1}.. stand for one level; {topic}/{dest}/{client} may stand for several
+        literal = TEMPLATE_FIELD.sub(lambda m: "+" if m.group(1).isdigit() else "#", dst.mqtt)
         return filters_overlap(literal, src.mqtt) or topic_matches(src.mqtt, literal)
     if isinstance(dst, QueueEndpoint) and isinstance(src, QueueEndpoint):
         return _endpoint_key(dst) == _endpoint_key(src)

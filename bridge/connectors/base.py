@@ -1,0 +1,74 @@
+"""What every connector offers the router: a Source hands out messages and confirms them only after
+the target accepted them; a Target accepts a batch or raises. Messages travel as Inbound/Outbound."""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class Inbound:
+    """One message taken from a source and not yet confirmed there."""
+
+    key: str                   # ties the ingress record to the egress record(s); stable on redelivery
+    protocol: str              # "mqtt" | "mq" | "jms"
+    message: object            # MqttPublication | bytes (MQ message) | JmsMessage
+    source_type: str           # "publish", the MQ Format, "TextMessage", ...
+    size: int                  # payload bytes as received
+    destination: str           # topic / queue it came from
+    received: float            # unix time the gateway took it in
+    client_id: str | None = None
+    redelivery_count: int = 0
+    qos: int = 0
+    persistent: bool | None = None
+    priority: int | None = None
+    handle: object = None      # the source's own reference (sequence number, frame, packet id)
+
+
+@dataclass(slots=True)
+class Outbound:
+    """A converted message for a target."""
+
+    key: str
+    message: object            # bytes (MQ message) | JmsMessage | MqttPublication
+    destination: str
+    size: int = 0
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+class ConnectorError(Exception):
+    """The external system refused or is unreachable; the batch is retried, nothing is confirmed."""
+
+
+class Source(ABC):
+    @abstractmethod
+    async def start(self) -> None: ...
+
+    @abstractmethod
+    async def receive(self, max_items: int) -> list[Inbound]:
+        """Wait for at least one message; return up to ``max_items``."""
+
+    @abstractmethod
+    async def confirm(self, items: list[Inbound]) -> None:
+        """The target has the messages: remove them from the source (commit / ack)."""
+
+    @abstractmethod
+    async def backout(self, items: list[Inbound]) -> None:
+        """Put the messages back for a later attempt (their redelivery count goes up)."""
+
+    async def close(self) -> None:
+        return None
+
+
+class Target(ABC):
+    protocol: str = ""
+
+    @abstractmethod
+    async def start(self) -> None: ...
+
+    @abstractmethod
+    async def send(self, items: list[Outbound]) -> None:
+        """Deliver every item durably (committed / receipted) or raise ConnectorError."""
+
+    async def close(self) -> None:
+        return None

@@ -1,0 +1,314 @@
+"""The embedded default target: durable local queues (SQLite, WAL) holding MQ-format messages —
+MQMD + headers + body bytes exactly as they would be put to IBM MQ — so the gateway works on a
+fresh machine with nothing else installed. `mqbridge queue ...` reads and writes them.
+
+Like a queue manager on MQPUT, the store gives a message a MsgId when it has none (MQMI_NONE) and
+sets PutDate/PutTime (GMT); on a get that is backed out it raises BackoutCount. Offsets are the
+MQMD v1/v2 layout (reference mq-wire-facts.md §2)."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from bridge.connectors.base import ConnectorError, Inbound, Outbound, Source, Target
+from mappings import mqconst as C
+
+T = TypeVar("T")
+
+MSGID_OFFSET = 48
+MSGID_LENGTH = 24
+BACKOUT_OFFSET = 96
+PUT_DATE_OFFSET = 304
+PUT_TIME_OFFSET = 312
+MQMD_V1_LENGTH = 324
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS queue_messages (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    queue TEXT NOT NULL,
+    msg_id BLOB NOT NULL,
+    data BLOB NOT NULL,
+    put_time REAL NOT NULL,
+    backout_count INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS queue_messages_by_queue ON queue_messages (queue, seq);
+"""
+
+
+class QueueStoreError(Exception):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class StoredQueueMessage:
+    seq: int
+    queue: str
+    msg_id: bytes
+    data: bytes              # the MQ message: MQMD + headers + body
+    put_time: float
+    backout_count: int
+
+
+class QueueStore:
+    """Thread-safe; every public call is one transaction. Calls block on SQLite: from asyncio, run
+    them in an executor."""
+
+    def __init__(self, path: Path | str, *, qmgr_name: str = "MQBRIDGE", synchronous: str = "FULL") -> None:
+        self.path = Path(path)
+        self.qmgr_name = qmgr_name
+        self.synchronous = synchronous
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._counter = itertools.count(int(time.time() * 1000) << 8)
+        self._prefix = b"AMQ " + qmgr_name.encode("ascii", "replace")[:12].ljust(12, b" ")
+        self._locked: set[int] = set()   # seqs handed out by get_locked and not yet confirmed
+
+    def open(self) -> QueueStore:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA synchronous={self.synchronous}")
+        conn.executescript(_SCHEMA)
+        self._conn = conn
+        return self
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    @contextlib.contextmanager
+    def _txn(self, mode: str = "") -> Iterator[sqlite3.Connection]:
+        """One transaction under the store lock; rolled back if the body raises."""
+        with self._lock:
+            db = self._db
+            db.execute(f"BEGIN {mode}")
+            try:
+                yield db
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise QueueStoreError(f"queue store {self.path} is not open")
+        return self._conn
+
+    # -- put ------------------------------------------------------------------------------------
+
+    def _new_msg_id(self) -> bytes:
+        return self._prefix + next(self._counter).to_bytes(8, "big")
+
+    def _stamp(self, data: bytes, now: float) -> tuple[bytes, bytes]:
+        if len(data) < MQMD_V1_LENGTH or data[:4] != b"MD  ":
+            raise QueueStoreError("not an MQ message: it must start with an MQMD (StrucId 'MD  ')")
+        msg_id = data[MSGID_OFFSET:MSGID_OFFSET + MSGID_LENGTH]
+        buf = bytearray(data)
+        if msg_id == C.MQMI_NONE:
+            msg_id = self._new_msg_id()
+            buf[MSGID_OFFSET:MSGID_OFFSET + MSGID_LENGTH] = msg_id
+        t = time.gmtime(now)
+        hundredths = int((now % 1) * 100)
+        buf[PUT_DATE_OFFSET:PUT_DATE_OFFSET + 8] = time.strftime("%Y%m%d", t).encode()
+        buf[PUT_TIME_OFFSET:PUT_TIME_OFFSET + 8] = (time.strftime("%H%M%S", t) + f"{hundredths:02d}").encode()
+        return bytes(buf), msg_id
+
+    def put_many(self, items: list[tuple[str, bytes]]) -> list[bytes]:
+        """Put messages in one transaction (committed on return). Returns their MsgIds."""
+        now = time.time()
+        rows = []
+        ids = []
+        for queue, data in items:
+            stamped, msg_id = self._stamp(data, now)
+            rows.append((queue, msg_id, stamped, now))
+            ids.append(msg_id)
+        with self._txn() as db:
+            db.executemany("INSERT INTO queue_messages (queue, msg_id, data, put_time) VALUES (?, ?, ?, ?)",
+                           rows)
+        return ids
+
+    def put(self, queue: str, data: bytes) -> bytes:
+        return self.put_many([(queue, data)])[0]
+
+    # -- get / browse -------------------------------------------------------------------------------
+
+    def browse(self, queue: str, limit: int = 100, after_seq: int = 0) -> list[StoredQueueMessage]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT seq, queue, msg_id, data, put_time, backout_count FROM queue_messages "
+                "WHERE queue=? AND seq>? ORDER BY seq LIMIT ?", (queue, after_seq, limit)).fetchall()
+        return [StoredQueueMessage(r[0], r[1], bytes(r[2]), _with_backout(bytes(r[3]), r[5]), r[4], r[5])
+                for r in rows]
+
+    def get(self, queue: str) -> StoredQueueMessage | None:
+        """Destructive get of the oldest message (committed on return)."""
+        with self._txn("IMMEDIATE") as db:
+            row = db.execute(
+                "SELECT seq, queue, msg_id, data, put_time, backout_count FROM queue_messages "
+                "WHERE queue=? AND seq NOT IN (SELECT value FROM json_each(?)) ORDER BY seq LIMIT 1",
+                (queue, json.dumps(sorted(self._locked)))).fetchone()
+            if row is not None:
+                db.execute("DELETE FROM queue_messages WHERE seq=?", (row[0],))
+        if row is None:
+            return None
+        return StoredQueueMessage(row[0], row[1], bytes(row[2]), _with_backout(bytes(row[3]), row[5]),
+                                  row[4], row[5])
+
+    def get_locked(self, queue: str, limit: int = 64) -> list[StoredQueueMessage]:
+        """Get under syncpoint: the oldest messages not already handed out, kept in the store until
+        ``confirm`` (commit) or ``backout``. A crash before confirm leaves them for the next run."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT seq, queue, msg_id, data, put_time, backout_count FROM queue_messages "
+                "WHERE queue=? ORDER BY seq LIMIT ?", (queue, limit + len(self._locked))).fetchall()
+            out = []
+            for r in rows:
+                if r[0] in self._locked:
+                    continue
+                self._locked.add(r[0])
+                out.append(StoredQueueMessage(r[0], r[1], bytes(r[2]), _with_backout(bytes(r[3]), r[5]),
+                                              r[4], r[5]))
+                if len(out) >= limit:
+                    break
+        return out
+
+    def confirm(self, seqs: list[int]) -> None:
+        with self._txn() as db:
+            db.executemany("DELETE FROM queue_messages WHERE seq=?", [(s,) for s in seqs])
+            self._locked.difference_update(seqs)
+
+    def backout(self, seqs: list[int]) -> None:
+        with self._txn() as db:
+            db.executemany("UPDATE queue_messages SET backout_count=backout_count+1 WHERE seq=?",
+                           [(s,) for s in seqs])
+            self._locked.difference_update(seqs)
+
+    def move(self, seq: int, to_queue: str) -> None:
+        """Move one message to another queue (backout queue), in one transaction."""
+        with self._lock:
+            self._db.execute("UPDATE queue_messages SET queue=? WHERE seq=?", (to_queue, seq))
+            self._locked.discard(seq)
+
+    def queues(self) -> list[tuple[str, int, float | None]]:
+        """(queue, depth, oldest put time) for every queue holding messages."""
+        with self._lock:
+            return [(r[0], r[1], r[2]) for r in self._db.execute(
+                "SELECT queue, COUNT(*), MIN(put_time) FROM queue_messages GROUP BY queue ORDER BY queue")]
+
+    def depth(self, queue: str) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT COUNT(*) FROM queue_messages WHERE queue=?",
+                                        (queue,)).fetchone()[0])
+
+    def clear(self, queue: str) -> int:
+        with self._lock:
+            cur = self._db.execute("DELETE FROM queue_messages WHERE queue=?", (queue,))
+            return cur.rowcount
+
+
+def _with_backout(data: bytes, count: int) -> bytes:
+    """The MQMD's BackoutCount as the store knows it (an MQLONG in the MQMD's own byte order)."""
+    if not count:
+        return data
+    # the MQMD's integers are in its writer's byte order: Version (offset 4) is 1 or 2 either way
+    order = "little" if int.from_bytes(data[4:8], "little") in (1, 2) else "big"
+    return data[:BACKOUT_OFFSET] + count.to_bytes(4, order, signed=True) + data[BACKOUT_OFFSET + 4:]
+
+
+def default_path(data_dir: Path) -> Path:
+    return Path(data_dir) / "queues.sqlite3"
+
+
+def open_store(data_dir: Path) -> QueueStore:
+    path = default_path(data_dir)
+    os.makedirs(path.parent, exist_ok=True)
+    return QueueStore(path).open()
+
+
+# -- the embedded store as a route's target and source ------------------------------------------------
+
+FORMAT_OFFSET = 32
+PRIORITY_OFFSET = 40
+PERSISTENCE_OFFSET = 44
+
+
+def _mqmd_int(data: bytes, offset: int) -> int:
+    order = "little" if int.from_bytes(data[4:8], "little") in (1, 2) else "big"
+    return int.from_bytes(data[offset:offset + 4], order, signed=True)
+
+
+class EmbeddedTarget(Target):
+    protocol = "mq"
+
+    def __init__(self, store: QueueStore, executor: Executor) -> None:
+        self.store = store
+        self.executor = executor
+
+    async def start(self) -> None:
+        return None
+
+    async def send(self, items: list[Outbound]) -> None:
+        batch = [(item.destination, item.message) for item in items]
+        try:
+            await asyncio.get_running_loop().run_in_executor(self.executor, self.store.put_many, batch)
+        except (sqlite3.Error, QueueStoreError) as exc:
+            raise ConnectorError(f"embedded queue store: {exc}") from exc
+
+
+class EmbeddedSource(Source):
+    def __init__(self, store: QueueStore, queue: str, executor: Executor,
+                 poll_min: float = 0.02, poll_max: float = 0.5) -> None:
+        self.store = store
+        self.queue = queue
+        self.executor = executor
+        self.poll_min = poll_min
+        self.poll_max = poll_max
+
+    async def start(self) -> None:
+        return None
+
+    async def _run(self, fn: Callable[..., T], *args: object) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+
+    async def receive(self, max_items: int) -> list[Inbound]:
+        delay = self.poll_min
+        while True:
+            rows = await self._run(self.store.get_locked, self.queue, max_items)
+            if rows:
+                break
+            await asyncio.sleep(delay)   # another process may put: poll, backing off while idle
+            delay = min(delay * 2, self.poll_max)
+        out = []
+        for r in rows:
+            data = r.data
+            fmt = data[FORMAT_OFFSET:FORMAT_OFFSET + 8].decode("ascii", "replace").strip()
+            out.append(Inbound(
+                key=f"mq:{r.msg_id.hex()}", protocol="mq", message=data,
+                source_type=fmt or "NONE",
+                size=len(data), destination=self.queue, received=time.time(),
+                redelivery_count=r.backout_count,
+                qos=1 if _mqmd_int(data, PERSISTENCE_OFFSET) == C.MQPER_PERSISTENT else 0,
+                persistent=_mqmd_int(data, PERSISTENCE_OFFSET) == C.MQPER_PERSISTENT,
+                priority=p if 0 <= (p := _mqmd_int(data, PRIORITY_OFFSET)) <= 9 else None,
+                handle=r.seq))
+        return out
+
+    async def confirm(self, items: list[Inbound]) -> None:
+        await self._run(self.store.confirm, [int(i.handle) for i in items])  # type: ignore[call-overload]
+
+    async def backout(self, items: list[Inbound]) -> None:
+        await self._run(self.store.backout, [int(i.handle) for i in items])  # type: ignore[call-overload]

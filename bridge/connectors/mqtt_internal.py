@@ -1,0 +1,173 @@
+"""The built-in broker as a route's source or target.
+
+As a source, a route is a persistent broker session (client id ``$route:<name>``) subscribed to the
+route's topic filter at QoS 2: the broker stores QoS 1/2 publications for it durably before it
+acknowledges the publisher, and the route acknowledges them (PUBACK, or PUBREC+PUBCOMP) only after
+the target accepted the converted message. A crash in between replays them, as for any client.
+As a target, converted messages are published into the broker (or to one client's session) and the
+target waits for the broker's store commit before the source is confirmed.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+
+from bridge.connectors.base import Inbound, Outbound, Source, Target
+from bridge.mqtt import packets as P
+from bridge.mqtt.broker import Broker
+from bridge.mqtt.session import Message, Session
+from mappings.mqtt import MqttPublication
+
+ROUTE_CLIENT_PREFIX = "$route:"
+QOS0_BACKLOG = 10_000     # QoS 0 publications a route may have waiting before new ones are dropped
+_boot = f"{int(time.time()):x}"
+_qos0_keys = itertools.count(1)
+
+
+def route_client_id(route: str) -> str:
+    return ROUTE_CLIENT_PREFIX + route
+
+
+async def wait_committed(broker: Broker) -> None:
+    """Return once every store write queued so far is committed."""
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[None] = loop.create_future()
+
+    def done() -> None:
+        if not fut.done():
+            fut.set_result(None)
+
+    broker.store.after_commit(done)
+    await fut
+
+
+class MqttSource(Source):
+    def __init__(self, broker: Broker, route: str, topic_filter: str, max_inflight: int = 256) -> None:
+        self.broker = broker
+        self.route = route
+        self.topic_filter = topic_filter
+        self.client_id = route_client_id(route)
+        self.max_inflight = max_inflight
+        self._queue: asyncio.Queue[Inbound] = asyncio.Queue()
+        self._reader = P.PacketReader()
+        self._session: Session | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- Source -------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        b = self.broker
+        session = b.sessions.get(self.client_id)
+        if session is None or not session.persistent:
+            session = b.new_session(self.client_id, persistent=True, level=P.MQTT_311)
+            session.expiry_seconds = 0   # a route's session never expires
+            b.sessions[self.client_id] = session
+            b.store.write("INSERT OR REPLACE INTO sessions VALUES (?, ?, ?, ?)",
+                          (self.client_id, P.MQTT_311, b.clock(), 0))
+        session.max_inflight = self.max_inflight
+        for old in [f for f in session.subscriptions if f != self.topic_filter]:
+            del session.subscriptions[old]
+            b.trie.remove(old, self.client_id)
+            b.store.write("DELETE FROM subscriptions WHERE client_id=? AND topic_filter=?",
+                          (self.client_id, old))
+        if session.subscriptions.get(self.topic_filter) != 2:
+            session.subscriptions[self.topic_filter] = 2
+            b.trie.add(self.topic_filter, self.client_id, 2)
+            b.store.write("INSERT OR REPLACE INTO subscriptions VALUES (?, ?, ?)",
+                          (self.client_id, self.topic_filter, 2))
+        self._session = session
+        b.connections.pop(self.client_id, None)
+        session.resume(self)   # replays in-flight (DUP) and queued deliveries into our queue
+
+    async def receive(self, max_items: int) -> list[Inbound]:
+        first = await self._queue.get()
+        items = [first]
+        while len(items) < max_items and not self._queue.empty():
+            items.append(self._queue.get_nowait())
+        return items
+
+    async def confirm(self, items: list[Inbound]) -> None:
+        session = self._session
+        if session is None:
+            return
+        for item in items:
+            pid = item.handle
+            if pid is None:
+                continue
+            if item.qos == 1:
+                session.on_puback(pid)  # type: ignore[arg-type]
+            else:
+                session.on_pubrec(pid)  # type: ignore[arg-type]  # -> PUBREL -> our send -> PUBCOMP
+
+    async def backout(self, items: list[Inbound]) -> None:
+        # the broker keeps them in flight; retry them later, in order, as redeliveries
+        for item in reversed(items):
+            item.redelivery_count += 1
+            self._queue._queue.appendleft(item)  # type: ignore[attr-defined]
+        self._queue._wakeup_next(self._queue._getters)  # type: ignore[attr-defined]
+
+    async def close(self) -> None:
+        if self._session is not None and self._session.link is self:
+            self._session.detach()
+
+    # -- Link (what the session writes to) ------------------------------------------------------------
+
+    def send(self, data: bytes) -> None:
+        for packet in self._reader.feed(data):
+            if isinstance(packet, P.Publish):
+                self._on_publish(packet)
+            elif isinstance(packet, P.PacketIdOnly) and packet.type == P.PUBREL:
+                session = self._session
+                if session is not None and self._loop is not None:
+                    self._loop.call_soon(session.on_pubcomp, packet.packet_id)
+
+    def send_durable(self, data: bytes) -> None:
+        self.broker.store.after_commit(lambda: self.send(data))
+
+    def can_take_qos0(self) -> bool:
+        return self._queue.qsize() < QOS0_BACKLOG
+
+    def _on_publish(self, packet: P.Publish) -> None:
+        msg: Message | None = None
+        if packet.qos and self._session is not None:
+            out = self._session.inflight.get(packet.packet_id)  # type: ignore[arg-type]
+            msg = out.msg if out is not None else None
+        if msg is not None and msg.store_id is not None:
+            key = f"mqtt:{msg.store_id}"
+        else:
+            key = f"mqtt:{_boot}:{next(_qos0_keys)}"
+        origin = msg.origin if msg is not None else None
+        received = msg.ts if msg is not None else time.time()
+        pub = MqttPublication(topic=packet.topic, payload=packet.payload, qos=packet.qos,
+                              retain=packet.retain, dup=packet.dup, packet_id=packet.packet_id,
+                              client_id=origin)
+        self._queue.put_nowait(Inbound(
+            key=key, protocol="mqtt", message=pub, source_type="publish", size=len(packet.payload),
+            destination=packet.topic, received=received, client_id=origin,
+            redelivery_count=1 if packet.dup else 0, qos=packet.qos, handle=packet.packet_id))
+
+
+class MqttTarget(Target):
+    protocol = "mqtt"
+
+    def __init__(self, broker: Broker, route: str, client_id: str | None = None) -> None:
+        self.broker = broker
+        self.origin = route_client_id(route)
+        self.client_id = client_id
+
+    async def start(self) -> None:
+        return None
+
+    async def send(self, items: list[Outbound]) -> None:
+        b = self.broker
+        for item in items:
+            pub = item.message
+            assert isinstance(pub, MqttPublication)
+            msg = Message(pub.topic, pub.payload, pub.qos, pub.retain, self.origin)
+            if self.client_id is None:
+                b.publish(msg)
+                continue
+            b.deliver_to_client(self.client_id, msg)
+        await wait_committed(b)

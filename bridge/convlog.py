@@ -1,0 +1,130 @@
+"""The conversion log writer: one JSON line per conversion step (schema: mappings/convlog_schema.py),
+written by a background thread so the hot path only enqueues, rotated by size and by hour."""
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from mappings.convlog_schema import ConversionRecord
+
+log = logging.getLogger("mqbridge.convlog")
+
+FILE_PREFIX = "convlog-"
+FILE_SUFFIX = ".jsonl"
+
+
+class ConversionLog:
+    """Append-only JSON Lines log. ``record()`` never blocks the caller on I/O.
+
+    Files are ``<dir>/convlog-YYYYMMDD-HH-<seq>.jsonl``; a new file starts when the hour changes or
+    the current one passes ``max_bytes``. Lines are flushed at least every ``flush_seconds``.
+    """
+
+    def __init__(self, directory: Path, *, max_bytes: int = 64 * 1024 * 1024,
+                 flush_seconds: float = 0.5, max_pending: int = 1_000_000) -> None:
+        self.directory = Path(directory)
+        self.max_bytes = max_bytes
+        self.flush_seconds = flush_seconds
+        self._queue: queue.Queue[str | None] = queue.Queue(max_pending)
+        self._thread: threading.Thread | None = None
+        self.written = 0
+        self.dropped = 0
+        self._file: object = None
+        self._path: Path | None = None
+        self._hour = ""
+        self._size = 0
+
+    def start(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._thread = threading.Thread(target=self._run, name="mqbridge-convlog", daemon=True)
+        self._thread.start()
+
+    def record(self, rec: ConversionRecord) -> None:
+        try:
+            self._queue.put_nowait(rec.to_json_line())
+        except queue.Full:
+            self.dropped += 1
+            if self.dropped in (1, 1000, 100000):
+                log.error("conversion log is %d records behind: %d records dropped",
+                          self._queue.qsize(), self.dropped)
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join(30)
+            self._thread = None
+
+    # -- writer thread --------------------------------------------------------------------------
+
+    def _open(self, hour: str) -> None:
+        self._close_file()
+        seq = 0
+        while True:
+            path = self.directory / f"{FILE_PREFIX}{hour}-{seq:03d}{FILE_SUFFIX}"
+            if not path.exists() or path.stat().st_size < self.max_bytes:
+                break
+            seq += 1
+        self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - long-lived, closed in _close_file
+        self._path = path
+        self._hour = hour
+        self._size = path.stat().st_size
+
+    def _close_file(self) -> None:
+        f = self._file
+        if f is not None:
+            f.flush()  # type: ignore[attr-defined]
+            os.fsync(f.fileno())  # type: ignore[attr-defined]
+            f.close()  # type: ignore[attr-defined]
+            self._file = None
+
+    def _run(self) -> None:
+        last_flush = time.monotonic()
+        done = False
+        while not done:
+            try:
+                line = self._queue.get(timeout=self.flush_seconds)
+            except queue.Empty:
+                line = ""
+            batch = [line] if line else []
+            if line is None:
+                done = True
+                batch = []
+            # drain what is there without blocking
+            while not done:
+                try:
+                    more = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    done = True
+                else:
+                    batch.append(more)
+            if batch:
+                try:
+                    self._write(batch)
+                except OSError as exc:
+                    self.dropped += len(batch)
+                    log.error("conversion log write failed (%d records lost): %s", len(batch), exc)
+            now = time.monotonic()
+            if self._file is not None and (done or now - last_flush >= self.flush_seconds):
+                self._file.flush()  # type: ignore[attr-defined]
+                last_flush = now
+        self._close_file()
+
+    def _write(self, lines: list[str]) -> None:
+        hour = datetime.now(UTC).strftime("%Y%m%d-%H")
+        if self._file is None or hour != self._hour or self._size >= self.max_bytes:
+            self._open(hour)
+        data = "".join(lines)
+        self._file.write(data)  # type: ignore[attr-defined]
+        self._size += len(data.encode("utf-8"))
+        self.written += len(lines)
+
+
+def log_files(directory: Path) -> list[Path]:
+    return sorted(Path(directory).glob(f"{FILE_PREFIX}*{FILE_SUFFIX}"))

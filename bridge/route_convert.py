@@ -1,0 +1,164 @@
+"""One converter per (source protocol, target protocol): applies a route's options to the mapping
+library's pure functions. Built once per route, so constant parts (encoders, options) are reused."""
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+
+from bridge.connectors.base import Inbound, Outbound
+from mappings import mqconst as C
+from mappings.errors import MappingError
+from mappings.jms import JmsMessage
+from mappings.mqmd import Mqmd
+from mappings.mqmessage import MqMessage, build_message, decode_message, encode_message
+from mappings.mqtt import MqttPublication
+from mappings.mqtt_jms import ConvertMessageType, jms_to_mqtt, mqtt_to_jms
+from mappings.mqtt_mq import MqToMqttOptions, MqttToMqEncoder, MqttToMqOptions, UserIdSource, mq_to_mqtt
+from mappings.report import ConversionReport
+from mappings.rfh2 import Rfh2, RfhElement, RfhFolder
+from mappings.rules import MqttEndpoint, QueueEndpoint, Route, mqtt_to_dotted, render_topic
+from mappings.topic_rules import TopicError, validate_topic_name
+
+Result = tuple[Outbound, str, ConversionReport]   # converted message, target type, findings
+Convert = Callable[[Inbound], Result]
+
+
+def target_protocol(route: Route, connector_type: str) -> str:
+    if isinstance(route.target, MqttEndpoint):
+        return "mqtt"
+    return "jms" if connector_type == "jms" else "mq"
+
+
+def _persistence(route: Route, source_persistent: bool) -> int:
+    p = route.options.persistence
+    if p == "persistent":
+        return C.MQPER_PERSISTENT
+    if p == "not_persistent":
+        return C.MQPER_NOT_PERSISTENT
+    return C.MQPER_PERSISTENT if source_persistent else C.MQPER_NOT_PERSISTENT
+
+
+def _checked_topic(topic: str) -> str:
+    try:
+        validate_topic_name(topic)
+    except TopicError as exc:
+        raise MappingError(str(exc), structure="route", field="to.mqtt") from None
+    return topic
+
+
+class RouteConverter:
+    def __init__(self, route: Route, source_protocol: str, target_proto: str) -> None:
+        self.route = route
+        self.source_protocol = source_protocol
+        self.target_protocol = target_proto
+        opts = route.options
+        self._mq_encoder = MqttToMqEncoder(MqttToMqOptions(
+            user_id_source=UserIdSource(opts.user_identifier), configured_user_id=opts.configured_user_id))
+        table: dict[tuple[str, str], Convert] = {
+            ("mqtt", "mq"): self._mqtt_to_mq,
+            ("mq", "mqtt"): self._mq_to_mqtt,
+            ("mqtt", "jms"): self._mqtt_to_jms,
+            ("jms", "mqtt"): self._jms_to_mqtt,
+        }
+        convert = table.get((source_protocol, target_proto))
+        if convert is None:
+            raise MappingError(f"no conversion from {source_protocol} to {target_proto} yet",
+                               structure="route", field=route.name)
+        self.convert: Convert = convert
+
+    # -- MQTT -> MQ: seed mq-telemetry Tables 1-3 -----------------------------------------------------
+
+    def _mqtt_to_mq(self, item: Inbound) -> Result:
+        pub = item.message
+        assert isinstance(pub, MqttPublication)
+        data, report = self._mq_encoder.encode(pub)
+        opts = self.route.options
+        if opts.persistence != "as_source" or opts.priority is not None:
+            msg = decode_message(data)
+            md = dataclasses.replace(msg.md, persistence=_persistence(self.route, pub.qos > 0),
+                                     priority=opts.priority if opts.priority is not None else msg.md.priority)
+            data = encode_message(dataclasses.replace(msg, md=md))
+        target = self.route.target
+        assert isinstance(target, QueueEndpoint)
+        out = Outbound(item.key, data, target.destination, len(pub.payload))
+        return out, C.MQFMT_RF_HEADER_2.strip(), report
+
+    # -- MQ -> MQTT: seed mq-telemetry Tables 4-5 -----------------------------------------------------
+
+    def _mq_to_mqtt(self, item: Inbound) -> Result:
+        raw = item.message
+        assert isinstance(raw, bytes)
+        msg = decode_message(raw)
+        target = self.route.target
+        assert isinstance(target, MqttEndpoint)
+        mqps = msg.rfh2_folder("mqps")
+        top = (mqps.value("Top") if mqps is not None else None) or ""
+        fallback = render_topic(target.mqtt, topic=top, dest=item.destination)
+        pub, report = mq_to_mqtt(msg, subscriber_qos=None, packet_id_allocator=lambda: 1,
+                                 options=MqToMqttOptions(default_qos=self.route.options.default_qos,
+                                                         fallback_topic=fallback))
+        topic = _checked_topic(render_topic(target.mqtt, topic=top, dest=item.destination,
+                                            client=pub.client_id or ""))
+        pub = dataclasses.replace(pub, topic=topic, packet_id=None)
+        return Outbound(item.key, pub, topic, len(pub.payload)), "publish", report
+
+    # -- MQTT -> JMS: amlen-mqtt-jms-conversion.txt Table 1, SwiftMQ properties ------------------------
+
+    def _mqtt_to_jms(self, item: Inbound) -> Result:
+        pub = item.message
+        assert isinstance(pub, MqttPublication)
+        opts = self.route.options
+        jms, report = mqtt_to_jms(pub, convert=ConvertMessageType(opts.convert_message_type),
+                                  now_ms=int(time.time() * 1000),
+                                  **({} if opts.swiftmq_properties else {"info": None}))
+        jms = _rename_properties(jms, opts.property_map, report)
+        target = self.route.target
+        assert isinstance(target, QueueEndpoint)
+        dest = target.destination
+        if target.topic is not None and "{" in target.topic:
+            dest = "topic:" + mqtt_to_dotted(render_topic(target.topic, topic=pub.topic))
+        return Outbound(item.key, jms, dest, len(pub.payload)), type(jms.body).__name__, report
+
+    # -- JMS -> MQTT ------------------------------------------------------------------------------------
+
+    def _jms_to_mqtt(self, item: Inbound) -> Result:
+        jms = item.message
+        assert isinstance(jms, JmsMessage)
+        target = self.route.target
+        assert isinstance(target, MqttEndpoint)
+        topic = _checked_topic(render_topic(target.mqtt, topic=item.destination.replace(".", "/"),
+                                            dest=item.destination))
+        pub, report = jms_to_mqtt(jms, topic=topic, now_ms=int(time.time() * 1000))
+        return Outbound(item.key, pub, topic, len(pub.payload)), "publish", report
+
+
+def _rename_properties(jms: JmsMessage, mapping: dict[str, str], report: ConversionReport) -> JmsMessage:
+    if not mapping:
+        return jms
+    props = jms.properties
+    renamed = {mapping.get(k, k): v for k, v in props.items()}
+    for k in props:
+        if k in mapping:
+            report.renamed(k, f"-> {mapping[k]} (route property_map)")
+    return dataclasses.replace(jms, properties=renamed)  # JmsMessage re-validates the names
+
+
+def backout_message(item: Inbound, route: str, reason: str) -> bytes:
+    """What a poison message becomes on a backout queue: an MQ message whose RFH2 folder ``mqbridge``
+    says why, followed by the original bytes unchanged (MQ: the whole message; MQTT/JMS: the body)."""
+    raw = item.message
+    if isinstance(raw, bytes):
+        body = raw
+    elif isinstance(raw, MqttPublication):
+        body = raw.payload
+    else:
+        body = repr(raw).encode("utf-8", "replace")
+    folder = RfhFolder("mqbridge", (
+        RfhElement("Route", route), RfhElement("Reason", reason[:2000]),
+        RfhElement("SourceProtocol", item.protocol), RfhElement("Source", item.destination),
+        RfhElement("Key", item.key), RfhElement("Redelivered", str(item.redelivery_count)),
+    ))
+    msg: MqMessage = build_message(Mqmd(persistence=C.MQPER_PERSISTENT, format=C.MQFMT_RF_HEADER_2),
+                                   (Rfh2(folders=(folder,)),), body)
+    return encode_message(msg)

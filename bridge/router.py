@@ -1,0 +1,268 @@
+"""The router: one worker per route moves messages source -> convert -> target, confirming the source
+only after the target accepted (at least once end to end), sending poison messages to the route's
+backout queue with the reason, and writing an ingress and an egress record per message to the
+conversion log. Routes can be replaced at run time (reload) without losing a message."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor
+from datetime import UTC, datetime
+
+from bridge.connectors.base import ConnectorError, Inbound, Outbound, Source, Target
+from bridge.connectors.embedded import EmbeddedSource, EmbeddedTarget, QueueStore
+from bridge.connectors.mqtt_internal import MqttSource, MqttTarget, route_client_id
+from bridge.convlog import ConversionLog
+from bridge.mqtt.broker import Broker
+from bridge.route_convert import RouteConverter, backout_message, target_protocol
+from mappings.convlog_schema import ConversionRecord, Direction, Protocol, Status
+from mappings.errors import MappingError
+from mappings.report import ConversionReport
+from mappings.rules import EMBEDDED, MqttEndpoint, QueueEndpoint, Route, RulesFile
+
+log = logging.getLogger("mqbridge.router")
+
+BATCH = 128
+RETRY_MIN = 0.1
+RETRY_MAX = 10.0
+
+# External connector types register a factory here: (rules, route, endpoint, role) -> Source | Target.
+ConnectorFactory = Callable[[RulesFile, Route, QueueEndpoint, str], Source | Target]
+CONNECTOR_FACTORIES: dict[str, ConnectorFactory] = {}
+
+
+class RouteSetupError(Exception):
+    pass
+
+
+def backout_queue_name(route: str) -> str:
+    """Default backout queue of a route: BACKOUT.<route>, cut to MQ's 48-character names."""
+    return ("BACKOUT." + re.sub(r"[^A-Za-z0-9._/%]", "_", route))[:48]
+
+
+class RouteWorker:
+    def __init__(self, router: Router, route: Route, source: Source, target: Target,
+                 backout: Target, backout_dest: str, converter: RouteConverter) -> None:
+        self.router = router
+        self.route = route
+        self.source = source
+        self.target = target
+        self.backout = backout
+        self.backout_dest = backout_dest
+        self.converter = converter
+        self.task: asyncio.Task[None] | None = None
+        self.moved = 0
+        self.failed = 0
+        self.backed_out = 0
+        self.last_error: str | None = None
+        self._stopping = False
+
+    async def start(self) -> None:
+        await self.target.start()
+        await self.backout.start()
+        await self.source.start()
+        self.task = asyncio.get_running_loop().create_task(self._run(), name=f"route:{self.route.name}")
+
+    async def stop(self) -> None:
+        """Finish the batch in hand, then stop; what was received and not confirmed stays at the source."""
+        self._stopping = True
+        if self.task is not None:
+            self.task.cancel()
+            try:
+                await self.task
+            except asyncio.CancelledError:
+                pass
+            self.task = None
+        await self.source.close()
+        await self.target.close()
+
+    async def _run(self) -> None:
+        while True:
+            items = await self.source.receive(BATCH)
+            try:
+                await self._process(items)
+            except asyncio.CancelledError:
+                await asyncio.shield(self.source.backout(items))
+                raise
+            except Exception as exc:   # a bug must not kill the route: back the batch out, go on
+                log.exception("route %s: batch failed", self.route.name)
+                self.last_error = str(exc)
+                await self.source.backout(items)
+                await asyncio.sleep(RETRY_MIN)
+
+    async def _process(self, items: list[Inbound]) -> None:
+        route = self.route
+        threshold = route.options.backout_threshold
+        good: list[tuple[Inbound, Outbound, str, ConversionReport]] = []
+        poison: list[tuple[Inbound, str]] = []
+        for item in items:
+            if item.redelivery_count >= threshold:
+                poison.append((item, f"delivered {item.redelivery_count} times, backout threshold {threshold}"))
+                continue
+            try:
+                out, target_type, report = self.converter.convert(item)
+            except MappingError as exc:
+                poison.append((item, f"conversion failed: {exc}"))
+                continue
+            good.append((item, out, target_type, report))
+        if good:
+            await self._deliver([g[1] for g in good])
+            now = time.time()
+            for item, out, target_type, report in good:
+                self.router.record(route, item, self.converter.target_protocol, Direction.EGRESS, Status.OK,
+                                   target_type=target_type, target_size=out.size, report=report, now=now,
+                                   destination=out.destination)
+            self.moved += len(good)
+        if poison:
+            outs = [Outbound(item.key, backout_message(item, route.name, reason), self.backout_dest)
+                    for item, reason in poison]
+            await self._deliver(outs, self.backout)
+            now = time.time()
+            for item, reason in poison:
+                log.warning("route %s: message %s to %s: %s", route.name, item.key, self.backout_dest, reason)
+                self.router.record(route, item, "mq", Direction.EGRESS, Status.BACKOUT, reason=reason, now=now,
+                                   destination=self.backout_dest)
+            self.backed_out += len(poison)
+        await self.source.confirm(items)
+
+    async def _deliver(self, outs: list[Outbound], target: Target | None = None) -> None:
+        target = target or self.target
+        delay = RETRY_MIN
+        while True:
+            try:
+                await target.send(outs)
+                self.last_error = None
+                return
+            except (ConnectorError, OSError) as exc:
+                self.failed += 1
+                if self.last_error != str(exc):
+                    log.warning("route %s: target refused a batch of %d, retrying: %s", self.route.name,
+                                len(outs), exc)
+                self.last_error = str(exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RETRY_MAX)
+
+
+class Router:
+    def __init__(self, broker: Broker, queues: QueueStore, convlog: ConversionLog | None,
+                 gateway_id: str, executor: Executor) -> None:
+        self.broker = broker
+        self.queues = queues
+        self.convlog = convlog
+        self.gateway_id = gateway_id
+        self.executor = executor
+        self.rules = RulesFile()
+        self.workers: dict[str, RouteWorker] = {}
+
+    # -- building ---------------------------------------------------------------------------------
+
+    def _connector_type(self, rules: RulesFile, ep: QueueEndpoint) -> str:
+        return rules.connector(ep.connector).type
+
+    def _endpoint(self, rules: RulesFile, route: Route, ep: MqttEndpoint | QueueEndpoint,
+                  role: str) -> Source | Target:
+        if isinstance(ep, MqttEndpoint):
+            if role == "source":
+                return MqttSource(self.broker, route.name, ep.mqtt)
+            return MqttTarget(self.broker, route.name, ep.client_id)
+        ctype = self._connector_type(rules, ep)
+        if ctype == EMBEDDED:
+            if ep.queue is None:
+                raise RouteSetupError(f"route {route.name}: the embedded store has queues, not topics")
+            if role == "source":
+                return EmbeddedSource(self.queues, ep.queue, self.executor)
+            return EmbeddedTarget(self.queues, self.executor)
+        factory = CONNECTOR_FACTORIES.get(ctype)
+        if factory is None:
+            raise RouteSetupError(f"route {route.name}: no {ctype} connector is available in this build")
+        return factory(rules, route, ep, role)
+
+    def _source_protocol(self, rules: RulesFile, route: Route) -> str:
+        src = route.source
+        if isinstance(src, MqttEndpoint):
+            return "mqtt"
+        return "jms" if self._connector_type(rules, src) == "jms" else "mq"
+
+    def build(self, rules: RulesFile, route: Route) -> RouteWorker:
+        source = self._endpoint(rules, route, route.source, "source")
+        target = self._endpoint(rules, route, route.target, "target")
+        assert isinstance(source, Source) and isinstance(target, Target)
+        tproto = target_protocol(route, self._connector_type(rules, route.target)
+                                 if isinstance(route.target, QueueEndpoint) else "mqtt")
+        try:
+            converter = RouteConverter(route, self._source_protocol(rules, route), tproto)
+        except MappingError as exc:
+            raise RouteSetupError(f"route {route.name}: {exc.reason}") from None
+        bdest = route.options.backout_destination
+        if bdest is None:
+            backout: Target = EmbeddedTarget(self.queues, self.executor)
+            dest = backout_queue_name(route.name)
+        else:
+            built = self._endpoint(rules, route, bdest, "target")
+            assert isinstance(built, Target)
+            backout, dest = built, bdest.destination
+        return RouteWorker(self, route, source, target, backout, dest, converter)
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    async def apply(self, rules: RulesFile) -> list[str]:
+        """Start, stop or restart routes so that the running set matches ``rules``. Every new worker
+        is built (validated) before any running one is touched. Returns what changed."""
+        wanted = {r.name: r for r in rules.routes if r.enabled}
+        changed = [name for name, r in wanted.items()
+                   if name not in self.workers or self.workers[name].route != r]
+        built = {name: self.build(rules, wanted[name]) for name in changed}
+        removed = [name for name in self.workers if name not in wanted]
+        summary = []
+        for name in removed + [n for n in changed if n in self.workers]:
+            await self.workers.pop(name).stop()
+        for name in removed:
+            cid = route_client_id(name)
+            if cid in self.broker.sessions:
+                self.broker.delete_session(cid)
+            summary.append(f"stopped {name}")
+        for name, worker in built.items():
+            await worker.start()
+            self.workers[name] = worker
+            summary.append(f"started {name}")
+        self.rules = rules
+        return summary
+
+    async def close(self) -> None:
+        for worker in list(self.workers.values()):
+            await worker.stop()
+        self.workers.clear()
+
+    def status(self) -> list[dict[str, object]]:
+        return [{"route": name, "moved": w.moved, "backout": w.backed_out, "delivery_failures": w.failed,
+                 "last_error": w.last_error} for name, w in self.workers.items()]
+
+    # -- conversion log ---------------------------------------------------------------------------------
+
+    def record(self, route: Route, item: Inbound, target_proto: str, direction: Direction, status: Status, *,
+               now: float, target_type: str | None = None, target_size: int | None = None,
+               report: ConversionReport | None = None, reason: str | None = None,
+               destination: str | None = None) -> None:
+        if self.convlog is None:
+            return
+        common = {
+            "gateway_id": self.gateway_id, "message_key": item.key, "route": route.name,
+            "source_protocol": Protocol(item.protocol), "target_protocol": Protocol(target_proto),
+            "source_type": item.source_type, "qos": item.qos, "source_size": item.size,
+            "persistent": item.persistent, "priority": item.priority,
+            "redelivery_count": min(item.redelivery_count, 2**31 - 1),
+        }
+        ingress = ConversionRecord(event_time=datetime.fromtimestamp(item.received, UTC),
+                                   direction=Direction.INGRESS, status=Status.OK, client_id=item.client_id,
+                                   destination=item.destination, **common)
+        egress = ConversionRecord(event_time=datetime.fromtimestamp(now, UTC), direction=direction,
+                                  status=status, reason=reason, target_type=target_type,
+                                  target_size=target_size,
+                                  findings=tuple(report.findings) if report is not None else (),
+                                  latency_us=max(0, int((now - item.received) * 1_000_000)),
+                                  destination=destination, **common)
+        self.convlog.record(ingress)
+        self.convlog.record(egress)
