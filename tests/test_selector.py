@@ -99,8 +99,10 @@ TABLE: list[tuple[str, bool | None]] = [
     ("missing NOT BETWEEN 1 AND 2", U), ("s BETWEEN 1 AND 10", F), ("s NOT BETWEEN 1 AND 10", F),
     ("i BETWEEN 1 AND missing", U), ("i BETWEEN 6 AND missing", F), ("i NOT BETWEEN 6 AND missing", T),
     ("i NOT BETWEEN 1 AND missing", U), ("i BETWEEN 1 AND 10 AND s = 'abc'", T),
-    ("i + 1 BETWEEN i AND i * 2", T), ("f BETWEEN 2 AND 2.5", T), ("f BETWEEN 2.5 AND 3", T), ("f NOT BETWEEN 2.5 AND 3", F),
-    ("i BETWEEN 5 AND 6", T), ("i BETWEEN 4 AND 5", T), ("i BETWEEN 4.5 AND 5.5", T), ("f BETWEEN 3 AND 4", F), ("i BETWEEN 10 AND 1", F),
+    ("i + 1 BETWEEN i AND i * 2", T), ("f BETWEEN 2 AND 2.5", T),
+    ("f BETWEEN 2.5 AND 3", T), ("f NOT BETWEEN 2.5 AND 3", F),
+    ("i BETWEEN 5 AND 6", T), ("i BETWEEN 4 AND 5", T), ("i BETWEEN 4.5 AND 5.5", T), ("f BETWEEN 3 AND 4", F),
+    ("i BETWEEN 10 AND 1", F),
     ("i between 1 and 10", T),
     # IN
     ("s IN ('abc', 'x')", T), ("s IN ('x')", F), ("s NOT IN ('x', 'y')", T), ("s NOT IN ('abc')", F),
