@@ -141,8 +141,13 @@ def stream_to_typed_json(body: StreamBody | Iterable[JavaValue]) -> str:
                       lambda: _stream_json(items, True, _ASCII_FORMAT))
 
 
-class _Pairs(list):
-    """A JSON object as its ordered (key, value) pairs, so duplicates and order are visible."""
+class JsonObject(list):
+    """A parsed JSON object as its ordered (key, value) pairs, so duplicates and order are visible."""
+
+
+def load_json(document: str | bytes, structure: str) -> object:
+    """Parse JSON strictly: objects come back as JsonObject pair lists, NaN tokens are refused."""
+    return _load(document, structure)
 
 
 def _load(document: str | bytes, structure: str) -> object:
@@ -152,7 +157,7 @@ def _load(document: str | bytes, structure: str) -> object:
     try:
         if isinstance(document, bytes):
             document = document.decode("utf-8")
-        return json.loads(document, object_pairs_hook=_Pairs, parse_constant=reject_constant)
+        return json.loads(document, object_pairs_hook=JsonObject, parse_constant=reject_constant)
     except UnicodeDecodeError as exc:
         raise MappingError(f"not valid UTF-8 ({exc.reason})", structure=structure, offset=exc.start) from None
     except json.JSONDecodeError as exc:
@@ -165,14 +170,36 @@ def _load(document: str | bytes, structure: str) -> object:
 _TYPES_BY_NAME = {t.value: t for t in JavaType}
 
 
-def _value_from_typed(node: object, *, name: str, structure: str) -> JavaValue:
+def value_to_typed(value: JavaValue) -> dict[str, object]:
+    """The typed form of one value as plain Python data (``json.dumps`` gives the typed JSON text)."""
+    v = value.value
+    jtype = value.type
+    if v is None:
+        data: object = None
+    elif jtype is JavaType.BYTES:
+        data = base64.b64encode(v).decode("ascii")  # type: ignore[arg-type]
+    elif jtype in (JavaType.FLOAT, JavaType.DOUBLE):
+        text = format_float(v, jtype)  # type: ignore[arg-type]
+        data = text if text in FLOAT_SPECIALS else float(text)
+    else:
+        data = v
+    return {"type": jtype.value, "value": data}
+
+
+def value_from_typed(node: object, *, name: str, structure: str) -> JavaValue:
+    """Read one typed-form value (a parsed JSON/YAML object); errors name ``structure`` and ``name``."""
+
     def fail(reason: str) -> MappingError:
         return MappingError(reason, structure=structure, field=name)
 
-    if not isinstance(node, _Pairs):
+    if isinstance(node, JsonObject):
+        fields = dict(node)
+        duplicated = len(fields) != len(node)
+    elif isinstance(node, dict):
+        fields, duplicated = node, False
+    else:
         raise fail('expected an object {"type": ..., "value": ...}')
-    fields = dict(node)
-    if len(fields) != len(node) or set(fields) != {"type", "value"}:
+    if duplicated or set(fields) != {"type", "value"}:
         raise fail('expected exactly the members "type" and "value"')
     jtype = _TYPES_BY_NAME.get(fields["type"]) if isinstance(fields["type"], str) else None
     if jtype is None:
@@ -230,7 +257,7 @@ def map_from_typed_json(document: str | bytes) -> MapBody:
     """Read the typed form of a map back into the same Java types and order."""
     structure = "typed JSON map"
     tree = _load(document, structure)
-    if not isinstance(tree, _Pairs):
+    if not isinstance(tree, JsonObject):
         raise MappingError("expected a JSON object", structure=structure)
     pairs: list[tuple[str, JavaValue]] = []
     seen: set[str] = set()
@@ -240,7 +267,7 @@ def map_from_typed_json(document: str | bytes) -> MapBody:
         if key == "":
             raise MappingError("empty map name", structure=structure, field="''")
         seen.add(key)
-        pairs.append((key, _value_from_typed(node, name=key, structure=structure)))
+        pairs.append((key, value_from_typed(node, name=key, structure=structure)))
     return MapBody(TypedMap(pairs))
 
 
@@ -248,8 +275,8 @@ def stream_from_typed_json(document: str | bytes) -> StreamBody:
     """Read the typed form of a stream back into the same Java types."""
     structure = "typed JSON stream"
     tree = _load(document, structure)
-    if not isinstance(tree, list) or isinstance(tree, _Pairs):
+    if not isinstance(tree, list) or isinstance(tree, JsonObject):
         raise MappingError("expected a JSON array", structure=structure)
     return StreamBody(tuple(
-        _value_from_typed(node, name=f"[{i}]", structure=structure) for i, node in enumerate(tree)
+        value_from_typed(node, name=f"[{i}]", structure=structure) for i, node in enumerate(tree)
     ))
