@@ -206,7 +206,7 @@ def _getter(name: str) -> Callable[[Lookup], Any]:
     return get
 
 
-def _value(node: Node) -> Evaluator:  # noqa: C901 - one branch per node type
+def _value(node: Node) -> Evaluator:  # one branch per node type
     if isinstance(node, Literal):
         value = node.value
 
