@@ -1,4 +1,5 @@
 """Shared pytest fixtures: a real `mqbridge serve` process per test, real MQTT clients, ActiveMQ."""
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator

@@ -1,4 +1,5 @@
 """Malformed input closes only the offending connection, with a logged reason; everyone else is served."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -50,15 +51,17 @@ EXPECTED_LOG = {
 
 @pytest.fixture(scope="module")
 def shared_gateway(tmp_path_factory: pytest.TempPathFactory) -> GatewayProcess:
-    gw = GatewayProcess(tmp_path_factory.mktemp("badinput"),
-                        {"broker": {"limits": {"max_message_size": 1_000_000}, "sys_interval": 0}}).start()
+    gw = GatewayProcess(
+        tmp_path_factory.mktemp("badinput"), {"broker": {"limits": {"max_message_size": 1_000_000}, "sys_interval": 0}}
+    ).start()
     yield gw
     gw.stop()
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_malformed_input_closes_only_that_connection(shared_gateway: GatewayProcess,
-                                                     clients: Callable[..., PahoClient], case: str) -> None:
+def test_malformed_input_closes_only_that_connection(
+    shared_gateway: GatewayProcess, clients: Callable[..., PahoClient], case: str
+) -> None:
     gw = shared_gateway
     bystander = clients(gw.port).connect()
     bystander.subscribe("still/here", 1)
@@ -84,10 +87,9 @@ def test_bad_protocol_level_gets_connack_1(shared_gateway: GatewayProcess) -> No
     assert raw.closed_by_peer(5)
 
 
-def test_garbage_bytes_then_silence_times_out_with_reason(
-        gateway_factory: Callable[..., GatewayProcess]) -> None:
+def test_garbage_bytes_then_silence_times_out_with_reason(gateway_factory: Callable[..., GatewayProcess]) -> None:
     gw = gateway_factory({"broker": {"limits": {"connect_timeout": 0.5}, "sys_interval": 0}})
     raw = RawClient(gw.port)
-    raw.send(b"\x10")      # the start of a CONNECT that never completes
+    raw.send(b"\x10")  # the start of a CONNECT that never completes
     assert raw.closed_by_peer(5)
     wait_for(lambda: "no CONNECT within 0.5 s" in gw.log(), 5, what="connect timeout log line")

@@ -1,5 +1,6 @@
 """Nothing acknowledged is lost: SIGKILL the broker under QoS 1 and QoS 2 load, restart it, and check
 that every acknowledged publication reaches the persistent subscriber and no QoS 2 one arrives twice."""
+
 from __future__ import annotations
 
 import collections
@@ -11,7 +12,7 @@ import pytest
 
 from tests.support.gateway import GatewayProcess, wait_for
 
-N = 1500   # per QoS level
+N = 1500  # per QoS level
 
 
 class Recorder:
@@ -27,8 +28,7 @@ class Recorder:
 
 
 def _client(port: int, cid: str, rec: Recorder) -> mqtt.Client:
-    c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=cid, protocol=mqtt.MQTTv311,
-                    clean_session=False)
+    c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=cid, protocol=mqtt.MQTTv311, clean_session=False)
     c.reconnect_delay_set(min_delay=0.05, max_delay=0.3)
     c.max_inflight_messages_set(64)
     c.max_queued_messages_set(0)
@@ -57,7 +57,8 @@ def _client(port: int, cid: str, rec: Recorder) -> mqtt.Client:
 @pytest.mark.slow
 @pytest.mark.parametrize("synchronous", ["FULL", "NORMAL"])
 def test_sigkill_under_load_loses_nothing_acknowledged(
-        gateway_factory: Callable[..., GatewayProcess], synchronous: str) -> None:
+    gateway_factory: Callable[..., GatewayProcess], synchronous: str
+) -> None:
     gw = gateway_factory({"broker": {"durability": {"synchronous": synchronous}, "sys_interval": 0}})
 
     sub_rec, pub_rec = Recorder(), Recorder()
@@ -83,9 +84,9 @@ def test_sigkill_under_load_loses_nothing_acknowledged(
     t = threading.Thread(target=publish_all, daemon=True)
     t.start()
     wait_for(lambda: sub_rec.count() >= N // 3, 60, what="a third of the load to arrive")
-    gw.kill()                 # SIGKILL mid-stream
+    gw.kill()  # SIGKILL mid-stream
     before_kill = sub_rec.count()
-    gw.start()                # same port, same data dir
+    gw.start()  # same port, same data dir
     t.join(120)
     assert not t.is_alive()
 

@@ -1,4 +1,5 @@
 """MQTT codec: the seed's byte layouts, round trips, and the decoder on hostile input."""
+
 from __future__ import annotations
 
 import pytest
@@ -19,8 +20,15 @@ def test_connect_31_golden_bytes() -> None:
 
 
 def test_connect_311_with_will_user_password() -> None:
-    pkt = P.Connect(P.MQTT_311, "dev-1", clean_session=False, keepalive=30,
-                    will=P.Will("w/t", b"bye", 1, True), username="u", password=b"p\x00w")
+    pkt = P.Connect(
+        P.MQTT_311,
+        "dev-1",
+        clean_session=False,
+        keepalive=30,
+        will=P.Will("w/t", b"bye", 1, True),
+        username="u",
+        password=b"p\x00w",
+    )
     data = P.encode(pkt)
     # flags: user 0x80, password 0x40, will retain 0x20, will QoS 1 -> 0x08, will 0x04
     assert data[2:9] == b"\x00\x04MQTT\x04"
@@ -34,9 +42,16 @@ def test_publish_qos1_golden_bytes() -> None:
 
 
 def test_remaining_length_encoding_boundaries() -> None:
-    for n, enc in ((0, b"\x00"), (127, b"\x7f"), (128, b"\x80\x01"), (16383, b"\xff\x7f"),
-                   (16384, b"\x80\x80\x01"), (2097151, b"\xff\xff\x7f"), (2097152, b"\x80\x80\x80\x01"),
-                   (268435455, b"\xff\xff\xff\x7f")):
+    for n, enc in (
+        (0, b"\x00"),
+        (127, b"\x7f"),
+        (128, b"\x80\x01"),
+        (16383, b"\xff\x7f"),
+        (16384, b"\x80\x80\x01"),
+        (2097151, b"\xff\xff\x7f"),
+        (2097152, b"\x80\x80\x80\x01"),
+        (268435455, b"\xff\xff\xff\x7f"),
+    ):
         assert P.encode_length(n) == enc
 
 
@@ -58,24 +73,43 @@ pids = st.integers(1, 65535)
 
 publishes = st.builds(
     lambda topic, payload, qos, retain, dup, pid: P.Publish(
-        topic, payload, qos, retain, dup if qos else False, pid if qos else None),
-    topic_names, st.binary(max_size=300), st.integers(0, 2), st.booleans(), st.booleans(), pids)
+        topic, payload, qos, retain, dup if qos else False, pid if qos else None
+    ),
+    topic_names,
+    st.binary(max_size=300),
+    st.integers(0, 2),
+    st.booleans(),
+    st.booleans(),
+    pids,
+)
 connects = st.builds(
-    lambda level, cid, clean, ka, will, user, pw: P.Connect(level, cid, clean, ka, will, user,
-                                                            pw if user is not None else None),
-    st.sampled_from([P.MQTT_31, P.MQTT_311]), text, st.booleans(), st.integers(0, 65535),
+    lambda level, cid, clean, ka, will, user, pw: P.Connect(
+        level, cid, clean, ka, will, user, pw if user is not None else None
+    ),
+    st.sampled_from([P.MQTT_31, P.MQTT_311]),
+    text,
+    st.booleans(),
+    st.integers(0, 65535),
     st.none() | st.builds(P.Will, topic_names, st.binary(max_size=50), st.integers(0, 2), st.booleans()),
-    st.none() | text, st.none() | st.binary(max_size=20))
-subscribes = st.builds(P.Subscribe, pids,
-                       st.lists(st.tuples(topic_names, st.integers(0, 2)), min_size=1, max_size=5)
-                       .map(tuple))
+    st.none() | text,
+    st.none() | st.binary(max_size=20),
+)
+subscribes = st.builds(
+    P.Subscribe, pids, st.lists(st.tuples(topic_names, st.integers(0, 2)), min_size=1, max_size=5).map(tuple)
+)
 unsubscribes = st.builds(P.Unsubscribe, pids, st.lists(topic_names, min_size=1, max_size=5).map(tuple))
 subacks = st.builds(P.Suback, pids, st.lists(st.sampled_from([0, 1, 2, 0x80]), max_size=5).map(tuple))
-acks = st.builds(P.PacketIdOnly, st.sampled_from([P.PUBACK, P.PUBREC, P.PUBREL, P.PUBCOMP, P.UNSUBACK]),
-                 pids)
-any_packet = st.one_of(publishes, connects, subscribes, unsubscribes, subacks, acks,
-                       st.builds(P.Connack, st.integers(0, 5), st.booleans()),
-                       st.sampled_from([P.Bare(P.PINGREQ), P.Bare(P.PINGRESP), P.Bare(P.DISCONNECT)]))
+acks = st.builds(P.PacketIdOnly, st.sampled_from([P.PUBACK, P.PUBREC, P.PUBREL, P.PUBCOMP, P.UNSUBACK]), pids)
+any_packet = st.one_of(
+    publishes,
+    connects,
+    subscribes,
+    unsubscribes,
+    subacks,
+    acks,
+    st.builds(P.Connack, st.integers(0, 5), st.booleans()),
+    st.sampled_from([P.Bare(P.PINGREQ), P.Bare(P.PINGRESP), P.Bare(P.DISCONNECT)]),
+)
 
 
 @given(st.lists(any_packet, min_size=1, max_size=8), st.data())
@@ -87,7 +121,7 @@ def test_stream_round_trip_in_arbitrary_chunks(packets: list[P.Packet], data: st
     pos = 0
     while pos < len(stream):
         step = data.draw(st.integers(1, max(1, len(stream) - pos)))
-        out.extend(reader.feed(stream[pos:pos + step]))
+        out.extend(reader.feed(stream[pos : pos + step]))
         pos += step
     assert out == packets
     assert reader.buffered == 0
@@ -106,8 +140,7 @@ def test_decoder_raises_only_protocol_errors(blob: bytes) -> None:
 
 @given(any_packet, st.integers(0, 10_000), st.integers(0, 255))
 @settings(max_examples=1000)
-def test_single_byte_mutation_never_escapes_as_other_exception(packet: P.Packet, where: int,
-                                                                value: int) -> None:
+def test_single_byte_mutation_never_escapes_as_other_exception(packet: P.Packet, where: int, value: int) -> None:
     data = bytearray(P.encode(packet))
     data[where % len(data)] = value
     try:
@@ -145,15 +178,13 @@ def test_oversize_rejected_before_buffering() -> None:
 
 @pytest.mark.parametrize("first", [0x60, 0x80, 0xA0, 0x11, 0x41, 0x52, 0x72, 0xC1, 0xE2])
 def test_bad_fixed_header_flags(first: int) -> None:
-    body = b"\x00\x01" if first >> 4 in (4, 5, 6, 7) else (b"\x00\x01\x00\x01a\x00" if first >> 4 in (8, 10)
-                                                          else b"")
+    body = b"\x00\x01" if first >> 4 in (4, 5, 6, 7) else (b"\x00\x01\x00\x01a\x00" if first >> 4 in (8, 10) else b"")
     e = _err(bytes([first]) + P.encode_length(len(body)) + body)
     assert "flags" in e.reason or "remaining length" in e.reason
 
 
 def test_mqtt31_allows_dup_on_pubrel_and_subscribe_retries() -> None:
-    assert P.PacketReader(level=P.MQTT_31).feed(bytes([0x6A, 2, 0, 7])) == [
-        P.PacketIdOnly(P.PUBREL, 7, dup=True)]
+    assert P.PacketReader(level=P.MQTT_31).feed(bytes([0x6A, 2, 0, 7])) == [P.PacketIdOnly(P.PUBREL, 7, dup=True)]
     with pytest.raises(P.ProtocolError):
         P.PacketReader(level=P.MQTT_311).feed(bytes([0x6A, 2, 0, 7]))
 
@@ -164,13 +195,13 @@ def test_unknown_packet_types() -> None:
 
 
 def test_invalid_utf8_topic_names_offset() -> None:
-    body = b"\x00\x03a\xc0\xaf" + b"x"   # overlong encoding of '/'
+    body = b"\x00\x03a\xc0\xaf" + b"x"  # overlong encoding of '/'
     e = _err(bytes([0x30, len(body)]) + body)
     assert "not valid UTF-8" in e.reason and e.offset == 3
 
 
 def test_surrogate_and_nul_in_strings() -> None:
-    body = b"\x00\x03\xed\xa0\x80"        # U+D800 encoded
+    body = b"\x00\x03\xed\xa0\x80"  # U+D800 encoded
     assert "not valid UTF-8" in _err(bytes([0x30, len(body)]) + body).reason
     body = b"\x00\x03a\x00b"
     assert "U+0000" in _err(bytes([0x30, len(body)]) + body).reason

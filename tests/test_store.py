@@ -1,4 +1,5 @@
 """The SQLite journal: callbacks run only after what preceded them is committed; state reloads."""
+
 from __future__ import annotations
 
 import asyncio

@@ -1,4 +1,5 @@
 """Topic validation and the subscription trie, checked against the reference matcher."""
+
 from __future__ import annotations
 
 import pytest
@@ -31,11 +32,22 @@ def test_invalid_topic_names(t: str) -> None:
         validate_topic_name(t)
 
 
-@pytest.mark.parametrize("f,t,expected", [
-    ("a/#", "a", True), ("a/#", "a/b/c", True), ("a/+", "a/b", True), ("a/+", "a/b/c", False),
-    ("+/+", "/x", True), ("+", "/x", False), ("#", "$SYS/broker", False), ("+/broker", "$SYS/broker", False),
-    ("$SYS/#", "$SYS/broker/uptime", True), ("a/b", "a/b/", False), ("a/+/", "a/b/", True),
-])
+@pytest.mark.parametrize(
+    "f,t,expected",
+    [
+        ("a/#", "a", True),
+        ("a/#", "a/b/c", True),
+        ("a/+", "a/b", True),
+        ("a/+", "a/b/c", False),
+        ("+/+", "/x", True),
+        ("+", "/x", False),
+        ("#", "$SYS/broker", False),
+        ("+/broker", "$SYS/broker", False),
+        ("$SYS/#", "$SYS/broker/uptime", True),
+        ("a/b", "a/b/", False),
+        ("a/+/", "a/b/", True),
+    ],
+)
 def test_reference_matcher(f: str, t: str, expected: bool) -> None:
     assert topic_matches(f, t) is expected
     trie = SubscriptionTrie()
@@ -46,12 +58,17 @@ def test_reference_matcher(f: str, t: str, expected: bool) -> None:
 levels = st.sampled_from(["a", "b", "", "$x", "c"])
 topics = st.lists(levels, min_size=1, max_size=4).map("/".join).filter(bool)
 filter_levels = st.sampled_from(["a", "b", "", "+", "$x"])
-filters = st.builds(lambda ls, hash_: "/".join(ls + (["#"] if hash_ else [])),
-                    st.lists(filter_levels, min_size=0, max_size=4), st.booleans()).filter(bool)
+filters = st.builds(
+    lambda ls, hash_: "/".join(ls + (["#"] if hash_ else [])),
+    st.lists(filter_levels, min_size=0, max_size=4),
+    st.booleans(),
+).filter(bool)
 
 
-@given(st.lists(st.tuples(filters, st.sampled_from(["c1", "c2", "c3"]), st.integers(0, 2)), max_size=12),
-       st.lists(topics, min_size=1, max_size=5))
+@given(
+    st.lists(st.tuples(filters, st.sampled_from(["c1", "c2", "c3"]), st.integers(0, 2)), max_size=12),
+    st.lists(topics, min_size=1, max_size=5),
+)
 @settings(max_examples=400)
 def test_trie_agrees_with_reference(subs: list[tuple[str, str, int]], pubs: list[str]) -> None:
     trie = SubscriptionTrie()

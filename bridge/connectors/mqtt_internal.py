@@ -78,6 +78,7 @@ class MqttSource(Source):
             b.store.write("INSERT OR REPLACE INTO subscriptions VALUES (?, ?, ?)",
                           (self.client_id, self.topic_filter, 2))
         self._session = session
+        session.direct = self._on_qos0
         b.connections.pop(self.client_id, None)
         session.resume(self)   # replays in-flight (DUP) and queued deliveries into our queue
 
@@ -129,6 +130,13 @@ class MqttSource(Source):
     def can_take_qos0(self) -> bool:
         return self._queue.qsize() < QOS0_BACKLOG
 
+    def _on_qos0(self, msg: Message, retain: bool) -> None:
+        if self._queue.qsize() >= QOS0_BACKLOG:
+            if self._session is not None:
+                self._session.stats.dropped += 1
+            return
+        self._enqueue(msg, msg.topic, msg.payload, 0, retain, False, None, f"mqtt:{_boot}:{next(_qos0_keys)}")
+
     def _on_publish(self, packet: P.Publish) -> None:
         msg: Message | None = None
         if packet.qos and self._session is not None:
@@ -138,15 +146,18 @@ class MqttSource(Source):
             key = f"mqtt:{msg.store_id}"
         else:
             key = f"mqtt:{_boot}:{next(_qos0_keys)}"
+        self._enqueue(msg, packet.topic, packet.payload, packet.qos, packet.retain, packet.dup, packet.packet_id,
+                      key)
+
+    def _enqueue(self, msg: Message | None, topic: str, payload: bytes, qos: int, retain: bool, dup: bool,
+                 pid: int | None, key: str) -> None:
         origin = msg.origin if msg is not None else None
-        received = msg.ts if msg is not None else time.time()
-        pub = MqttPublication(topic=packet.topic, payload=packet.payload, qos=packet.qos,
-                              retain=packet.retain, dup=packet.dup, packet_id=packet.packet_id,
+        pub = MqttPublication(topic=topic, payload=payload, qos=qos, retain=retain, dup=dup, packet_id=pid,
                               client_id=origin)
         self._queue.put_nowait(Inbound(
-            key=key, protocol="mqtt", message=pub, source_type="publish", size=len(packet.payload),
-            destination=packet.topic, received=received, client_id=origin,
-            redelivery_count=1 if packet.dup else 0, qos=packet.qos, handle=packet.packet_id))
+            key=key, protocol="mqtt", message=pub, source_type="publish", size=len(payload),
+            destination=topic, received=msg.ts if msg is not None else time.time(), client_id=origin,
+            redelivery_count=1 if dup else 0, qos=qos, handle=pid))
 
 
 class MqttTarget(Target):

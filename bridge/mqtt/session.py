@@ -112,6 +112,7 @@ class Session:
         self.inflight: dict[int, OutMsg] = {}     # packet id -> delivery, in send order
         self.inbound_qos2: dict[int, Message] = {}
         self.link: Link | None = None
+        self.direct: Callable[[Message, bool], None] | None = None
         self.last_seen = 0.0
         self.expiry_seconds = 0
         self.stats = SessionStats()
@@ -126,6 +127,10 @@ class Session:
         if qos == 0:
             if link is None:
                 return  # QoS 0 is not queued for absent clients
+            if self.direct is not None:   # an in-process consumer (a route) takes the message itself
+                self.stats.sent += 1
+                self.direct(msg, retain)
+                return
             if not link.can_take_qos0():
                 self.stats.dropped += 1
                 return

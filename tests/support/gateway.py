@@ -1,5 +1,6 @@
 """Runs a real `mqbridge serve` process for tests: free ports on 127.0.0.1, a temp data dir,
 readiness by its runtime file, stop by SIGTERM or SIGKILL, restart on the same ports and data."""
+
 from __future__ import annotations
 
 import json
@@ -57,7 +58,7 @@ class GatewayProcess:
         self.config_path = workdir / "mqbridge.yaml"
         self.log_path = workdir / "mqbridge.log"
         self.proc: subprocess.Popen[bytes] | None = None
-        self.listener_ports: list[int] = []   # bound ports, in config order (from runtime.json)
+        self.listener_ports: list[int] = []  # bound ports, in config order (from runtime.json)
 
     def write_config(self) -> None:
         self.config_path.write_text(yaml.safe_dump(self.config), encoding="utf-8")
@@ -69,8 +70,13 @@ class GatewayProcess:
             runtime.unlink()
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child for its lifetime
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen([sys.executable, "-m", "bridge", "serve", "-c", str(self.config_path)],
-                                     cwd=self.workdir, stdout=log, stderr=subprocess.STDOUT, env=env)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bridge", "serve", "-c", str(self.config_path)],
+            cwd=self.workdir,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
         log.close()
 
         def ready() -> bool:
@@ -85,7 +91,7 @@ class GatewayProcess:
         except (OSError, ValueError, KeyError):
             self.listener_ports = []
         if self.listener_ports and self.port not in self.listener_ports:
-            self.port = self.listener_ports[0]   # the config replaced the default listener
+            self.port = self.listener_ports[0]  # the config replaced the default listener
         return self
 
     def log(self) -> str:
@@ -122,5 +128,6 @@ class GatewayProcess:
             return exc.code, json.loads(exc.read())
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "bridge", *args], cwd=self.workdir,
-                              capture_output=True, text=True, timeout=60)
+        return subprocess.run(
+            [sys.executable, "-m", "bridge", *args], cwd=self.workdir, capture_output=True, text=True, timeout=60
+        )

@@ -1,5 +1,6 @@
 """Real MQTT clients for tests: a paho-mqtt wrapper that records what arrives, and a raw socket
 client for byte-level tests (malformed packets, exact flags)."""
+
 from __future__ import annotations
 
 import socket
@@ -39,15 +40,24 @@ class Received:
 class PahoClient:
     """paho-mqtt with its network loop in a thread; every received message is recorded."""
 
-    def __init__(self, port: int, client_id: str | None = None, *, protocol: int = V311,
-                 clean_session: bool = True, keepalive: int = 60,
-                 will: tuple[str, bytes, int, bool] | None = None,
-                 username: str | None = None, password: str | None = None,
-                 tls_ca: str | None = None) -> None:
+    def __init__(
+        self,
+        port: int,
+        client_id: str | None = None,
+        *,
+        protocol: int = V311,
+        clean_session: bool = True,
+        keepalive: int = 60,
+        will: tuple[str, bytes, int, bool] | None = None,
+        username: str | None = None,
+        password: str | None = None,
+        tls_ca: str | None = None,
+    ) -> None:
         self.client_id = client_id if client_id is not None else f"t-{uuid.uuid4().hex[:12]}"
         self.port = port
-        self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=self.client_id,
-                                  protocol=protocol, clean_session=clean_session)
+        self.client = mqtt.Client(
+            mqtt.CallbackAPIVersion.VERSION2, client_id=self.client_id, protocol=protocol, clean_session=clean_session
+        )
         self.keepalive = keepalive
         self.messages: list[Received] = []
         self.lock = threading.Lock()
@@ -58,7 +68,7 @@ class PahoClient:
             self.client.will_set(will[0], will[1], will[2], will[3])
         if username is not None:
             self.client.username_pw_set(username, password)
-        if tls_ca is not None:   # a TLS listener whose certificate this CA file verifies
+        if tls_ca is not None:  # a TLS listener whose certificate this CA file verifies
             self.client.tls_set(ca_certs=tls_ca)
         self.client.on_connect = self._on_connect
         self.client.on_message = self._on_message
@@ -70,14 +80,14 @@ class PahoClient:
 
     def _on_message(self, client: Any, userdata: Any, msg: Any) -> None:
         with self.lock:
-            self.messages.append(Received(msg.topic, bytes(msg.payload), msg.qos, bool(msg.retain),
-                                          bool(msg.dup), msg.mid))
+            self.messages.append(
+                Received(msg.topic, bytes(msg.payload), msg.qos, bool(msg.retain), bool(msg.dup), msg.mid)
+            )
 
     def _on_disconnect(self, *args: Any) -> None:
         self.disconnected.set()
 
-    def _on_subscribe(self, client: Any, userdata: Any, mid: int, reason_codes: Any,
-                      props: Any = None) -> None:
+    def _on_subscribe(self, client: Any, userdata: Any, mid: int, reason_codes: Any, props: Any = None) -> None:
         self.subacks[mid] = [int(getattr(rc, "value", rc)) for rc in reason_codes]
 
     def connect(self, timeout: float = 10.0) -> PahoClient:
@@ -104,8 +114,15 @@ class PahoClient:
         wait_for(lambda: mid in self.subacks, timeout, what=f"SUBACK for {topic}")
         return self.subacks[mid]
 
-    def publish(self, topic: str, payload: bytes | str, qos: int = 0, retain: bool = False,
-                wait: bool = True, timeout: float = 10.0) -> Any:
+    def publish(
+        self,
+        topic: str,
+        payload: bytes | str,
+        qos: int = 0,
+        retain: bool = False,
+        wait: bool = True,
+        timeout: float = 10.0,
+    ) -> Any:
         info = self.client.publish(topic, payload, qos, retain)
         if wait and qos:
             info.wait_for_publish(timeout)
@@ -113,8 +130,11 @@ class PahoClient:
         return info
 
     def wait_messages(self, n: int, timeout: float = 10.0) -> list[Received]:
-        wait_for(lambda: len(self.messages) >= n, timeout,
-                 what=f"{n} messages at {self.client_id} (have {len(self.messages)})")
+        wait_for(
+            lambda: len(self.messages) >= n,
+            timeout,
+            what=f"{n} messages at {self.client_id} (have {len(self.messages)})",
+        )
         with self.lock:
             return list(self.messages)
 
@@ -137,13 +157,19 @@ class RawClient:
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
         self.timeout = timeout
         self.reader = P.PacketReader()
-        self.pending: deque[P.Packet] = deque()   # decoded but not yet returned by recv()
+        self.pending: deque[P.Packet] = deque()  # decoded but not yet returned by recv()
 
     def send(self, data: bytes) -> None:
         self.sock.sendall(data)
 
-    def connect(self, client_id: str = "raw", level: int = P.MQTT_311, clean: bool = True,
-                keepalive: int = 60, will: P.Will | None = None) -> P.Connack:
+    def connect(
+        self,
+        client_id: str = "raw",
+        level: int = P.MQTT_311,
+        clean: bool = True,
+        keepalive: int = 60,
+        will: P.Will | None = None,
+    ) -> P.Connack:
         self.send(P.encode(P.Connect(level, client_id, clean, keepalive, will)))
         packet = self.recv()
         assert isinstance(packet, P.Connack), packet
@@ -166,8 +192,15 @@ class RawClient:
         assert isinstance(packet, P.Suback), packet
         return packet
 
-    def publish(self, topic: str, payload: bytes, qos: int = 0, packet_id: int | None = None,
-                retain: bool = False, dup: bool = False) -> None:
+    def publish(
+        self,
+        topic: str,
+        payload: bytes,
+        qos: int = 0,
+        packet_id: int | None = None,
+        retain: bool = False,
+        dup: bool = False,
+    ) -> None:
         self.send(P.encode(P.Publish(topic, payload, qos, retain, dup, packet_id)))
 
     def ack(self, ptype: int, packet_id: int) -> None:
