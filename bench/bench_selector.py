@@ -3,6 +3,7 @@
 Run: .venv/bin/python bench/bench_selector.py [--rounds 5] [--evals 200000]
 Prints a Markdown table (rates per CPU second of this process); results go to bench/README.md by hand.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,23 +31,30 @@ SELECTORS = {
         correlation_id="= WMBRKABCDEFGG",
     ),
     "IN + LIKE + NOT BETWEEN + arithmetic": (
-        "region IN ('EU', 'US', 'APAC') AND sku LIKE 'AB-%' AND NOT (qty BETWEEN 0 AND 9)"
-        " AND price * qty / 100 >= 2.5"
+        "region IN ('EU', 'US', 'APAC') AND sku LIKE 'AB-%' AND NOT (qty BETWEEN 0 AND 9) AND price * qty / 100 >= 2.5"
     ),
 }
 
 MESSAGES = [
     selector_lookup(
-        {"color": "blue", "weight": 3000, "OrderValue": 150.0, "region": "EU", "sku": "AB-1", "qty": 12,
-         "price": 99.5},
-        jms_type="car", delivery_mode=2, priority=6, message_id="WMBRK2", timestamp=1057576423300,
-        redelivered=False, correlation_id="WMBRKABCDEFGG",
+        {"color": "blue", "weight": 3000, "OrderValue": 150.0, "region": "EU", "sku": "AB-1", "qty": 12, "price": 99.5},
+        jms_type="car",
+        delivery_mode=2,
+        priority=6,
+        message_id="WMBRK2",
+        timestamp=1057576423300,
+        redelivered=False,
+        correlation_id="WMBRKABCDEFGG",
     ),
     selector_lookup(
-        {"color": "red", "weight": 1000, "OrderValue": 50.0, "region": "CN", "sku": "XY-9", "qty": 3,
-         "price": 1},
-        jms_type="bike", delivery_mode=1, priority=2, message_id="WMBRK0", timestamp=1,
-        redelivered=True, correlation_id="other",
+        {"color": "red", "weight": 1000, "OrderValue": 50.0, "region": "CN", "sku": "XY-9", "qty": 3, "price": 1},
+        jms_type="bike",
+        delivery_mode=1,
+        priority=2,
+        message_id="WMBRK0",
+        timestamp=1,
+        redelivered=True,
+        correlation_id="other",
     ),
     selector_lookup({"weight": 2600}, jms_type="car"),  # mostly missing: UNKNOWN paths
 ]

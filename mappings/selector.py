@@ -14,6 +14,7 @@ Public API of the selector language (the lexer, parser and evaluator modules hol
 
 An empty or all-whitespace selector means "no selector" and matches every message (JMS 1.1 §3.8.1.1).
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -115,7 +116,8 @@ def selector_lookup(
         if delivery_mode not in DELIVERY_MODE_NAMES:
             raise MappingError(
                 f"delivery mode {delivery_mode} is neither 1 (NON_PERSISTENT) nor 2 (PERSISTENT)",
-                structure=STRUCTURE, field="JMSDeliveryMode",
+                structure=STRUCTURE,
+                field="JMSDeliveryMode",
             )
         delivery_mode = DELIVERY_MODE_NAMES[delivery_mode]
     headers = {
@@ -369,9 +371,7 @@ class _HeaderFragment:
             else:
                 value = piece.text.upper()
             if value not in ("PERSISTENT", "NON_PERSISTENT"):
-                raise self.error(
-                    piece.column, f"DeliveryMode is PERSISTENT or NON_PERSISTENT, not {piece.text}"
-                )
+                raise self.error(piece.column, f"DeliveryMode is PERSISTENT or NON_PERSISTENT, not {piece.text}")
             return f"'{value}'"
         if vt == "bool":
             if piece.kind == "word" and piece.text.upper() in ("TRUE", "FALSE"):
@@ -387,4 +387,3 @@ class _HeaderFragment:
             if len(tokens) == 2 and tokens[0].kind in (Kind.EXACT, Kind.APPROX):
                 return piece.text
         raise self.error(piece.column, f"{self.prop} needs a numeric literal, not {piece.text}")
-

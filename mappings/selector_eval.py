@@ -35,6 +35,7 @@ Semantics, each with its source:
 - A Python int outside the Java long range, or a value of any other Python type, is not a JMS value:
   it compares as a non-like type (FALSE) and makes arithmetic UNKNOWN.
 """
+
 from __future__ import annotations
 
 import math
@@ -194,6 +195,7 @@ def _condition(node: Node) -> Evaluator:
 
 def _getter(name: str) -> Callable[[Lookup], Any]:
     if name == "JMSDeliveryMode":
+
         def delivery_mode(lk: Lookup) -> Any:
             v = lk.get(name)
             return DELIVERY_MODE_NAMES.get(v, v) if type(v) is int else v
@@ -367,6 +369,7 @@ def _between(node: Between) -> Evaluator:
     low = _value(node.low)
     high = _value(node.high)
     if node.negated:
+
         def not_between(lk: Lookup) -> bool | None:
             v = operand(lk)
             below = compare("<", v, low(lk))

@@ -14,6 +14,7 @@ message-broker-end-user-application-support.txt "JMS message selector", table of
 - the words NULL TRUE FALSE NOT AND OR BETWEEN LIKE IN IS ESCAPE are reserved, case-insensitively;
 - SQL comments are not supported (JMS 1.1 §3.8.1.1).
 """
+
 from __future__ import annotations
 
 import math
@@ -26,9 +27,7 @@ from mappings.errors import MappingError
 
 STRUCTURE = "selector"
 
-RESERVED_WORDS = frozenset(
-    {"NULL", "TRUE", "FALSE", "NOT", "AND", "OR", "BETWEEN", "LIKE", "IN", "IS", "ESCAPE"}
-)
+RESERVED_WORDS = frozenset({"NULL", "TRUE", "FALSE", "NOT", "AND", "OR", "BETWEEN", "LIKE", "IN", "IS", "ESCAPE"})
 
 LONG_MIN = -(2**63)
 LONG_MAX = 2**63 - 1
@@ -43,11 +42,11 @@ _ID_PART_CATEGORIES = _ID_START_CATEGORIES | {"Nd", "Mn", "Mc", "Cf"}
 
 class Kind(Enum):
     IDENT = "identifier"
-    KEYWORD = "keyword"      # value is the upper-cased reserved word
+    KEYWORD = "keyword"  # value is the upper-cased reserved word
     STRING = "string literal"
     EXACT = "exact numeric literal"
     APPROX = "approximate numeric literal"
-    OP = "operator"          # value is the operator text, also ( ) ,
+    OP = "operator"  # value is the operator text, also ( ) ,
     END = "end of selector"
 
 
@@ -55,8 +54,8 @@ class Kind(Enum):
 class Token:
     kind: Kind
     value: str | int | float  # str for IDENT/KEYWORD/STRING/OP, int for EXACT, float for APPROX
-    column: int               # 1-based column of the first character
-    text: str                 # the source text of the token (for messages)
+    column: int  # 1-based column of the first character
+    text: str  # the source text of the token (for messages)
 
 
 def syntax_error(text: str, column: int, reason: str, field: str | None = None) -> MappingError:
@@ -200,8 +199,7 @@ def _number(text: str, start: int, tokens: list[Token]) -> int:
             try:
                 value_f = struct.unpack("<f", struct.pack("<f", value_f))[0]
             except OverflowError:
-                raise syntax_error(text, column, f"{text[start:j]} is outside the range of a Java float") \
-                    from None
+                raise syntax_error(text, column, f"{text[start:j]} is outside the range of a Java float") from None
         j = _check_end(text, j)
         tokens.append(Token(Kind.APPROX, value_f, column, text[start:j]))
         return j

@@ -12,6 +12,7 @@ only (JMS 1.1 "identifier [NOT] IN (string-literal1, ...)"); LIKE patterns and E
 ESCAPE exactly one character; IN, LIKE and IS NULL apply to an identifier; NULL is not a value (it only
 appears in IS [NOT] NULL). Identifiers have no static type: their values are checked at evaluation.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -272,14 +273,11 @@ class _Parser:
             low = self.additive()
             self.expect_keyword("AND", "between the bounds of BETWEEN")
             high = self.additive()
-            for part, where in ((left, "tested with BETWEEN"), (low, "a BETWEEN bound"),
-                                (high, "a BETWEEN bound")):
+            for part, where in ((left, "tested with BETWEEN"), (low, "a BETWEEN bound"), (high, "a BETWEEN bound")):
                 self.require_arithmetic(part, where)
             return Between(left, low, high, negated, first.column)
         if not isinstance(left, Ident):
-            raise syntax_error(
-                self.text, _column(left), f"{op.value} applies to an identifier (JMS 1.1 §3.8.1.1)"
-            )
+            raise syntax_error(self.text, _column(left), f"{op.value} applies to an identifier (JMS 1.1 §3.8.1.1)")
         if op.value == "IN":
             return self.in_list(left, negated, first.column)
         if op.value == "LIKE":
@@ -405,7 +403,8 @@ def _check_like_pattern(text: str, pattern: Token, escape: str | None) -> None:
             following = chars[k + 1][0]
             if following not in ("%", "_", escape):
                 raise syntax_error(
-                    text, column,
+                    text,
+                    column,
                     f"escape character {escape!r} must be followed by %, _ or itself, not {following!r}",
                 )
             k += 2
