@@ -398,6 +398,8 @@ class JmsHeaders:
         if self.reply_to is not None and not isinstance(self.reply_to, Destination):
             raise fail("JMSReplyTo", "must be a Destination")
         try:
+            if isinstance(self.delivery_mode, bool):
+                raise ValueError
             object.__setattr__(self, "delivery_mode", DeliveryMode(self.delivery_mode))
         except ValueError:
             raise fail("JMSDeliveryMode", f"{self.delivery_mode!r} is not 1 or 2") from None

@@ -25,7 +25,9 @@ MQTT -> JMS (amlen Table 1, "From MQTT"):
   JMSTimestamp = now when not given, if the caller passes ``now_ms`` (this module has no clock).
 - SwiftMQ ("Interoperability between MQTT, AMQP, JMS"): publisher user name -> ``JMSXUserID``, client
   id -> ``JMS_SWIFTMQ_CID`` (String), publisher QoS -> ``JMS_SWIFTMQ_MQTT_PUBQOS`` (int). Names are
-  configurable (InfoPropertyNames; None turns one off). They win over a same-named user property.
+  configurable (InfoPropertyNames; None turns one off; ``info=None`` turns all off). They are added
+  whatever the body type (SwiftMQ only ever makes BytesMessages) and win over a same-named user
+  property (reported).
 
 JMS -> MQTT (amlen Table 1, "To MQTT"): Message -> empty payload; BytesMessage -> the bytes; TextMessage
 -> UTF-8 (null -> empty); Map/Stream -> plain JSON (mappings.jms_json, docs/json-forms.md); Object ->

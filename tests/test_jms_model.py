@@ -239,6 +239,7 @@ def test_header_defaults_are_the_jms_defaults():
         ({"priority": -1}, "JMSPriority"),
         ({"priority": True}, "JMSPriority"),
         ({"delivery_mode": 3}, "JMSDeliveryMode"),
+        ({"delivery_mode": True}, "JMSDeliveryMode"),
         ({"expiration": 2**63}, "JMSExpiration"),
         ({"timestamp": "now"}, "JMSTimestamp"),
         ({"message_id": 5}, "JMSMessageID"),
