@@ -78,10 +78,15 @@ def render(data: bytes) -> str:
     for header, (name, start, end) in zip(msg.headers, spans[1:-1], strict=True):
         order = C.integer_byte_order(prev.encoding)
         lines.append("")
-        lines.append(f"{name} at offset {start}: StrucLength {end - start}, integers {_order_name(order)}")
-        lines.append(f"  Encoding {header.encoding}  CodedCharSetId {header.coded_char_set_id}  "
-                     f"Format '{header.format}'  Flags {header.flags}"
-                     + (f"  NameValueCCSID {header.name_value_ccsid}" if isinstance(header, Rfh2) else ""))
+        lines.append(f"{name} at offset {start}: {end - start} bytes, integers {_order_name(order)}")
+        if isinstance(header, Rfh2 | Rfh1):
+            lines.append(f"  Encoding {header.encoding}  CodedCharSetId {header.coded_char_set_id}  "
+                         f"Format '{header.format}'  Flags {header.flags}"
+                         + (f"  NameValueCCSID {header.name_value_ccsid}" if isinstance(header, Rfh2) else ""))
+        else:
+            for key, value in header.as_dict().items():
+                if key not in ("StrucId", "Version"):
+                    lines.append(f"    {key:<15}: {value!r}")
         if isinstance(header, Rfh2):
             for folder, (off, nvl) in zip(header.folders, _folder_offsets(data, start, order), strict=True):
                 attrs = "".join(f" {k}='{v}'" for k, v in folder.attributes)

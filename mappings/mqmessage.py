@@ -8,12 +8,21 @@ from typing import Any
 from mappings import mqconst as C
 from mappings.ccsid import codec_for
 from mappings.errors import MappingError
+from mappings.mqheaders import Mqdlh, Mqmde, decode_mqdlh, decode_mqmde, encode_mqdlh, encode_mqmde
 from mappings.mqmd import Mqmd, decode_mqmd, detect_byte_order, encode_mqmd
 from mappings.rfh2 import Rfh1, Rfh2, RfhFolder, decode_rfh1, decode_rfh2, encode_rfh1, encode_rfh2
 
-Header = Rfh2 | Rfh1
+Header = Rfh2 | Rfh1 | Mqmde | Mqdlh
 #: Formats whose data starts with a header this codec follows (mq-wire-facts.md §3 chaining).
-HEADER_FORMATS: dict[str, type[Rfh2] | type[Rfh1]] = {C.MQFMT_RF_HEADER_2: Rfh2, C.MQFMT_RF_HEADER: Rfh1}
+HEADER_FORMATS: dict[str, type[Header]] = {
+    C.MQFMT_RF_HEADER_2: Rfh2, C.MQFMT_RF_HEADER: Rfh1, C.MQFMT_MD_EXTENSION: Mqmde,
+    C.MQFMT_DEAD_LETTER_HEADER: Mqdlh,
+}
+FORMAT_OF: dict[type[Header], str] = {cls: fmt for fmt, cls in HEADER_FORMATS.items()}
+#: StrucId each header format starts with
+STRUC_IDS: dict[str, bytes] = {C.MQFMT_RF_HEADER_2: b"RFH ", C.MQFMT_RF_HEADER: b"RFH ",
+                               C.MQFMT_MD_EXTENSION: b"MDE ", C.MQFMT_DEAD_LETTER_HEADER: b"DLH "}
+HEADER_NAMES: dict[type[Header], str] = {Rfh2: "MQRFH2", Rfh1: "MQRFH", Mqmde: "MQMDE", Mqdlh: "MQDLH"}
 MAX_HEADERS = 64  # a chain longer than this is treated as corrupt rather than followed forever
 
 
@@ -78,8 +87,7 @@ def build_message(md: Mqmd, headers: tuple[Header, ...] = (), body: bytes = b"",
     for i, item in enumerate(chain):
         if i + 1 < len(chain):
             nxt = chain[i + 1]
-            item = dataclasses.replace(item, format=C.MQFMT_RF_HEADER_2 if isinstance(nxt, Rfh2)
-                                       else C.MQFMT_RF_HEADER)
+            item = dataclasses.replace(item, format=FORMAT_OF[type(nxt)])
         else:
             changes: dict[str, Any] = {"format": body_format.ljust(8)}
             if body_encoding is not None:
@@ -97,7 +105,10 @@ def encode_message(msg: MqMessage) -> bytes:
     parts = [encode_mqmd(msg.md)]
     prev: Mqmd | Header = msg.md
     for index, header in enumerate(msg.headers):
-        expected = C.MQFMT_RF_HEADER_2 if isinstance(header, Rfh2) else C.MQFMT_RF_HEADER
+        expected = FORMAT_OF.get(type(header))
+        if expected is None:
+            raise MappingError(f"{type(header).__name__} is not a header type", structure="message",
+                               field=f"headers[{index}]")
         if prev.format.ljust(8) != expected:
             where = "MQMD" if index == 0 else f"header {index}"
             raise MappingError(f"Format {prev.format!r} does not announce the {type(header).__name__} "
@@ -105,8 +116,12 @@ def encode_message(msg: MqMessage) -> bytes:
         order = C.integer_byte_order(prev.encoding)
         if isinstance(header, Rfh2):
             parts.append(encode_rfh2(header, order))
-        else:
+        elif isinstance(header, Rfh1):
             parts.append(encode_rfh1(header, order, _resolved_ccsid(msg, index)))
+        elif isinstance(header, Mqmde):
+            parts.append(encode_mqmde(header, order))
+        else:
+            parts.append(encode_mqdlh(header, order))
         prev = header
     if prev.format.ljust(8) in HEADER_FORMATS:
         raise MappingError(f"Format {prev.format!r} announces a header but the body follows",
@@ -132,17 +147,17 @@ def _md_region(data: bytes, md: Mqmd, order: str) -> tuple[Mqmd, int, tuple[str,
     when MQMD.Format announces a header that is found at 364 but not at 324."""
     if md.version >= 2:
         return md, C.MQMD_LENGTH_2, ()
-    if (md.format in HEADER_FORMATS and data[324:328] != b"RFH " and data[364:368] == b"RFH "):
+    sid = STRUC_IDS.get(md.format)
+    if sid is not None and data[324:328] != sid and data[364:368] == sid:
         wide = decode_mqmd(data, 0, version=2)
         return wide, C.MQMD_LENGTH_2, ("MQMD Version is 1 but the region is 364 bytes (v2 tail read)",)
     return md, C.MQMD_LENGTH_1, ()
 
 
-def decode_message(data: bytes | bytearray | memoryview) -> MqMessage:
-    """Read a message file: an MQMD then the message data, following the Format chain."""
-    data = bytes(data)
+def _decode(data: bytes) -> tuple[MqMessage, list[tuple[str, int, int]]]:
     md = decode_mqmd(data, 0)
     md, pos, notes = _md_region(data, md, detect_byte_order(data, 0))
+    spans = [("MQMD", 0, pos)]
     headers: list[Header] = []
     prev: Mqmd | Header = md
     ccsid = md.coded_char_set_id
@@ -150,33 +165,35 @@ def decode_message(data: bytes | bytearray | memoryview) -> MqMessage:
         if len(headers) >= MAX_HEADERS:
             raise MappingError(f"more than {MAX_HEADERS} chained headers", structure="message", offset=pos)
         order = C.integer_byte_order(prev.encoding)
+        kind = HEADER_FORMATS[prev.format]
+        start = pos
         header: Header
-        if HEADER_FORMATS[prev.format] is Rfh2:
+        if kind is Rfh2:
             header, pos = decode_rfh2(data, pos, order)
-        else:
+        elif kind is Rfh1:
             header, pos = decode_rfh1(data, pos, order, ccsid if ccsid > 0 else C.CCSID_UTF8)
+        elif kind is Mqmde:
+            header, pos = decode_mqmde(data, pos, order)
+        else:
+            header, pos = decode_mqdlh(data, pos, order)
         if header.coded_char_set_id != C.MQCCSI_INHERIT:
             ccsid = header.coded_char_set_id
         headers.append(header)
+        spans.append((HEADER_NAMES[kind], start, pos))
         prev = header
-    return MqMessage(md, tuple(headers), data[pos:], notes)
+    spans.append(("body", pos, len(data)))
+    return MqMessage(md, tuple(headers), data[pos:], notes), spans
+
+
+def decode_message(data: bytes | bytearray | memoryview) -> MqMessage:
+    """Read a message file: an MQMD then the message data, following the Format chain through
+    MQRFH2, MQRFH, MQMDE and MQDLH headers; any other Format is the body's."""
+    return _decode(bytes(data))[0]
 
 
 def header_spans(data: bytes) -> list[tuple[str, int, int]]:
     """(name, start, end) of the MQMD, each header and the body in ``data`` (for `inspect`)."""
-    msg = decode_message(data)
-    md_len = C.MQMD_LENGTH_2 if msg.notes or msg.md.version >= 2 else C.MQMD_LENGTH_1
-    spans = [("MQMD", 0, md_len)]
-    pos = md_len
-    prev: Mqmd | Header = msg.md
-    for h in msg.headers:
-        order = C.integer_byte_order(prev.encoding)
-        length = int.from_bytes(data[pos + 8 : pos + 12], "big" if order == ">" else "little", signed=True)
-        spans.append(("MQRFH2" if isinstance(h, Rfh2) else "MQRFH", pos, pos + length))
-        pos += length
-        prev = h
-    spans.append(("body", pos, len(data)))
-    return spans
+    return _decode(bytes(data))[1]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -205,6 +222,9 @@ def _header_from_dict(data: Any, index: int) -> Header:
     where = f"headers[{index}]"
     if not isinstance(data, dict):
         raise MappingError("expected an object", structure=where)
+    sid = data.get("StrucId", "RFH ")
+    if sid in ("MDE ", "DLH "):
+        return _fixed_header_from_dict(data, where, sid)
     common: dict[str, Any] = {}
     for key, attr in (("Encoding", "encoding"), ("CodedCharSetId", "coded_char_set_id"), ("Flags", "flags")):
         if key in data:
@@ -228,6 +248,39 @@ def _header_from_dict(data: Any, index: int) -> Header:
     if not isinstance(folders, list):
         raise MappingError("expected a list", structure=where, field="folders")
     return Rfh2(folders=tuple(RfhFolder.from_dict(f) for f in folders), **common)
+
+
+_MDE_FIELDS = {"Encoding": "encoding", "CodedCharSetId": "coded_char_set_id", "Format": "format",
+               "Flags": "flags", "GroupId": "group_id", "MsgSeqNumber": "msg_seq_number", "Offset": "offset",
+               "MsgFlags": "msg_flags", "OriginalLength": "original_length"}
+_DLH_FIELDS = {"Reason": "reason", "DestQName": "dest_q_name", "DestQMgrName": "dest_q_mgr_name",
+               "Encoding": "encoding", "CodedCharSetId": "coded_char_set_id", "Format": "format",
+               "PutApplType": "put_appl_type", "PutApplName": "put_appl_name", "PutDate": "put_date",
+               "PutTime": "put_time"}
+
+
+def _fixed_header_from_dict(data: dict[str, Any], where: str, sid: str) -> Header:
+    names, cls = (_MDE_FIELDS, Mqmde) if sid == "MDE " else (_DLH_FIELDS, Mqdlh)
+    defaults = cls()
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        if key in ("StrucId", "Version"):
+            continue
+        attr = names.get(key)
+        if attr is None:
+            raise MappingError(f"unknown field {key!r}", structure=where, field=key)
+        default = getattr(defaults, attr)
+        if isinstance(default, bytes):
+            try:
+                value = bytes.fromhex(str(value))
+            except ValueError:
+                raise MappingError("not hex", structure=where, field=key) from None
+        elif isinstance(default, int) and (not isinstance(value, int) or isinstance(value, bool)):
+            raise MappingError(f"expected an integer, got {value!r}", structure=where, field=key)
+        elif isinstance(default, str) and not isinstance(value, str):
+            raise MappingError(f"expected a string, got {value!r}", structure=where, field=key)
+        kwargs[attr] = value
+    return cls(**kwargs)
 
 
 def message_from_dict(data: Any) -> MqMessage:

@@ -364,6 +364,9 @@ def _report_discarded(msg: MqMessage, report: ConversionReport) -> None:
         if isinstance(header, Rfh1):
             report.dropped(f"MQRFH header {index + 1}", f"{len(header.pairs)} name/value pairs")
             continue
+        if not isinstance(header, Rfh2):
+            report.dropped(f"{type(header).__name__.upper()} header {index + 1}", "not carried by MQTT")
+            continue
         for folder in header.folders:
             used = _USED_ELEMENTS.get(folder.name)
             if used is None:

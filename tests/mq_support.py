@@ -1,4 +1,5 @@
 """Shared helpers for the MQ codec tests: real captured messages and hypothesis strategies."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,6 +8,7 @@ import pytest
 from hypothesis import strategies as st
 
 from mappings import mqconst as C
+from mappings.mqheaders import Mqdlh, Mqmde
 from mappings.mqmd import Mqmd
 from mappings.rfh2 import Rfh1, Rfh2, RfhElement, RfhFolder
 
@@ -39,19 +41,38 @@ formats = st.sampled_from([C.MQFMT_NONE, C.MQFMT_STRING, "MQHRF2  ", "ABC     ",
 def mqmds(draw: st.DrawFn, version: int | None = None) -> Mqmd:
     v = draw(st.sampled_from([1, 2])) if version is None else version
     kw = dict(
-        version=v, report=draw(longs), msg_type=draw(longs), expiry=draw(longs), feedback=draw(longs),
-        encoding=draw(st.sampled_from([273, 546, 785, 1])), coded_char_set_id=draw(longs),
-        format=draw(formats), priority=draw(longs), persistence=draw(longs),
-        msg_id=draw(st.binary(min_size=24, max_size=24)), correl_id=draw(st.binary(min_size=24, max_size=24)),
-        backout_count=draw(longs), reply_to_q=draw(_latin1_text(48)), reply_to_q_mgr=draw(_latin1_text(48)),
-        user_identifier=draw(_latin1_text(12)), accounting_token=draw(st.binary(min_size=32, max_size=32)),
-        appl_identity_data=draw(_latin1_text(32)), put_appl_type=draw(longs),
-        put_appl_name=draw(_latin1_text(28)), put_date=draw(_latin1_text(8)), put_time=draw(_latin1_text(8)),
+        version=v,
+        report=draw(longs),
+        msg_type=draw(longs),
+        expiry=draw(longs),
+        feedback=draw(longs),
+        encoding=draw(st.sampled_from([273, 546, 785, 1])),
+        coded_char_set_id=draw(longs),
+        format=draw(formats),
+        priority=draw(longs),
+        persistence=draw(longs),
+        msg_id=draw(st.binary(min_size=24, max_size=24)),
+        correl_id=draw(st.binary(min_size=24, max_size=24)),
+        backout_count=draw(longs),
+        reply_to_q=draw(_latin1_text(48)),
+        reply_to_q_mgr=draw(_latin1_text(48)),
+        user_identifier=draw(_latin1_text(12)),
+        accounting_token=draw(st.binary(min_size=32, max_size=32)),
+        appl_identity_data=draw(_latin1_text(32)),
+        put_appl_type=draw(longs),
+        put_appl_name=draw(_latin1_text(28)),
+        put_date=draw(_latin1_text(8)),
+        put_time=draw(_latin1_text(8)),
         appl_origin_data=draw(_latin1_text(4)),
     )
     if v == 2:
-        kw.update(group_id=draw(st.binary(min_size=24, max_size=24)), msg_seq_number=draw(longs),
-                  offset=draw(longs), msg_flags=draw(longs), original_length=draw(longs))
+        kw.update(
+            group_id=draw(st.binary(min_size=24, max_size=24)),
+            msg_seq_number=draw(longs),
+            offset=draw(longs),
+            msg_flags=draw(longs),
+            original_length=draw(longs),
+        )
     return Mqmd(**kw)
 
 
@@ -67,23 +88,51 @@ def elements(depth: int = 2) -> st.SearchStrategy[RfhElement]:
     leaf = st.builds(RfhElement, name=names, value=st.none() | values, dt=dts)
     if depth == 0:
         return leaf
-    group = st.builds(RfhElement, name=names, value=st.just(""), dt=st.none(),
-                      children=st.lists(elements(depth - 1), min_size=1, max_size=3).map(tuple))
+    group = st.builds(
+        RfhElement,
+        name=names,
+        value=st.just(""),
+        dt=st.none(),
+        children=st.lists(elements(depth - 1), min_size=1, max_size=3).map(tuple),
+    )
     return leaf | group
 
 
 folders = st.builds(
-    RfhFolder, name=names, elements=st.lists(elements(), max_size=4).map(tuple),
+    RfhFolder,
+    name=names,
+    elements=st.lists(elements(), max_size=4).map(tuple),
     attributes=st.lists(st.tuples(st.sampled_from(["content", "x"]), values), max_size=1).map(tuple),
 )
 rfh2s = st.builds(
-    Rfh2, encoding=st.sampled_from([273, 546]), coded_char_set_id=st.sampled_from([-2, 1208, 819]),
-    format=formats, flags=longs, name_value_ccsid=st.sampled_from([1208, 1200, 13488, 17584]),
+    Rfh2,
+    encoding=st.sampled_from([273, 546]),
+    coded_char_set_id=st.sampled_from([-2, 1208, 819]),
+    format=formats,
+    flags=longs,
+    name_value_ccsid=st.sampled_from([1208, 1200, 13488, 17584]),
     folders=st.lists(folders, max_size=4).map(tuple),
 )
 _printable = st.characters(min_codepoint=0x20, max_codepoint=0x7E)
 _rfh1_pair = st.tuples(st.text(_printable, min_size=1, max_size=8), st.text(_printable, max_size=8))
 rfh1s = st.builds(
-    Rfh1, encoding=st.sampled_from([273, 546]), coded_char_set_id=st.sampled_from([-2, 1208]),
-    format=formats, flags=longs, pairs=st.lists(_rfh1_pair, max_size=4).map(tuple),
+    Rfh1,
+    encoding=st.sampled_from([273, 546]),
+    coded_char_set_id=st.sampled_from([-2, 1208]),
+    format=formats,
+    flags=longs,
+    pairs=st.lists(_rfh1_pair, max_size=4).map(tuple),
+)
+
+_name_text = st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), max_size=12)
+mqmdes = st.builds(
+    Mqmde, encoding=st.sampled_from([273, 546]), coded_char_set_id=longs, format=formats, flags=longs,
+    group_id=st.binary(min_size=24, max_size=24), msg_seq_number=longs, offset=longs, msg_flags=longs,
+    original_length=longs,
+)
+mqdlhs = st.builds(
+    Mqdlh, reason=longs, dest_q_name=_name_text, dest_q_mgr_name=_name_text,
+    encoding=st.sampled_from([273, 546]), coded_char_set_id=st.sampled_from([0, 1208, 819]), format=formats,
+    put_appl_type=longs, put_appl_name=_name_text, put_date=st.sampled_from(["", "20240229"]),
+    put_time=st.sampled_from(["", "12000000"]),
 )

@@ -1,4 +1,5 @@
 """`mqbridge inspect` and `mqbridge convert`: real command runs on fixtures, outputs and exit codes."""
+
 from __future__ import annotations
 
 import argparse
@@ -37,7 +38,7 @@ def test_inspect_readable_dump(capsys):
     assert "MQMD at offset 0: version 2, 364 bytes, integers big-endian" in out
     assert "  0020   32  Format           : 'MQHRF2  '" in out
     assert "  0030   48  MsgId            : X'414D5120514D31" in out
-    assert "MQRFH2 at offset 364: StrucLength 252, integers big-endian" in out
+    assert "MQRFH2 at offset 364: 252 bytes, integers big-endian" in out
     assert "folder <usr> at offset 520, NameValueLength 92" in out
     assert "count (dt=i4) = '3'" in out and "gone (dt=i8) = <null> (xsi:nil)" in out
     assert "body at offset 616: 14 bytes, Format 'MQSTR   '" in out
@@ -49,9 +50,11 @@ def test_inspect_json(capsys):
     doc = json.loads(out)
     spans = doc.pop("spans")
     assert doc == message_as_dict(decode_message(JMS_TEXT.read_bytes()))
-    assert spans == [{"part": "MQMD", "offset": 0, "length": 364},
-                     {"part": "MQRFH2", "offset": 364, "length": 252},
-                     {"part": "body", "offset": 616, "length": 14}]
+    assert spans == [
+        {"part": "MQMD", "offset": 0, "length": 364},
+        {"part": "MQRFH2", "offset": 364, "length": 252},
+        {"part": "body", "offset": 616, "length": 14},
+    ]
 
 
 def test_inspect_real_capture_hex_dump(capsys):
@@ -65,16 +68,24 @@ def test_inspect_real_capture_hex_dump(capsys):
 
 
 def test_inspect_stdin_through_the_real_entry_point():
-    proc = subprocess.run([sys.executable, "-m", "bridge", "inspect", "-"], input=JMS_TEXT.read_bytes(),
-                          capture_output=True, cwd=REPO_ROOT, timeout=60, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "bridge", "inspect", "-"],
+        input=JMS_TEXT.read_bytes(),
+        capture_output=True,
+        cwd=REPO_ROOT,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     assert b"MQRFH2 at offset 364" in proc.stdout
 
 
 def test_inspect_description_input(capsys, tmp_path):
     desc = tmp_path / "m.yaml"
-    desc.write_text("MQMD: {Persistence: 1}\nheaders:\n  - folders:\n      - {name: usr, elements: "
-                    "[{name: a, value: '1', dt: i4}]}\nbody: {text: hi}\n")
+    desc.write_text(
+        "MQMD: {Persistence: 1}\nheaders:\n  - folders:\n      - {name: usr, elements: "
+        "[{name: a, value: '1', dt: i4}]}\nbody: {text: hi}\n"
+    )
     code, out, _ = run(capsys, "inspect", str(desc))
     assert code == 0 and "a (dt=i4) = '1'" in out and "'hi" in out
 
@@ -98,13 +109,26 @@ def test_inspect_errors(capsys, tmp_path):
 
 def test_convert_mqtt_to_mq(capsys, tmp_path):
     desc = tmp_path / "pub.json"
-    desc.write_text(json.dumps({"topic": "a/b", "payload": "hello", "qos": 1, "packet_id": 3,
-                                "client_id": "a-very-long-client-id", "retain": True}))
+    desc.write_text(
+        json.dumps(
+            {
+                "topic": "a/b",
+                "payload": "hello",
+                "qos": 1,
+                "packet_id": 3,
+                "client_id": "a-very-long-client-id",
+                "retain": True,
+            }
+        )
+    )
     out_file = tmp_path / "out.bin"
     code, out, _ = run(capsys, "convert", "--from", "mqtt", "--to", "mq", str(desc), "--out", str(out_file))
     assert code == 0
-    expected, _ = MqttToMqEncoder().encode(MqttPublication(topic="a/b", payload=b"hello", qos=1, packet_id=3,
-                                                           client_id="a-very-long-client-id", retain=True))
+    expected, _ = MqttToMqEncoder().encode(
+        MqttPublication(
+            topic="a/b", payload=b"hello", qos=1, packet_id=3, client_id="a-very-long-client-id", retain=True
+        )
+    )
     assert out_file.read_bytes() == expected
     assert "truncated MQMD.UserIdentifier" in out
     code, out, _ = run(capsys, "convert", "--from", "mqtt", "--to", "mq", str(desc), "--json")
@@ -117,8 +141,24 @@ def test_convert_mqtt_to_mq(capsys, tmp_path):
 def test_convert_raw_payload_with_flags(capsys, tmp_path):
     raw = tmp_path / "payload.bin"
     raw.write_bytes(b"\x00\x01binary")
-    code, out, _ = run(capsys, "convert", "--from", "mqtt", "--to", "mq", "--raw", "--topic", "t",
-                       "--client-id", "c", "--qos", "2", "--encoding", "273", str(raw))
+    code, out, _ = run(
+        capsys,
+        "convert",
+        "--from",
+        "mqtt",
+        "--to",
+        "mq",
+        "--raw",
+        "--topic",
+        "t",
+        "--client-id",
+        "c",
+        "--qos",
+        "2",
+        "--encoding",
+        "273",
+        str(raw),
+    )
     assert code == 0 and out.startswith("468 bytes:")
     assert "00000000:  4D442020 00000001" in out  # big-endian MQMD for --encoding 273
 
@@ -152,14 +192,42 @@ def test_convert_mapping_error_exit_code(capsys, tmp_path):
 def test_convert_mq_to_mqtt(capsys):
     path = str(FIXTURE_DIR / "mqtt_qos1_retained.bin")
     code, _, err = run(capsys, "convert", "--from", "mq", "--to", "mqtt", path)
-    assert code == 1 and "MsgId" in err   # MQXR-built message has no MsgId yet: packet id would be 0
-    code, out, _ = run(capsys, "convert", "--from", "mq", "--to", "mqtt", "--allocate-packet-id", "9",
-                       "--subscriber-qos", "2", "--json", path)
+    assert code == 1 and "MsgId" in err  # MQXR-built message has no MsgId yet: packet id would be 0
+    code, out, _ = run(
+        capsys,
+        "convert",
+        "--from",
+        "mq",
+        "--to",
+        "mqtt",
+        "--allocate-packet-id",
+        "9",
+        "--subscriber-qos",
+        "2",
+        "--json",
+        path,
+    )
     doc = json.loads(out)
-    assert doc["result"] == {"topic": "sensors/hall/temp", "qos": 1, "retain": True, "dup": False,
-                             "packet_id": 9, "client_id": "thermo-1", "payload": '{"t":21.5}'}
-    code, out, _ = run(capsys, "convert", "--from", "mq", "--to", "mqtt", "--fallback-topic", "Q",
-                       str(FIXTURE_DIR / "mq_plain_string.json"))
+    assert doc["result"] == {
+        "topic": "sensors/hall/temp",
+        "qos": 1,
+        "retain": True,
+        "dup": False,
+        "packet_id": 9,
+        "client_id": "thermo-1",
+        "payload": '{"t":21.5}',
+    }
+    code, out, _ = run(
+        capsys,
+        "convert",
+        "--from",
+        "mq",
+        "--to",
+        "mqtt",
+        "--fallback-topic",
+        "Q",
+        str(FIXTURE_DIR / "mq_plain_string.json"),
+    )
     assert code == 0 and '"packet_id": 4779' in out and "dropped   MQMD.reply_to_q" in out
 
 
@@ -186,8 +254,10 @@ def test_converter_table_is_pluggable(monkeypatch):
 
 
 @settings(max_examples=150)
-@given(st.sampled_from(["jms_text_big_endian.bin", "rfh1_rfh2_chain.bin", "mqtt_qos1_retained.bin"]),
-       st.lists(st.tuples(st.integers(0, 640), st.integers(0, 255)), min_size=1, max_size=4))
+@given(
+    st.sampled_from(["jms_text_big_endian.bin", "rfh1_rfh2_chain.bin", "mqtt_qos1_retained.bin"]),
+    st.lists(st.tuples(st.integers(0, 640), st.integers(0, 255)), min_size=1, max_size=4),
+)
 def test_dump_of_mutated_messages_raises_only_mapping_error(name, flips):
     data = bytearray((FIXTURE_DIR / name).read_bytes())
     for pos, value in flips:
