@@ -92,9 +92,7 @@ class StompCollector(stomp.ConnectionListener):
 def stomp_conn(activemq: BrokerEndpoints) -> Iterator[tuple[stomp.Connection12, StompCollector]]:
     # auto_content_length=False: stomp.py otherwise adds content-length to every SEND, which makes
     # ActiveMQ create a BytesMessage even for text.
-    conn = stomp.Connection12(
-        [(activemq.host, activemq.stomp_port)], auto_decode=False, auto_content_length=False
-    )
+    conn = stomp.Connection12([(activemq.host, activemq.stomp_port)], auto_decode=False, auto_content_length=False)
     collector = StompCollector()
     conn.set_listener("collector", collector)
     conn.connect(wait=True)
@@ -384,9 +382,7 @@ def test_jms_text_and_bytes_to_stomp_frames(
     collector.frames.clear()
 
     np_dest = f"{dest}.np"  # own queue: ActiveMQ may reorder persistent and non-persistent messages
-    jmstool.send(
-        f"queue://{np_dest}", {"type": "Text", "body": "np", "headers": {"deliveryMode": "NON_PERSISTENT"}}
-    )
+    jmstool.send(f"queue://{np_dest}", {"type": "Text", "body": "np", "headers": {"deliveryMode": "NON_PERSISTENT"}})
     (np,) = subscribe_and_wait(conn, collector, f"/queue/{np_dest}", 1)
     assert "persistent" not in np.headers  # NON_PERSISTENT: no persistent header at all
     assert (np.headers["priority"], np.headers["expires"]) == ("4", "0")
@@ -515,9 +511,7 @@ def test_activemq_mqtt_port_delivers_bytes_messages(
 ) -> None:
     mqtt = pytest.importorskip("paho.mqtt.client")
     rec = jmstool.start_receiver(f"topic://mq.{unique_name}.a", 1, timeout=10)
-    client = mqtt.Client(
-        mqtt.CallbackAPIVersion.VERSION2, client_id=unique_name[-20:], protocol=mqtt.MQTTv311
-    )
+    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=unique_name[-20:], protocol=mqtt.MQTTv311)
     client.connect(activemq.host, activemq.mqtt_port)
     client.loop_start()
     try:

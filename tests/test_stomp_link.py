@@ -5,6 +5,7 @@ import os
 import signal
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -95,9 +96,7 @@ def test_start_reports_why_it_cannot_connect() -> None:
 
 
 @pytest.mark.activemq
-def test_send_returns_after_receipt_text_or_bytes(
-    link: StompLink, jmstool: JmsTool, unique_name: str
-) -> None:
+def test_send_returns_after_receipt_text_or_bytes(link: StompLink, jmstool: JmsTool, unique_name: str) -> None:
     assert link.state is LinkState.UP and link.server_heartbeat == (1000, 1000)
     dest = f"sl.{unique_name}"
     link.send(
@@ -173,9 +172,7 @@ def test_subscribe_headers_pass_through(link: StompLink, jmstool: JmsTool, uniqu
     dest = f"sub.{unique_name}"
     inbox = Inbox()
     link.subscribe(f"/topic/x.{unique_name}", inbox, ack="auto")
-    link.subscribe(
-        f"/queue/{dest}", inbox, headers={"transformation": "jms-map-json", "selector": "k = 'yes'"}
-    )
+    link.subscribe(f"/queue/{dest}", inbox, headers={"transformation": "jms-map-json", "selector": "k = 'yes'"})
     jmstool.send(
         f"queue://{dest}",
         {
@@ -203,11 +200,11 @@ def test_subscribe_headers_pass_through(link: StompLink, jmstool: JmsTool, uniqu
 
 @pytest.mark.activemq
 def test_reconnects_after_broker_crash_and_resubscribes(
-    own_activemq: ActiveMQ, jmstool_classes: object, unique_name: str
+    own_activemq: ActiveMQ, jmstool_classes: Path, unique_name: str
 ) -> None:
     ep = own_activemq.endpoints
     assert ep is not None
-    jt = JmsTool(jmstool_classes, ep.openwire_url)  # type: ignore[arg-type]
+    jt = JmsTool(jmstool_classes, ep.openwire_url)
     states = States()
     lk = StompLink(
         config(ep, backoff_initial=0.05, backoff_max=0.5, connect_timeout=5, heartbeat_receive_ms=2000),
@@ -244,6 +241,7 @@ def test_reconnects_after_broker_crash_and_resubscribes(
         assert out["body"]["hex"] == b"sent after reconnect".hex()
     finally:
         lk.close()
+        jt.close()
     kinds = [s for s, _ in states.seen]
     assert kinds[:2] == [LinkState.CONNECTING, LinkState.UP]
     assert LinkState.DOWN in kinds[2:] and kinds[-1] is LinkState.CLOSED
@@ -254,9 +252,7 @@ def test_reconnects_after_broker_crash_and_resubscribes(
 def test_heartbeat_timeout_detects_a_frozen_broker(own_activemq: ActiveMQ) -> None:
     ep = own_activemq.endpoints
     assert ep is not None and own_activemq.proc is not None
-    lk = StompLink(
-        config(ep, heartbeat_send_ms=300, heartbeat_receive_ms=300, connect_timeout=2, backoff_initial=0.05)
-    )
+    lk = StompLink(config(ep, heartbeat_send_ms=300, heartbeat_receive_ms=300, connect_timeout=2, backoff_initial=0.05))
     pid = own_activemq.proc.pid
     try:
         lk.start()

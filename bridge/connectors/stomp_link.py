@@ -323,9 +323,7 @@ class StompLink:
             up = self._state is LinkState.UP
         if up:
             try:
-                self._with_receipt(
-                    lambda conn, hh: self._subscribe_on(conn, sub, hh), {}, timeout, "SUBSCRIBE"
-                )
+                self._with_receipt(lambda conn, hh: self._subscribe_on(conn, sub, hh), {}, timeout, "SUBSCRIBE")
             except LinkDown:
                 pass  # recorded: the reconnect makes it
         return sid

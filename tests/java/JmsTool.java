@@ -5,6 +5,7 @@
 //   java JmsTool send    --url tcp://127.0.0.1:PORT --dest queue://NAME      (JSON object or array on stdin)
 //   java JmsTool receive --url tcp://127.0.0.1:PORT --dest queue://NAME --count N [--timeout-ms MS]
 //                        [--selector SEL]
+//   java JmsTool serve   --url tcp://127.0.0.1:PORT   (JSON commands on stdin, see serve())
 // `send` prints one line {"sent": "<JMSMessageID>"} per message. `receive` prints "READY" on stderr once
 // the consumer exists (so a caller can publish to a topic after it), then one JSON line per message; exit
 // code 3 if fewer than N arrived before the timeout, 2 for usage/input errors.
@@ -26,7 +27,6 @@
 // and headers messageId, destination, timestamp, redelivered.
 
 import java.io.InputStream;
-import java.io.PrintStream;
 import java.io.Serializable;
 import java.math.BigDecimal;
 import java.nio.charset.StandardCharsets;
@@ -72,22 +72,30 @@ public final class JmsTool {
             opts.put(args[i].substring(2), args[i + 1]);
         }
         String url = need(opts, "url");
+        if (args[0].equals("serve")) {
+            serve(url);
+            return;
+        }
         String dest = need(opts, "dest");
-        ActiveMQConnectionFactory factory = new ActiveMQConnectionFactory(url);
-        factory.setAlwaysSyncSend(true); // send() returns once the broker has accepted the message
-        factory.setTrustAllPackages(true);
-        Connection connection = factory.createConnection();
+        Connection connection = connect(url);
         try {
-            connection.start();
             Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
             switch (args[0]) {
-                case "send" -> send(session, dest, readAll(System.in));
+                case "send" -> {
+                    for (String id : send(session, dest, new Json(readAll(System.in)).parseDocument())) {
+                        System.out.println(Json.write(Map.of("sent", id)));
+                    }
+                }
                 case "receive" -> {
                     int count = Integer.parseInt(opts.getOrDefault("count", "1"));
                     long timeout = Long.parseLong(opts.getOrDefault("timeout-ms", "10000"));
-                    int got = receive(session, dest, count, timeout, opts.get("selector"));
-                    if (got < count) {
-                        System.err.println("received " + got + " of " + count + " before the timeout");
+                    List<Map<String, Object>> got = receive(session, dest, count, timeout, opts.get("selector"),
+                            m -> {
+                                System.out.println(Json.write(m));
+                                System.out.flush();
+                            });
+                    if (got.size() < count) {
+                        System.err.println("received " + got.size() + " of " + count + " before the timeout");
                         System.out.flush();
                         connection.close();
                         System.exit(3);
@@ -97,6 +105,82 @@ public final class JmsTool {
             }
         } finally {
             connection.close();
+        }
+    }
+
+    static Connection connect(String url) throws JMSException {
+        ActiveMQConnectionFactory factory = new ActiveMQConnectionFactory(url);
+        factory.setAlwaysSyncSend(true); // send() returns once the broker has accepted the message
+        factory.setTrustAllPackages(true);
+        factory.getPrefetchPolicy().setQueuePrefetch(1); // take no more from a queue than asked for
+        Connection connection = factory.createConnection();
+        connection.start();
+        return connection;
+    }
+
+    /**
+     * One JVM for many commands: reads one JSON command per stdin line and answers one JSON line.
+     * {"op":"send","dest":D,"messages":[...]} -> {"sent":[ids]};
+     * {"op":"receive","dest":D,"count":N,"timeoutMs":T,"selector":S} -> {"messages":[...]};
+     * failures -> {"error":"..."}. The connection is re-opened when the broker went away.
+     */
+    @SuppressWarnings("unchecked")
+    static void serve(String url) throws Exception {
+        java.io.BufferedReader in = new java.io.BufferedReader(
+                new java.io.InputStreamReader(System.in, StandardCharsets.UTF_8));
+        Connection connection = null;
+        System.out.println(Json.write(Map.of("ready", true)));
+        System.out.flush();
+        for (String line = in.readLine(); line != null; line = in.readLine()) {
+            if (line.isBlank()) {
+                continue;
+            }
+            Map<String, Object> reply = new LinkedHashMap<>();
+            try {
+                Map<String, Object> cmd = (Map<String, Object>) new Json(line).parseDocument();
+                if (connection == null || ((org.apache.activemq.ActiveMQConnection) connection).isTransportFailed()
+                        || ((org.apache.activemq.ActiveMQConnection) connection).isClosed()) {
+                    if (connection != null) {
+                        closeQuietly(connection);
+                    }
+                    connection = null;
+                    connection = connect(url);
+                }
+                Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+                try {
+                    String dest = (String) cmd.get("dest");
+                    switch ((String) cmd.get("op")) {
+                        case "send" -> reply.put("sent", send(session, dest, cmd.get("messages")));
+                        case "receive" -> reply.put("messages", receive(session, dest,
+                                ((BigDecimal) cmd.getOrDefault("count", BigDecimal.ONE)).intValueExact(),
+                                ((BigDecimal) cmd.getOrDefault("timeoutMs", BigDecimal.valueOf(10000))).longValueExact(),
+                                (String) cmd.get("selector"), m -> { }));
+                        default -> throw new IllegalArgumentException("unknown op " + cmd.get("op"));
+                    }
+                } finally {
+                    session.close();
+                }
+            } catch (Exception e) {
+                reply.clear();
+                reply.put("error", e.toString());
+                if (e instanceof JMSException && connection != null) {
+                    closeQuietly(connection);
+                    connection = null;
+                }
+            }
+            System.out.println(Json.write(reply));
+            System.out.flush();
+        }
+        if (connection != null) {
+            closeQuietly(connection);
+        }
+    }
+
+    static void closeQuietly(Connection c) {
+        try {
+            c.close();
+        } catch (JMSException | RuntimeException e) {
+            System.err.println("closing connection: " + e);
         }
     }
 
@@ -125,11 +209,10 @@ public final class JmsTool {
     // ---------------------------------------------------------------- send
 
     @SuppressWarnings("unchecked")
-    static void send(Session session, String dest, String input) throws Exception {
-        Object parsed = new Json(input).parseDocument();
+    static List<String> send(Session session, String dest, Object parsed) throws Exception {
         List<Object> specs = parsed instanceof List ? (List<Object>) parsed : List.of(parsed);
         MessageProducer producer = session.createProducer(null);
-        PrintStream out = System.out;
+        List<String> ids = new ArrayList<>();
         for (Object s : specs) {
             Map<String, Object> spec = (Map<String, Object>) s;
             Destination to = destination((String) spec.getOrDefault("destination", dest));
@@ -141,11 +224,10 @@ public final class JmsTool {
                     : Message.DEFAULT_PRIORITY;
             long ttl = h.containsKey("expiration") ? ((BigDecimal) h.get("expiration")).longValueExact() : 0L;
             producer.send(to, m, deliveryMode, priority, ttl);
-            Map<String, Object> ack = new LinkedHashMap<>();
-            ack.put("sent", m.getJMSMessageID());
-            out.println(Json.write(ack));
+            ids.add(m.getJMSMessageID());
         }
-        out.flush();
+        producer.close();
+        return ids;
     }
 
     @SuppressWarnings("unchecked")
@@ -270,14 +352,14 @@ public final class JmsTool {
 
     // ---------------------------------------------------------------- receive
 
-    static int receive(Session session, String dest, int count, long timeoutMs, String selector)
-            throws Exception {
+    static List<Map<String, Object>> receive(Session session, String dest, int count, long timeoutMs,
+            String selector, java.util.function.Consumer<Map<String, Object>> each) throws Exception {
         MessageConsumer consumer = session.createConsumer(destination(dest), selector);
         System.err.println("READY");
         System.err.flush();
         long deadline = System.currentTimeMillis() + timeoutMs;
-        int got = 0;
-        while (got < count) {
+        List<Map<String, Object>> got = new ArrayList<>();
+        while (got.size() < count) {
             long left = deadline - System.currentTimeMillis();
             if (left <= 0) {
                 break;
@@ -286,9 +368,9 @@ public final class JmsTool {
             if (m == null) {
                 break;
             }
-            System.out.println(Json.write(describe(m)));
-            System.out.flush();
-            got++;
+            Map<String, Object> d = describe(m);
+            each.accept(d);
+            got.add(d);
         }
         consumer.close();
         return got;

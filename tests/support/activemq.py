@@ -350,9 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ActiveMQUnavailable, ActiveMQStartError) as e:
         print(e, file=sys.stderr)
         return 1
-    print(
-        json.dumps({**asdict(ep), "base": str(base), "startup_seconds": broker.startup_seconds}), flush=True
-    )
+    print(json.dumps({**asdict(ep), "base": str(base), "startup_seconds": broker.startup_seconds}), flush=True)
     try:
         assert broker.proc is not None
         broker.proc.wait()

@@ -61,8 +61,12 @@ def jmstool_classes(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def jmstool(jmstool_classes: Path, activemq: BrokerEndpoints) -> JmsTool:
-    return JmsTool(jmstool_classes, activemq.openwire_url)
+def jmstool(jmstool_classes: Path, activemq: BrokerEndpoints) -> Iterator[JmsTool]:
+    tool = JmsTool(jmstool_classes, activemq.openwire_url)
+    try:
+        yield tool
+    finally:
+        tool.close()
 
 
 @pytest.fixture

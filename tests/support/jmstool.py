@@ -1,18 +1,21 @@
 # Owns compiling tests/java/JmsTool.java with javac and running it (send / receive real JMS messages).
 """Python side of the JmsTool test client (see tests/java/JmsTool.java for the JSON it speaks).
 
-``JmsTool.compile(workdir)`` runs javac once; ``send`` pipes message descriptions in; ``receive`` returns
-the decoded JSON descriptions; ``start_receiver`` starts a consumer in the background (for topics) and
-returns once the JMS consumer exists.
+``JmsTool.compile(workdir)`` runs javac once; ``send`` sends described messages and ``receive`` returns
+decoded JSON descriptions, both through one long-lived ``JmsTool serve`` JVM; ``start_receiver`` starts
+a consumer JVM in the background (for topics) and returns once the JMS consumer exists.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import queue
 import shutil
 import subprocess
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,17 +84,97 @@ class Receiver:
         return messages
 
 
+class _Server:
+    """One ``JmsTool serve`` JVM: JSON command lines in, JSON reply lines out."""
+
+    def __init__(self, cmd: list[str], ready_timeout: float = 60.0) -> None:
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+        )
+        self.replies: queue.Queue[str | None] = queue.Queue()
+        self.stderr_tail: deque[str] = deque(maxlen=40)
+        threading.Thread(target=self._pump_out, daemon=True).start()
+        threading.Thread(target=self._pump_err, daemon=True).start()
+        first = self._next(ready_timeout)
+        if json.loads(first) != {"ready": True}:
+            self.kill()
+            raise JmsToolError(f"JmsTool serve said {first!r}")
+
+    def _pump_out(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.replies.put(line)
+        self.replies.put(None)
+
+    def _pump_err(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            if line.strip() != "READY":
+                self.stderr_tail.append(line)
+
+    def _next(self, timeout: float) -> str:
+        try:
+            line = self.replies.get(timeout=timeout)
+        except queue.Empty:
+            self.kill()
+            raise JmsToolError(f"JmsTool serve silent for {timeout:.0f} s; stderr: {self.stderr()}") from None
+        if line is None:
+            self.proc.wait(10)
+            raise JmsToolError(f"JmsTool serve exited {self.proc.returncode}; stderr: {self.stderr()}")
+        return line
+
+    def call(self, command: Json, timeout: float) -> Json:
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(json.dumps(command) + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, ValueError) as e:
+            raise JmsToolError(f"JmsTool serve gone ({e!r}); stderr: {self.stderr()}") from e
+        reply: Json = json.loads(self._next(timeout))
+        if "error" in reply:
+            raise JmsToolError(f"JmsTool {command['op']} on {command['dest']} failed: {reply['error']}")
+        return reply
+
+    def stderr(self) -> str:
+        return "".join(self.stderr_tail).strip()
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self.proc.stdin.close()  # EOF ends the serve loop
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+
+
 class JmsTool:
+    """``send``/``receive`` go to one long-lived ``JmsTool serve`` JVM (started on first use: a JVM
+    start costs far more than a JMS round trip); ``start_receiver`` runs a JVM of its own."""
+
     def __init__(self, classes: Path, url: str) -> None:
         self.classes = classes
         self.url = url
-        self.classpath = ":".join(
-            [str(classes)] + [str(JAVA_DIR / j) for j in RUN_JARS if (JAVA_DIR / j).exists()]
-        )
+        self.classpath = ":".join([str(classes)] + [str(JAVA_DIR / j) for j in RUN_JARS if (JAVA_DIR / j).exists()])
+        self._server: _Server | None = None
+        self._lock = threading.Lock()
 
     @staticmethod
     def compile(workdir: Path) -> Path:
-        """javac JmsTool.java into ``workdir`` (seconds: ~1.5 on two cores); returns the class dir."""
+        """javac JmsTool.java into ``workdir`` (~1.5 s on two cores); returns the class dir."""
         reason = unavailable_reason()
         if reason is not None:
             raise JmsToolError(reason)
@@ -110,22 +193,35 @@ class JmsTool:
     def _cmd(self, *args: str) -> list[str]:
         return ["java", *JVM_FLAGS, "-cp", self.classpath, "JmsTool", *args, "--url", self.url]
 
-    def send(self, dest: str, *messages: Json) -> list[str]:
-        """Send the described messages to ``dest`` ("queue://x" / "topic://x"); returns JMSMessageIDs."""
-        proc = subprocess.run(
-            self._cmd("send", "--dest", dest),
-            input=json.dumps(list(messages)),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        if proc.returncode != 0:
-            raise JmsToolError(f"JmsTool send exited {proc.returncode}:\n{proc.stderr}")
-        return [json.loads(line)["sent"] for line in proc.stdout.splitlines() if line.strip()]
+    def _call(self, command: Json, timeout: float) -> Json:
+        with self._lock:
+            if self._server is None or not self._server.alive:
+                self._server = _Server(self._cmd("serve"))
+            return self._server.call(command, timeout)
 
-    def start_receiver(
-        self, dest: str, count: int = 1, timeout: float = 15.0, selector: str | None = None
-    ) -> Receiver:
+    def close(self) -> None:
+        with self._lock:
+            server, self._server = self._server, None
+        if server is not None:
+            server.close()
+
+    def send(self, dest: str, *messages: Json) -> list[str]:
+        """Send the described messages to ``dest`` ("queue://x" / "topic://x"); returns JMSMessageIDs
+        once the broker has accepted every one (synchronous sends)."""
+        reply = self._call({"op": "send", "dest": dest, "messages": list(messages)}, timeout=120)
+        return list(reply["sent"])
+
+    def receive(self, dest: str, count: int = 1, timeout: float = 15.0, selector: str | None = None) -> list[Json]:
+        """Receive exactly ``count`` messages (JmsToolError if fewer arrive within ``timeout`` s)."""
+        command: Json = {"op": "receive", "dest": dest, "count": count, "timeoutMs": int(timeout * 1000)}
+        if selector is not None:
+            command["selector"] = selector
+        messages: list[Json] = self._call(command, timeout=timeout + 60)["messages"]
+        if len(messages) < count:
+            raise JmsToolError(f"received {len(messages)} of {count} before the timeout; got {messages!r}")
+        return messages
+
+    def start_receiver(self, dest: str, count: int = 1, timeout: float = 15.0, selector: str | None = None) -> Receiver:
         """Start a consumer on ``dest``; returns when it is subscribed (JmsTool printed READY)."""
         args = ["receive", "--dest", dest, "--count", str(count), "--timeout-ms", str(int(timeout * 1000))]
         if selector is not None:
@@ -155,9 +251,3 @@ class JmsTool:
             proc.kill()
             raise JmsToolError(f"JmsTool receiver not ready after {time.monotonic() - t0:.0f} s")
         return rec
-
-    def receive(
-        self, dest: str, count: int = 1, timeout: float = 15.0, selector: str | None = None
-    ) -> list[Json]:
-        """Receive exactly ``count`` messages (JmsToolError if fewer arrive within ``timeout`` s)."""
-        return self.start_receiver(dest, count, timeout, selector).result()
