@@ -35,6 +35,9 @@ DECISIONS: tuple[str, ...] = (
     "Packet id: the last 2 bytes of MsgId, big-endian (Table 5). When they are 0 (an invalid MQTT packet "
     "id) the caller's allocator supplies one (reported as defaulted); without an allocator it is an error.",
     "Topic: mqps/Top; without it, MqToMqttOptions.fallback_topic (e.g. the queue name) or an error.",
+    "DUP (Table 4) is False here: redelivery to a client is the broker session's business.",
+    "mqtt/qos is read whether or not it carries dt= (the seed writes it untyped; IBM MessageSight uses an "
+    "INT32 property, i.e. dt='i4'); a value other than 0, 1 or 2 is an error.",
 )
 
 SUBSCRIPTION_SEPARATOR = ":"

@@ -409,7 +409,7 @@ def decode_rfh2(data: bytes | memoryview, offset: int, byte_order: str) -> tuple
         except UnicodeDecodeError as exc:
             raise _fail(f"folder {index} is not valid {codec} at byte {pos + 4 + exc.start}", offset,
                         "NameValueData") from None
-        xml = text.encode("utf-8", "surrogatepass")
+        xml = text.lstrip("\ufeff").encode("utf-8", "surrogatepass")  # tolerate a UTF-16 byte-order mark
         folders.append(parse_folder(xml, where=f"{STRUCTURE} folder {index}", offset=pos + 4))
         pos += 4 + nv_len
     fmt_text = fmt.decode("latin-1").replace("\x00", " ")

@@ -253,7 +253,7 @@ def test_converter_table_is_pluggable(monkeypatch):
     assert table[("jms", "mq")].run(b"hi", "-", argparse.Namespace()).document == {"echo": "hi"}
 
 
-@settings(max_examples=150)
+@settings(max_examples=150, deadline=None)
 @given(
     st.sampled_from(["jms_text_big_endian.bin", "rfh1_rfh2_chain.bin", "mqtt_qos1_retained.bin"]),
     st.lists(st.tuples(st.integers(0, 640), st.integers(0, 255)), min_size=1, max_size=4),

@@ -74,7 +74,7 @@ def test_mqmde_after_v1_mqmd():
     assert decode_message(data).headers[0].msg_seq_number == 2
 
 
-@settings(max_examples=80)
+@settings(max_examples=80, deadline=None)
 @given(mqmds(), st.lists(mqmdes | mqdlhs | rfh2s, max_size=3), st.binary(max_size=20))
 def test_round_trip_with_fixed_headers(md, headers, body):
     msg = build_message(md, tuple(headers), body)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import struct
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mappings import mqconst as C
@@ -143,6 +143,7 @@ def test_real_r3_mqmd():
     assert (wide.msg_seq_number, wide.offset, wide.msg_flags, wide.original_length) == (1, 0, 0, -1)
 
 
+@settings(deadline=None)  # shared CI machine: no per-example time limit
 @given(mqmds())
 def test_round_trip(md):
     raw = encode_mqmd(md)
@@ -150,12 +151,14 @@ def test_round_trip(md):
     assert decode_mqmd(raw) == md
 
 
+@settings(deadline=None)  # shared CI machine: no per-example time limit
 @given(mqmds(), st.sampled_from(["<", ">"]))
 def test_round_trip_either_order_and_canonical_bytes(md, order):
     raw = encode_mqmd(md, order)
     assert encode_mqmd(decode_mqmd(raw), order) == raw
 
 
+@settings(deadline=None)  # shared CI machine: no per-example time limit
 @given(mqmds())
 def test_dict_round_trip(md):
     assert Mqmd.from_dict(md.as_dict()) == md
@@ -233,6 +236,7 @@ def test_from_dict_errors(data):
         Mqmd.from_dict(data)
 
 
+@settings(deadline=None)  # shared CI machine: no per-example time limit
 @given(st.binary(max_size=400))
 def test_arbitrary_bytes_raise_only_mapping_error(data):
     try:

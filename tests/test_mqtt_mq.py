@@ -165,7 +165,7 @@ options = st.builds(MqttToMqOptions, user_id_source=st.sampled_from(list(UserIdS
                     mqmd_version=st.sampled_from([1, 2]), client_id_limit=st.sampled_from([23, None]))
 
 
-@settings(max_examples=150)
+@settings(max_examples=150, deadline=None)
 @given(publications, options)
 def test_fast_encoder_equals_model_path(pub, opts):
     msg, report = mqtt_to_mq(pub, opts)
@@ -177,7 +177,7 @@ def test_fast_encoder_equals_model_path(pub, opts):
 SHARED_ENCODER = MqttToMqEncoder(MqttToMqOptions(user_id_source=UserIdSource.USER_NAME))
 
 
-@settings(max_examples=150)
+@settings(max_examples=150, deadline=None)
 @given(st.lists(publications, min_size=1, max_size=5))
 def test_one_encoder_with_its_publisher_cache_equals_model_path(pubs):
     for pub in pubs:
@@ -296,6 +296,11 @@ def test_discarded_headers_are_reported():
     assert all(f.change.value == "dropped" for f in report.findings)
 
 
+def test_typed_mqtt_qos_is_read():
+    mqtt = RfhFolder("mqtt", (RfhElement("qos", "1", "i4"),))
+    assert mq_to_mqtt(_mq(1, (mqtt, MQPS)))[0].qos == 1
+
+
 @pytest.mark.parametrize("bad", ["3", "x", "-1", ""])
 def test_bad_mqtt_qos_in_message(bad):
     mqtt = RfhFolder("mqtt", (RfhElement("qos", bad),))
@@ -310,7 +315,7 @@ def test_bad_qos_arguments(kwargs):
         mq_to_mqtt(_mq(1, (MQPS,)), **kwargs)
 
 
-@settings(max_examples=100)
+@settings(max_examples=100, deadline=None)
 @given(publications)
 def test_round_trip_through_mq(pub):
     data, _ = MqttToMqEncoder(MqttToMqOptions(client_id_limit=None)).encode(pub)

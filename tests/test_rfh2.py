@@ -4,7 +4,7 @@ from __future__ import annotations
 import struct
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mappings.errors import MappingError
@@ -113,6 +113,12 @@ def test_writing_escapes_and_nil_and_groups():
     assert parse_folder(xml.encode()) == folder
 
 
+def test_utf16_folder_with_byte_order_mark():
+    xml = "\ufeff<usr><k>v</k></usr>".encode("utf-16-le")
+    data = _fixed("<", 36 + 4 + len(xml), 546, -2, b"", 1200) + struct.pack("<i", len(xml)) + xml
+    assert decode_rfh2(data, 0, "<")[0].folder("usr").value("k") == "v"
+
+
 @pytest.mark.parametrize("ccsid", [1200, 13488, 17584])
 @pytest.mark.parametrize("order", [">", "<"])
 def test_utf16_name_value_data(ccsid, order):
@@ -123,6 +129,7 @@ def test_utf16_name_value_data(ccsid, order):
     assert decode_rfh2(raw, 0, order)[0] == rfh
 
 
+@settings(deadline=None)  # shared CI machine: no per-example time limit
 @given(folders, st.sampled_from([1208, 1200]), st.sampled_from(["<", ">"]))
 def test_folder_padding_is_blank_to_multiple_of_4(folder, ccsid, order):
     data = encode_folder(folder, ccsid, order)
@@ -132,6 +139,7 @@ def test_folder_padding_is_blank_to_multiple_of_4(folder, ccsid, order):
     assert data.startswith(xml) and set(data[len(xml):].decode(codec)) <= {" "}
 
 
+@settings(deadline=None)  # shared CI machine: no per-example time limit
 @given(rfh2s, st.sampled_from(["<", ">"]))
 def test_rfh2_round_trip(rfh, order):
     raw = encode_rfh2(rfh, order)
@@ -140,6 +148,7 @@ def test_rfh2_round_trip(rfh, order):
     assert struct.unpack_from(order + "i", raw, 8)[0] == len(raw) and len(raw) % 4 == 0
 
 
+@settings(deadline=None)  # shared CI machine: no per-example time limit
 @given(rfh1s, st.sampled_from(["<", ">"]))
 def test_rfh1_round_trip(rfh, order):
     raw = encode_rfh1(rfh, order)
@@ -256,6 +265,7 @@ def test_rfh1_encode_rejects_empty_name():
         encode_rfh1(Rfh1(pairs=(("", "x"),)), ">")
 
 
+@settings(deadline=None)  # shared CI machine: no per-example time limit
 @given(st.binary(min_size=0, max_size=120), st.sampled_from(["<", ">"]))
 def test_fuzzed_bytes_after_valid_fixed_part_raise_only_mapping_error(tail, order):
     head = bytearray(encode_rfh2(Rfh2(), order))
