@@ -181,7 +181,7 @@ def build_composite_selector(
         try:
             compile_selector(property_selector)
         except MappingError as exc:
-            raise syntax_error(property_selector, exc.offset or 1, _reason(exc), "PropertySelector") from None
+            raise _with_field(exc, "PropertySelector") from None
         parts.append(f"({property_selector.strip()})")
     given = {
         "TimeStamp": timestamp,
@@ -198,15 +198,16 @@ def build_composite_selector(
             try:  # rules the fragment splitter leaves to the parser (LIKE escapes): column in the clause
                 compile_selector(clause)
             except MappingError as exc:
-                raise syntax_error(clause, exc.offset or 1, _reason(exc), prop) from None
+                raise _with_field(exc, prop) from None
             parts.append(f"({clause})")
     composite = " AND ".join(parts)
     compile_selector(composite)  # every part was checked; this guards the joining itself
     return composite
 
 
-def _reason(exc: MappingError) -> str:
-    return exc.reason.split(" (column ", 1)[0]
+def _with_field(exc: MappingError, prop: str) -> MappingError:
+    """The same syntax error (text, caret, column), naming the node property it came from."""
+    return MappingError(exc.reason, structure=STRUCTURE, field=prop, offset=exc.offset)
 
 
 _FRAGMENT_PUNCT = "()<>=,'"

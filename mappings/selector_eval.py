@@ -268,19 +268,6 @@ def _flatten(node: Node, kind: type[And] | type[Or]) -> list[Node]:
 
 def _all(parts: list[Evaluator]) -> Evaluator:
     """Three-valued AND of a chain: FALSE if any is FALSE, else UNKNOWN if any is UNKNOWN, else TRUE."""
-    if len(parts) == 2:
-        left, right = parts
-
-        def and_(lk: Lookup) -> bool | None:
-            a = left(lk)
-            if a is False:
-                return False
-            b = right(lk)
-            if b is False:
-                return False
-            return True if a is True and b is True else None
-
-        return and_
     chain = tuple(parts)
 
     def and_chain(lk: Lookup) -> bool | None:
@@ -364,40 +351,38 @@ def _arith(node: Arith) -> Evaluator:
     return arith
 
 
+def in_range(v: Any, low: Any, high: Any) -> bool | None:
+    """``v BETWEEN low AND high`` as JMS 1.1 defines it: ``v >= low AND v <= high``, three-valued."""
+    above_low = compare(">=", v, low)
+    if above_low is False:
+        return False
+    below_high = compare("<=", v, high)
+    if below_high is False:
+        return False
+    return True if above_low is True and below_high is True else None
+
+
+def out_of_range(v: Any, low: Any, high: Any) -> bool | None:
+    """``v NOT BETWEEN low AND high`` as JMS 1.1 defines it: ``v < low OR v > high``, three-valued."""
+    below = compare("<", v, low)
+    if below is True:
+        return True
+    above = compare(">", v, high)
+    if above is True:
+        return True
+    return False if below is False and above is False else None
+
+
 def _between(node: Between) -> Evaluator:
     operand = _value(node.operand)
-    low = _value(node.low)
-    high = _value(node.high)
-    if node.negated:
-
-        def not_between(lk: Lookup) -> bool | None:
-            v = operand(lk)
-            below = compare("<", v, low(lk))
-            if below is True:
-                return True
-            above = compare(">", v, high(lk))
-            if above is True:
-                return True
-            return False if below is False and above is False else None
-
-        return not_between
-
-    if isinstance(node.low, Literal) and isinstance(node.high, Literal):
+    if not node.negated and isinstance(node.low, Literal) and isinstance(node.high, Literal):
         lo, hi = node.low.value, node.high.value
         if _kind(lo) == _NUM and _kind(hi) == _NUM:
             return _between_constants(operand, lo, hi)
-
-    def between(lk: Lookup) -> bool | None:
-        v = operand(lk)
-        lo = compare(">=", v, low(lk))
-        if lo is False:
-            return False
-        hi = compare("<=", v, high(lk))
-        if hi is False:
-            return False
-        return True if lo is True and hi is True else None
-
-    return between
+    low = _value(node.low)
+    high = _value(node.high)
+    test = out_of_range if node.negated else in_range
+    return lambda lk: test(operand(lk), low(lk), high(lk))
 
 
 def _in(node: In) -> Evaluator:
@@ -431,7 +416,7 @@ def _like(node: Like) -> Evaluator:
 
 
 def _between_constants(operand: Evaluator, lo: int | float, hi: int | float) -> Evaluator:
-    """BETWEEN with numeric literal bounds (the usual form): same result as the generic path, faster."""
+    """BETWEEN with numeric literal bounds (the usual form): typed fast paths, else ``in_range``."""
     lo_f, hi_f = float(lo), float(hi)
     ints = type(lo) is int and type(hi) is int
 
@@ -442,12 +427,6 @@ def _between_constants(operand: Evaluator, lo: int | float, hi: int | float) -> 
             return lo_f <= v <= hi_f  # Java promotes the long bounds to double
         if t is int and ints and LONG_MIN <= v <= LONG_MAX:
             return lo <= v <= hi
-        v_lo = compare(">=", v, lo)
-        if v_lo is False:
-            return False
-        v_hi = compare("<=", v, hi)
-        if v_hi is False:
-            return False
-        return True if v_lo is True and v_hi is True else None
+        return in_range(v, lo, hi)
 
     return between_constants
