@@ -7,9 +7,11 @@ import sys
 from pathlib import Path
 
 from bridge.converters import (
+    HEADER_STRUC_IDS,
     ConvertResult,
     InputError,
     as_json_text,
+    data_context,
     describe,
     known_families,
     load_converters,
@@ -29,6 +31,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        "dump of one, or a JSON/YAML message description, and print it with byte offsets.")
     p.add_argument("input", metavar="FILE", help="message file, or - for standard input")
     p.add_argument("--json", action="store_true", help="print JSON instead of the readable dump")
+    g = p.add_argument_group("message data without an MQMD (found automatically when the data starts "
+                             "with an RFH/MDE/DLH header)")
+    g.add_argument("--no-mqmd", action="store_true",
+                   help="the input is binary message data only (no hex or description parsing)")
+    g.add_argument("--format", help="Format of the data (default: guessed from its first header)")
+    g.add_argument("--encoding", type=int, help="Encoding of the data: 273 big-endian, 546 little-endian "
+                   "(default: guessed from the first header's Version)")
+    g.add_argument("--ccsid", type=int, help="CodedCharSetId of the data (default 1208)")
     p.set_defaults(func=cmd_inspect)
 
     p = sub.add_parser("convert", help="convert one message between MQTT, MQ and JMS",
@@ -61,18 +71,21 @@ def _error(message: str) -> None:
 def cmd_inspect(args: argparse.Namespace) -> int:
     try:
         raw = _read_input(args.input)
-        data = mq_message_bytes(raw, args.input)
+        data = raw if args.no_mqmd else mq_message_bytes(raw, args.input)
     except InputError as exc:
         _error(str(exc))
         return EXIT_USAGE
     except MappingError as exc:
         _error(f"{args.input}: {exc}")
         return EXIT_CONVERSION
+    context = None
+    if args.no_mqmd or data[:4] in HEADER_STRUC_IDS:
+        context = data_context(data, fmt=args.format, encoding=args.encoding, ccsid=args.ccsid)
     try:
         if args.json:
-            print(as_json_text(as_json(data)))
+            print(as_json_text(as_json(data, context)))
         else:
-            sys.stdout.write(render(data))
+            sys.stdout.write(render(data, context))
     except MappingError as exc:
         _error(f"{args.input}: {exc}")
         return EXIT_CONVERSION

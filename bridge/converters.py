@@ -17,7 +17,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from mappings import mqconst as C
 from mappings.errors import MappingError
+from mappings.mqmd import Mqmd
 from mappings.mqmessage import MqMessage, decode_message, encode_message, message_as_dict, message_from_dict
 from mappings.mqtt import MqttPublication
 from mappings.mqtt_mq import (
@@ -186,12 +188,37 @@ def read_mqtt_publication(raw: bytes, name: str, args: argparse.Namespace) -> Mq
 
 
 _HEX_DIGITS = frozenset(b"0123456789abcdefABCDEF")
+#: StrucId of a header that can start message data -> (Format if Version is this, version)
+HEADER_STRUC_IDS: dict[bytes, tuple[tuple[int, str], ...]] = {
+    b"RFH ": ((2, C.MQFMT_RF_HEADER_2), (1, C.MQFMT_RF_HEADER)),
+    b"MDE ": ((2, C.MQFMT_MD_EXTENSION),),
+    b"DLH ": ((1, C.MQFMT_DEAD_LETTER_HEADER),),
+}
+
+
+def data_context(data: bytes, *, fmt: str | None = None, encoding: int | None = None,
+                 ccsid: int | None = None) -> Mqmd:
+    """The MQMD to read message data that has no MQMD of its own (e.g. a saved RFH2 + body).
+
+    Unless given, Format and Encoding are guessed from the first header's StrucId and the byte order
+    in which its Version field reads as a valid version (a guess only: a real MQMD says it).
+    """
+    guessed_fmt, guessed_enc = C.MQFMT_NONE, C.MQENC_NATIVE
+    for version, header_fmt in HEADER_STRUC_IDS.get(bytes(data[:4]), ()):
+        raw = bytes(data[4:8])
+        if len(raw) == 4 and version in (int.from_bytes(raw, "big"), int.from_bytes(raw, "little")):
+            guessed_fmt = header_fmt
+            guessed_enc = C.MQENC_NORMAL if int.from_bytes(raw, "big") == version else C.MQENC_REVERSED
+            break
+    return Mqmd(format=fmt if fmt is not None else guessed_fmt,
+                encoding=encoding if encoding is not None else guessed_enc,
+                coded_char_set_id=ccsid if ccsid is not None else C.CCSID_UTF8)
 
 
 def mq_message_bytes(raw: bytes, name: str) -> bytes:
     """Message-file bytes from a message file (binary, starting 'MD  '), a hex dump of one, or a
     JSON/YAML description (encoded)."""
-    if raw.startswith(b"MD  "):
+    if raw.startswith(b"MD  ") or raw[:4] in HEADER_STRUC_IDS:
         return raw
     try:
         raw.decode("utf-8")

@@ -68,12 +68,13 @@ def _folder_offsets(data: bytes, start: int, order: str) -> list[tuple[int, int]
     return out
 
 
-def render(data: bytes) -> str:
-    """The whole dump: MQMD fields, each header with its folders, the body as hex and text."""
-    msg = decode_message(data)
-    spans = header_spans(data)
-    lines = _mqmd_lines(msg.md, spans[0][2])
-    lines += [f"  note: {n}" for n in msg.notes]
+def render(data: bytes, context: Mqmd | None = None) -> str:
+    """The whole dump: MQMD fields, each header with its folders, the body as hex and text.
+    ``context``: ``data`` has no MQMD; this one describes it (see decode_message)."""
+    msg = decode_message(data, context=context)
+    spans = header_spans(data, context=context)
+    lines = _mqmd_lines(msg.md, spans[0][2]) if context is None else []
+    lines += [f"  note: {n}" if context is None else f"note: {n}" for n in msg.notes]
     prev: Any = msg.md
     for header, (name, start, end) in zip(msg.headers, spans[1:-1], strict=True):
         order = C.integer_byte_order(prev.encoding)
@@ -105,9 +106,10 @@ def render(data: bytes) -> str:
     return "\n".join(lines) + "\n"
 
 
-def as_json(data: bytes) -> dict[str, Any]:
+def as_json(data: bytes, context: Mqmd | None = None) -> dict[str, Any]:
     """`inspect --json`: the message description plus the byte spans of each part."""
-    msg: MqMessage = decode_message(data)
+    msg: MqMessage = decode_message(data, context=context)
     out = message_as_dict(msg)
-    out["spans"] = [{"part": n, "offset": s, "length": e - s} for n, s, e in header_spans(data)]
+    spans = header_spans(data, context=context)
+    out["spans"] = [{"part": n, "offset": s, "length": e - s} for n, s, e in spans if e > s or n == "body"]
     return out

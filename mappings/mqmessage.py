@@ -154,9 +154,14 @@ def _md_region(data: bytes, md: Mqmd, order: str) -> tuple[Mqmd, int, tuple[str,
     return md, C.MQMD_LENGTH_1, ()
 
 
-def _decode(data: bytes) -> tuple[MqMessage, list[tuple[str, int, int]]]:
-    md = decode_mqmd(data, 0)
-    md, pos, notes = _md_region(data, md, detect_byte_order(data, 0))
+def _decode(data: bytes, context: Mqmd | None) -> tuple[MqMessage, list[tuple[str, int, int]]]:
+    if context is None:
+        md = decode_mqmd(data, 0)
+        md, pos, notes = _md_region(data, md, detect_byte_order(data, 0))
+    else:
+        md, pos = context, 0
+        notes = (f"the data has no MQMD; it is read as Format {context.format!r}, Encoding "
+                 f"{context.encoding}, CCSID {context.coded_char_set_id}",)
     spans = [("MQMD", 0, pos)]
     headers: list[Header] = []
     prev: Mqmd | Header = md
@@ -185,15 +190,20 @@ def _decode(data: bytes) -> tuple[MqMessage, list[tuple[str, int, int]]]:
     return MqMessage(md, tuple(headers), data[pos:], notes), spans
 
 
-def decode_message(data: bytes | bytearray | memoryview) -> MqMessage:
+def decode_message(data: bytes | bytearray | memoryview, *, context: Mqmd | None = None) -> MqMessage:
     """Read a message file: an MQMD then the message data, following the Format chain through
-    MQRFH2, MQRFH, MQMDE and MQDLH headers; any other Format is the body's."""
-    return _decode(bytes(data))[0]
+    MQRFH2, MQRFH, MQMDE and MQDLH headers; any other Format is the body's.
+
+    With ``context``, ``data`` is message data alone (as MQGET returns it, or as some tools save it):
+    ``context`` stands for the MQMD whose Format/Encoding/CodedCharSetId describe the data, and
+    becomes the message's ``md`` (a note says so).
+    """
+    return _decode(bytes(data), context)[0]
 
 
-def header_spans(data: bytes) -> list[tuple[str, int, int]]:
-    """(name, start, end) of the MQMD, each header and the body in ``data`` (for `inspect`)."""
-    return _decode(bytes(data))[1]
+def header_spans(data: bytes, *, context: Mqmd | None = None) -> list[tuple[str, int, int]]:
+    """(name, start, end) of the MQMD (empty with ``context``), each header and the body (for `inspect`)."""
+    return _decode(bytes(data), context)[1]
 
 
 # --------------------------------------------------------------------------------------------------

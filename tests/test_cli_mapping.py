@@ -269,3 +269,25 @@ def test_dump_of_mutated_messages_raises_only_mapping_error(name, flips):
     except MappingError:
         return
     assert text.startswith("MQMD at offset 0") and doc["spans"][0]["part"] == "MQMD"
+
+
+def test_inspect_message_data_without_mqmd(capsys):
+    path = REAL_MESSAGES / "pymqi_single_rfh2.dat.hex"
+    if not path.is_file():
+        pytest.skip(f"{path} not present (third-party data, not in the repo)")
+    code, out, _ = run(capsys, "inspect", str(path))
+    assert code == 0
+    assert out.startswith("note: the data has no MQMD; it is read as Format 'MQHRF2  ', Encoding 273")
+    assert "MQRFH2 at offset 0: 284 bytes, integers big-endian" in out
+    assert "folder <testFolder> at offset 192, NameValueLength 56" in out
+    assert "body at offset 284: 49 bytes, Format 'MQSTR   '" in out
+
+
+def test_inspect_no_mqmd_with_explicit_context(capsys, tmp_path):
+    body_only = tmp_path / "body.bin"
+    body_only.write_bytes("h\u00e9".encode("latin-1"))
+    code, out, _ = run(capsys, "inspect", "--no-mqmd", "--format", "MQSTR", "--ccsid", "819", "--json",
+                       str(body_only))
+    doc = json.loads(out)
+    assert code == 0 and doc["body"]["text"] == "h\u00e9" and doc["body"]["Format"] == "MQSTR   "
+    assert doc["spans"] == [{"part": "body", "offset": 0, "length": 2}]

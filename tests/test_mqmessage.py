@@ -179,3 +179,15 @@ def test_mutated_fixtures_raise_only_mapping_error(name, flips, cut):
     except MappingError:
         return
     assert isinstance(msg, MqMessage)
+
+
+def test_decode_message_data_with_a_context_mqmd():
+    rfh = Rfh2(folders=(RfhFolder("usr", (RfhElement("a", "1"),)),))
+    data = encode_rfh2(rfh, ">") + b"tail"
+    context = Mqmd(format="MQHRF2", encoding=273)
+    msg = decode_message(data, context=context)
+    assert msg.md == context and msg.headers == (rfh,) and msg.body == b"tail" and msg.notes
+    assert header_spans(data, context=context) == [("MQMD", 0, 0), ("MQRFH2", 0, len(data) - 4),
+                                                   ("body", len(data) - 4, len(data))]
+    with pytest.raises(MappingError, match="other byte order"):
+        decode_message(data, context=Mqmd(format="MQHRF2", encoding=546))
