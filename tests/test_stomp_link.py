@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -225,6 +226,8 @@ def test_reconnects_after_broker_crash_and_resubscribes(
         assert lk.wait_until_down(10), "link did not notice the broker died"
         with pytest.raises(LinkDown):
             lk.send(f"/queue/{dest}", b"while down")
+        late_inbox = Inbox()
+        lk.subscribe(f"/queue/{dest}.late", late_inbox)  # recorded now, made on reconnect
         own_activemq.restart()
         assert lk.wait_until_up(30), f"no reconnect: {lk.last_error}"
         assert lk.connects == 2
@@ -236,6 +239,8 @@ def test_reconnects_after_broker_crash_and_resubscribes(
         assert all(f.subscription == sid and f.generation == lk.generation for f in late)
         for f in late:
             assert lk.ack(f)
+        jt.send(f"queue://{dest}.late", {"type": "Text", "body": "late"})
+        assert [f.body for f in late_inbox.wait(1)] == [b"late"]
         lk.send(f"/queue/{dest}.out", b"sent after reconnect")
         (out,) = jt.receive(f"queue://{dest}.out", 1)
         assert out["body"]["hex"] == b"sent after reconnect".hex()
@@ -259,6 +264,10 @@ def test_heartbeat_timeout_detects_a_frozen_broker(own_activemq: ActiveMQ) -> No
         assert lk.server_heartbeat == (300, 300)
         os.kill(pid, signal.SIGSTOP)  # the broker stops answering but its sockets stay open
         try:
+            t0 = time.monotonic()
+            with pytest.raises(LinkDown):  # no receipt can come; the drop ends the wait, not the timeout
+                lk.send("/queue/frozen", b"x", timeout=30)
+            assert time.monotonic() - t0 < 10
             assert lk.wait_until_down(10), "heartbeat timeout not detected"
             assert "heartbeat" in (lk.last_error or "")
         finally:
