@@ -32,6 +32,7 @@ from mappings.ccsid import codec_for
 from mappings.errors import MappingError
 from mappings.jms import (
     INTEGER_RANGES,
+    NULLABLE_TYPES,
     Body,
     BodyType,
     BytesBody,
@@ -55,7 +56,7 @@ from mappings.mqmd import MQMD_DEFAULT, Mqmd
 from mappings.mqmessage import MqMessage, build_message, decode_message, encode_message
 from mappings.report import ConversionReport
 from mappings.rfh2 import Rfh1, Rfh2, RfhElement, RfhFolder
-from mappings.typed_xml import decode_value, encode_value
+from mappings.typed_xml import DT_TO_TYPE, decode_value, encode_value
 
 MCD, JMS, USR, MQPS = "mcd", "jms", "usr", "mqps"
 RFH2_JMS = "MQRFH2 jms folder"
@@ -458,6 +459,8 @@ def _timestamp_to_jms(ctx: _ToJms) -> None:
                                "(§6.3)")
     elif date or time:
         ctx.headers["timestamp"] = put_epoch_ms(date, time)
+        if ctx.headers["timestamp"] == 0:
+            ctx.report.coerced("MQMD.PutDate", "the epoch itself: JMSTimestamp 0 means 'not set'")
 
 
 # JMSReplyTo <-> ReplyToQ/ReplyToQMgr + jms/Rto. Seed JMS->jms folder "JMSReplyTo | Rto", jms folder->JMS "Rto |
@@ -652,7 +655,10 @@ def _group_to_jms(ctx: _ToJms) -> None:
 
 # JMSType <-> mcd/Type (or mcd Msd/Set/Type/Fmt for an mcd:// URI). §6.2 JMSType row, §6.3 "JMSType comes from
 # mcd.Type/Set/Fmt". The body class side of mcd (Msd) is in _body_to_mq / _body_class.
-_MCD_URI = re.compile(r"mcd://([A-Za-z][A-Za-z0-9_]*)(?:/([^/?]*)(?:/([^?]*))?)?(?:\?format=(.*))?", re.DOTALL)
+# The type segment may hold '/' ({namespace}/name) but may not end with one: the seed's MRM form with a
+# trailing slash ("mcd://MRM/set/type/", mappings.domain) is not canonical here and is kept verbatim.
+_MCD_URI = re.compile(r"mcd://([A-Za-z][A-Za-z0-9_]*)(?:/([^/?]*)(?:/((?:[^?]*[^?/])?))?)?(?:\?format=(.*))?",
+                      re.DOTALL)
 
 
 def mcd_uri(domain: str, mset: str | None, mtype: str | None, fmt: str | None) -> str:
@@ -794,6 +800,9 @@ def _usr_to_properties(folder: RfhFolder, ctx: _ToJms) -> None:
             ctx.report.dropped(where, "duplicate property: the first one is used")
             continue
         seen.add(el.name)
+        if el.value is None and DT_TO_TYPE.get((el.dt or "string").strip().lower()) not in NULLABLE_TYPES:
+            ctx.report.dropped(where, f"xsi:nil with dt={el.dt}: a JMS property cannot be a null primitive")
+            continue
         value = decode_value(el.dt, el.value, name=el.name, nil=el.value is None, structure="usr folder property")
         ctx.props.append((el.name, value))
 
