@@ -19,7 +19,9 @@ message is the mapping library's business (docs/stomp-facts.md records what Acti
   to ``backoff_max``, +-20 % jitter) and re-subscribes every subscription with its old id.
 
 Handlers run on stomp.py's receiver thread: they must not block for long and must not call
-``send`` and wait for its receipt on that same thread (the receipt could never be read).
+``send`` and wait for its receipt on that same thread (the receipt could never be read). The
+``on_state`` callback runs with the link's lock held: record the change and return. Every public
+method is safe to call from any other thread.
 """
 
 from __future__ import annotations
