@@ -33,7 +33,7 @@ from mappings.mqtt_mq import (
 from mappings.report import ConversionReport
 
 #: modules that add converters (e.g. JMS); a missing module is skipped, like bridge.cli's families
-CONVERTER_MODULES: tuple[str, ...] = ("bridge.converters_jms",)
+CONVERTER_MODULES: tuple[str, ...] = ("bridge.converters_jms", "bridge.converters_jms_mq")
 
 
 class InputError(Exception):

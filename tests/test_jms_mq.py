@@ -756,3 +756,28 @@ def test_mq_to_jms_to_mq_keeps_every_mapped_field(original):
 def test_repo_has_no_copy_of_the_real_captures():
     assert not list(Path(REPO_ROOT / "fixtures").rglob("*tnt4j*"))
     assert not list(Path(REPO_ROOT / "tests").rglob("*.hex"))
+
+
+# ==================================================================================================
+# `mqbridge convert --from jms --to mq` / `--from mq --to jms` (bridge.converters_jms_mq)
+# ==================================================================================================
+def test_cli_convert_both_ways(capsys, tmp_path):
+    import json
+
+    from bridge.cli import main
+    from mappings.jms_message_json import message_to_dict
+
+    src = tmp_path / "m.json"
+    src.write_text(json.dumps(message_to_dict(MAP_MESSAGE)))
+    out = tmp_path / "m.bin"
+    assert main(["convert", "--from", "jms", "--to", "mq", "--now-ms", str(NOW), str(src), "--out", str(out)]) == 0
+    assert "nothing lost or coerced" in capsys.readouterr().out
+    assert out.read_bytes() == jms_to_mq_bytes(MAP_MESSAGE, now_ms=NOW)[0]
+    assert main(["convert", "--from", "mq", "--to", "jms", "--json", "--now-ms", str(NOW), str(out)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["result"] == message_to_dict(MAP_MESSAGE) and doc["report"] == []
+    src.write_text('{"headers": {"JMSPriority": 12}}')
+    assert main(["convert", "--from", "jms", "--to", "mq", str(src)]) == 1
+    assert "JMSPriority" in capsys.readouterr().err
+    src.write_text("[1, 2]")
+    assert main(["convert", "--from", "jms", "--to", "mq", str(src)]) == 2
