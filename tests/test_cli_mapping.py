@@ -232,8 +232,8 @@ def test_convert_mq_to_mqtt(capsys):
 
 
 def test_convert_unknown_pair(capsys):
-    code, _, err = run(capsys, "convert", "--from", "jms", "--to", "mq", str(JMS_TEXT))
-    assert code == 2 and "no converter from 'jms' to 'mq'" in err and "mqtt->mq" in err
+    code, _, err = run(capsys, "convert", "--from", "mqtt", "--to", "mqtt", str(JMS_TEXT))
+    assert code == 2 and "no converter from 'mqtt' to 'mqtt'" in err and "mqtt->mq" in err
 
 
 def test_converter_table_is_pluggable(monkeypatch):
