@@ -52,11 +52,16 @@ class PahoClient:
         username: str | None = None,
         password: str | None = None,
         tls_ca: str | None = None,
+        reconnect: bool = True,
     ) -> None:
         self.client_id = client_id if client_id is not None else f"t-{uuid.uuid4().hex[:12]}"
         self.port = port
         self.client = mqtt.Client(
-            mqtt.CallbackAPIVersion.VERSION2, client_id=self.client_id, protocol=protocol, clean_session=clean_session
+            mqtt.CallbackAPIVersion.VERSION2,
+            client_id=self.client_id,
+            protocol=protocol,
+            clean_session=clean_session,
+            reconnect_on_failure=reconnect,  # False: a lost connection stays lost (takeover tests)
         )
         self.keepalive = keepalive
         self.messages: list[Received] = []
