@@ -185,7 +185,7 @@ _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
 
 def validate(md: Mqmd) -> None:
     """Raise MappingError if ``md`` cannot be written: lengths, integer ranges, version."""
-    if md.version not in (C.MQMD_VERSION_1, C.MQMD_VERSION_2):
+    if md.version not in (C.MQMD_VERSION_1, C.MQMD_VERSION_2) or isinstance(md.version, bool):
         raise MappingError(f"{md.version} is not 1 or 2", structure=STRUCTURE, field="Version", offset=4)
     for attr, (off, name, kind, length) in FIELD_TABLE.items():
         if attr == "struc_id":
@@ -236,6 +236,8 @@ def encode_mqmd(md: Mqmd, byte_order: str | None = None) -> bytes:
     MQCHAR fields are blank padded, MQBYTE fields written as they are (mq-wire-facts.md §2 padding).
     Any invalid field raises MappingError naming it (found by :func:`validate`).
     """
+    if not isinstance(md.encoding, int) or isinstance(md.version, bool):
+        validate(md)
     order = byte_order or md.byte_order
     if order not in _STRUCTS:
         raise MappingError(f"byte order {order!r} is not '<' or '>'", structure=STRUCTURE)

@@ -102,6 +102,10 @@ def build_message(md: Mqmd, headers: tuple[Header, ...] = (), body: bytes = b"",
 def encode_message(msg: MqMessage) -> bytes:
     """MQMD (integers in the order of MQMD.Encoding) followed by each header (integers in the order of
     the preceding structure's Encoding) and the body. The Format chain must be consistent."""
+    if not isinstance(msg.md, Mqmd):
+        raise MappingError(f"md is a {type(msg.md).__name__}, not an Mqmd", structure="message", field="md")
+    if not isinstance(msg.body, bytes | bytearray | memoryview):
+        raise MappingError(f"body is a {type(msg.body).__name__}, not bytes", structure="message", field="body")
     parts = [encode_mqmd(msg.md)]
     prev: Mqmd | Header = msg.md
     for index, header in enumerate(msg.headers):

@@ -332,9 +332,44 @@ def _fmt8(fmt: str, where: str) -> bytes:
     return raw.ljust(8, b" ")
 
 
+def _check_fields(header: Rfh2 | Rfh1, byte_order: str, structure: str) -> None:
+    """Raise MappingError for what struct.pack would reject: byte order, MQLONG fields, folders."""
+    if byte_order not in _LONG:
+        raise MappingError(f"byte order {byte_order!r} is not '<' or '>'", structure=structure)
+    longs = {"Encoding": header.encoding, "CodedCharSetId": header.coded_char_set_id, "Flags": header.flags}
+    if isinstance(header, Rfh2):
+        longs["NameValueCCSID"] = header.name_value_ccsid
+    for name, value in longs.items():
+        if not isinstance(value, int) or isinstance(value, bool) or not -(2**31) <= value < 2**31:
+            raise MappingError(f"{value!r} is not a 32-bit MQLONG", structure=structure, field=name)
+    if isinstance(header, Rfh2):
+        for folder in header.folders:
+            _check_folder_types(folder)
+    else:
+        for pair in header.pairs:
+            if not (isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(x, str) for x in pair)):
+                raise MappingError(f"{pair!r} is not a (name, value) pair of strings", structure=structure,
+                                   field="NameValueString")
+
+
+def _check_folder_types(folder: object) -> None:
+    if not isinstance(folder, RfhFolder) or not isinstance(folder.elements, tuple):
+        raise MappingError(f"{folder!r} is not an RfhFolder with a tuple of elements", structure=STRUCTURE)
+    todo = list(folder.elements)
+    while todo:
+        el = todo.pop()
+        if (not isinstance(el, RfhElement) or not isinstance(el.children, tuple)
+                or not isinstance(el.attributes, tuple) or not (el.value is None or isinstance(el.value, str))
+                or not (el.dt is None or isinstance(el.dt, str))):
+            raise MappingError(f"{el!r} is not an RfhElement of strings and tuples",
+                               structure=f"RFH2 folder {folder.name}")
+        todo.extend(el.children)
+
+
 def encode_rfh2(rfh: Rfh2, byte_order: str) -> bytes:
     """Write ``rfh``; its integers (and UTF-16 NameValueData) in ``byte_order`` of the preceding
     structure's Encoding (§1, §5.2). StrucLength = 36 + sum(4 + NameValueLength)."""
+    _check_fields(rfh, byte_order, STRUCTURE)
     long_ = _LONG[byte_order]
     parts: list[bytes] = []
     total = C.MQRFH_STRUC_LENGTH_FIXED_2
@@ -479,6 +514,7 @@ def _quote_v1(token: str) -> str:
 
 def encode_rfh1(rfh: Rfh1, byte_order: str, ccsid: int = C.CCSID_UTF8) -> bytes:
     """Write an MQRFH v1; NameValueString in ``ccsid``, blank padded to a multiple of 4."""
+    _check_fields(rfh, byte_order, STRUCTURE_V1)
     codec = codec_for(ccsid, byte_order) or "latin-1"
     for name, _value in rfh.pairs:
         if not name:

@@ -217,6 +217,8 @@ def test_bad_header_fields(patch, field):
         (dict(put_appl_name=None), "PutApplName"),
         (dict(format="TOOLONGFMT"), "Format"),
         (dict(version=3), "Version"),
+        (dict(version=True), "Version"),
+        (dict(encoding="546"), "Encoding"),
         (dict(version=1, msg_flags=8), "Version"),
     ],
 )

@@ -85,6 +85,13 @@ def test_message_round_trip(md, headers, body, fmt):
     assert message_from_dict(json.loads(json.dumps(message_as_dict(msg)))) == msg
 
 
+@pytest.mark.parametrize("msg", [MqMessage(Mqmd(), (), "text"), MqMessage("md", (), b""),
+                                 MqMessage(Mqmd(format="MQHRF2"), ("RFH",), b"")])
+def test_encode_rejects_wrong_types(msg):
+    with pytest.raises(MappingError):
+        encode_message(msg)
+
+
 def test_encode_rejects_a_broken_chain():
     with pytest.raises(MappingError, match="does not announce"):
         encode_message(MqMessage(Mqmd(format="MQSTR   "), (Rfh2(),), b""))

@@ -243,6 +243,22 @@ def test_encode_errors(folder):
         encode_rfh2(Rfh2(folders=(folder,)), "<")
 
 
+@pytest.mark.parametrize(
+    "rfh",
+    [Rfh2(encoding="x"), Rfh2(flags=2**32), Rfh2(folders=("usr",)), Rfh2(folders=(RfhFolder("usr", [1]),)),
+     Rfh2(folders=(RfhFolder("usr", (RfhElement("a", 5),)),)), Rfh2(format="TOO LONG FORMAT")],
+)
+def test_encode_rejects_wrong_types(rfh):
+    with pytest.raises(MappingError):
+        encode_rfh2(rfh, "<")
+
+
+def test_encode_rfh1_rejects_wrong_types():
+    for rfh, order in ((Rfh1(pairs=(("a",),)), "<"), (Rfh1(coded_char_set_id=None), "<"), (Rfh1(), "?")):
+        with pytest.raises(MappingError):
+            encode_rfh1(rfh, order)
+
+
 def test_bad_name_value_ccsid_on_encode():
     with pytest.raises(MappingError, match="NameValueCCSID"):
         encode_rfh2(Rfh2(name_value_ccsid=819, folders=(MCD,)), ">")
