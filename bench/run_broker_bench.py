@@ -1,0 +1,441 @@
+"""Broker benchmark: mqbridge's built-in MQTT broker side by side with Debian's mosquitto.
+
+Each (scenario, broker) run starts a fresh broker on a free 127.0.0.1 port with its own temp
+directory, drives it with bench/mqtt_load.py (publishers and subscribers in separate processes),
+samples the broker's CPU and RSS from /proc, and stops it. mosquitto and mqbridge runs alternate
+scenario by scenario so that background load on the machine hits both alike.
+
+    .venv/bin/python bench/run_broker_bench.py                  # everything, ~3-4 minutes
+    .venv/bin/python bench/run_broker_bench.py -s qos0-64 -s qos1 --duration 3
+    .venv/bin/python bench/run_broker_bench.py -s qos0-64 --profile   # py-spy on mqbridge
+
+Results: a table on stdout and bench/results/broker-latest.json.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import json
+import os
+import platform
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+from mqtt_load import Spec, ceiling, run_scenario  # noqa: E402
+
+VENV_PY = ROOT / ".venv" / "bin" / "python"
+MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _raise_nofile() -> None:  # runs in the broker child before exec
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 20) -> None:
+    t_end = time.monotonic() + timeout
+    while time.monotonic() < t_end:
+        if proc.poll() is not None:
+            raise RuntimeError(f"broker exited with {proc.returncode} before listening")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"broker did not listen on {port} within {timeout}s")
+
+
+class Broker:
+    """A broker process started for one run."""
+
+    label = "?"
+
+    def __init__(self, workdir: Path) -> None:
+        self.dir = workdir
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def stop(self) -> dict[str, Any]:
+        """SIGTERM, then SIGKILL after 15 s; returns exit status and the tail of the log."""
+        info: dict[str, Any] = {}
+        if self.proc is None:
+            return info
+        if self.proc.poll() is not None:
+            info["crashed"] = f"exited with {self.proc.returncode} during the run"
+        else:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                info["hung"] = "did not stop within 15 s of SIGTERM; killed"
+                self.proc.kill()
+                self.proc.wait()
+        log = self.dir / "broker.log"
+        if log.exists():
+            tail = [ln for ln in log.read_text(errors="replace").splitlines()
+                    if "ERROR" in ln or "Traceback" in ln or "CRITICAL" in ln or "Error" in ln][-5:]
+            if tail:
+                info["log_errors"] = tail
+        return info
+
+
+class Mosquitto(Broker):
+    def __init__(self, workdir: Path, persistence: bool) -> None:
+        super().__init__(workdir)
+        self.persistence = persistence
+        self.label = "mosquitto+persist" if persistence else "mosquitto"
+
+    def start(self) -> None:
+        conf = self.dir / "mosquitto.conf"
+        lines = [
+            f"listener {self.port} 127.0.0.1",
+            "allow_anonymous true",
+            "max_connections -1",
+            "user root",                      # stay root so the temp dir stays writable
+            "set_tcp_nodelay true",           # as mqbridge does
+            "max_inflight_messages 32",       # = mqbridge limits.max_inflight
+            "max_queued_messages 100000",     # = mqbridge limits.max_queued
+            "sys_interval 0",
+            f"log_dest file {self.dir / 'broker.log'}",
+            "log_type error", "log_type warning",
+        ]
+        if self.persistence:
+            lines += ["persistence true", f"persistence_location {self.dir}/",
+                      "persistence_file mosquitto.db"]
+        else:
+            lines += ["persistence false"]
+        conf.write_text("\n".join(lines) + "\n")
+        self.proc = subprocess.Popen([MOSQUITTO, "-c", str(conf)], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL, preexec_fn=_raise_nofile)
+        _wait_port(self.port, self.proc)
+
+
+class Mqbridge(Broker):
+    def __init__(self, workdir: Path, synchronous: str = "FULL") -> None:
+        super().__init__(workdir)
+        self.synchronous = synchronous
+        self.label = f"mqbridge-{synchronous}"
+
+    def start(self) -> None:
+        data = self.dir / "data"
+        cfg = self.dir / "mqbridge.yaml"
+        cfg.write_text(json.dumps({   # JSON is YAML
+            "data_dir": str(data),
+            "broker": {"listeners": [{"host": "127.0.0.1", "port": self.port}], "sys_interval": 0,
+                       "durability": {"synchronous": self.synchronous}},
+            "admin": {"enabled": False},
+            "logging": {"level": "WARNING"},
+        }))
+        log = open(self.dir / "broker.log", "wb")
+        self.proc = subprocess.Popen([str(VENV_PY), "-m", "bridge", "serve", "-c", str(cfg)], cwd=ROOT,
+                                     stdout=log, stderr=subprocess.STDOUT, preexec_fn=_raise_nofile)
+        log.close()
+        t_end = time.monotonic() + 30
+        while not (data / "runtime.json").exists():
+            if self.proc.poll() is not None or time.monotonic() > t_end:
+                raise RuntimeError(f"mqbridge did not start: {(self.dir / 'broker.log').read_text()[-2000:]}")
+            time.sleep(0.05)
+        _wait_port(self.port, self.proc)
+
+
+# ------------------------------------------------------------------------------------------------
+# Scenarios
+# ------------------------------------------------------------------------------------------------
+
+
+def scenarios(duration: float, idle: int) -> dict[str, tuple[Spec, list[str]]]:
+    """name -> (spec, brokers). Durable scenarios compare mosquitto with persistence on against
+    mqbridge with synchronous FULL (fsync per group commit) and NORMAL."""
+    d = duration
+    plain = ["mosquitto", "mqbridge-FULL"]
+    durable = ["mosquitto+persist", "mqbridge-FULL", "mqbridge-NORMAL"]
+    return {
+        # QoS 0 closed loop: publishers keep at most ``budget`` messages sent and not yet delivered,
+        # so the number is the throughput without drops (budget well below mqbridge's 8 MiB
+        # qos0_buffer_bytes); the -flood variant is open loop and shows overload behaviour.
+        "qos0-64": (Spec("qos0-64", qos=0, publishers=4, payload=64, budget=50_000, duration=d), plain),
+        "qos0-1k": (Spec("qos0-1k", qos=0, publishers=4, payload=1024, budget=4_000, duration=d), plain),
+        "qos0-64-flood": (Spec("qos0-64-flood", qos=0, publishers=4, payload=64, duration=d), plain),
+        "qos1": (Spec("qos1", qos=1, publishers=4, payload=64, window=64, clean=False, duration=d), durable),
+        "qos2": (Spec("qos2", qos=2, publishers=4, payload=64, window=64, clean=False, duration=d), durable),
+        "fanout-50": (Spec("fanout-50", qos=0, publishers=1, subscribers=50, payload=64, budget=2_000,
+                           duration=d), plain),
+        "latency-qos0": (Spec("latency-qos0", qos=0, publishers=1, payload=64, rate=5000, latency=True,
+                              duration=d), plain),
+        "latency-qos1": (Spec("latency-qos1", qos=1, publishers=1, payload=64, rate=2000, window=1000,
+                              clean=False, latency=True, duration=d), durable),
+        "idle": (Spec("idle", idle=idle, hold=3.0, publishers=0), plain),
+    }
+
+
+# The one number per scenario that the table and the ratios use.
+HEADLINE = {
+    "qos0-64": ("delivered_per_s", "msg/s delivered"),
+    "qos0-1k": ("delivered_per_s", "msg/s delivered"),
+    "qos0-64-flood": ("delivered_per_s", "msg/s delivered"),
+    "qos1": ("delivered_per_s", "msg/s end to end"),
+    "qos2": ("delivered_per_s", "msg/s end to end"),
+    "fanout-50": ("delivered_per_s", "deliveries/s"),
+    "latency-qos0": ("p50/p99", "us"),
+    "latency-qos1": ("p50/p99", "us"),
+    "idle": ("connected", "connections"),
+}
+
+
+def make_broker(label: str, workdir: Path) -> Broker:
+    if label.startswith("mosquitto"):
+        return Mosquitto(workdir, persistence=label.endswith("+persist"))
+    return Mqbridge(workdir, synchronous=label.split("-", 1)[1])
+
+
+class PySpy:
+    """py-spy record attached to the broker for the measured window; raw collapsed stacks."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.thread: threading.Thread | None = None
+        self.exe = shutil.which("py-spy") or str(VENV_PY.parent / "py-spy")
+
+    def attach(self, pid: int, seconds: float) -> None:
+        def run() -> None:
+            subprocess.run([self.exe, "record", "--pid", str(pid), "--duration", str(max(1, int(seconds))),
+                            "--rate", "200", "--format", "raw", "--output", str(self.out), "--nonblocking"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+
+    def wait(self) -> None:
+        if self.thread is not None:
+            self.thread.join(60)
+
+
+def hot_spots(raw: Path, top: int = 15) -> dict[str, list[tuple[str, float]]]:
+    """Self and inclusive time per function from py-spy's collapsed stacks (event-loop thread
+    and store writer thread together; idle frames are kept, so % are of wall-clock samples)."""
+    self_c: Counter[str] = Counter()
+    incl: Counter[str] = Counter()
+    total = 0
+    for line in raw.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        if not stack:
+            continue
+        count = int(n)
+        total += count
+        frames = [f.split(" (")[0] + " (" + f.split(" (")[1].split(":")[0].rsplit("/", 1)[-1] + ")"
+                  if " (" in f else f for f in stack.split(";")]
+        self_c[frames[-1]] += count
+        for f in set(frames):
+            incl[f] += count
+    if not total:
+        return {}
+    return {"self": [(f, round(100 * c / total, 1)) for f, c in self_c.most_common(top)],
+            "inclusive": [(f, round(100 * c / total, 1)) for f, c in incl.most_common(top + 10)]}
+
+
+def run_one(spec: Spec, label: str, keep: Path | None, profile: bool) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix=f"mqb-bench-{label}-") as tmp:
+        broker = make_broker(label, Path(tmp))
+        broker.start()
+        spy: PySpy | None = None
+        on_window = None
+        if profile and label.startswith("mqbridge"):
+            spy = PySpy(HERE / "results" / f"profile-{spec.name}-{label}.txt")
+
+            def on_window(w0: float, w1: float, pid: int = broker.pid) -> None:
+                spy.attach(pid, w1 - w0)   # type: ignore[union-attr]
+        load0 = os.getloadavg()[0]
+        try:
+            res = run_scenario("127.0.0.1", broker.port, spec, broker_pid=broker.pid, on_window=on_window)
+        except Exception as exc:
+            res = {"scenario": spec.name, "error": f"{type(exc).__name__}: {exc}"}
+        finally:
+            status = broker.stop()
+        res["broker"] = label
+        res["loadavg_1m_before"] = round(load0, 2)
+        res.update(status)
+        if spy is not None:
+            spy.wait()
+            if spy.out.exists():
+                res["profile"] = hot_spots(spy.out)
+                res["profile_file"] = str(spy.out.relative_to(ROOT))
+        if keep is not None:
+            shutil.copytree(tmp, keep / f"{spec.name}-{label}", dirs_exist_ok=True)
+        return res
+
+
+def headline(res: dict[str, Any]) -> str:
+    if res.get("error"):
+        return "ERROR"
+    key, _ = HEADLINE.get(res["scenario"], ("delivered_per_s", ""))
+    if key == "p50/p99":
+        lat = res.get("latency_us") or {}
+        return f"{lat.get('p50', '?')}/{lat.get('p99', '?')}"
+    v = res.get(key)
+    return f"{v:,}" if isinstance(v, int) else str(v)
+
+
+def headline_value(res: dict[str, Any]) -> float | None:
+    key, _ = HEADLINE.get(res["scenario"], ("delivered_per_s", ""))
+    if key == "p50/p99":
+        return (res.get("latency_us") or {}).get("p50")
+    v = res.get(key)
+    return float(v) if isinstance(v, (int, float)) else None
+
+
+def ratios(results: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """mqbridge / mosquitto per scenario and mqbridge mode (latency: mosquitto p50 / mqbridge p50,
+    so > 1 is better for mqbridge everywhere)."""
+    out: dict[str, dict[str, float]] = {}
+    by = {(r["scenario"], r["broker"]): r for r in results}
+    for (name, label), r in by.items():
+        if not label.startswith("mqbridge"):
+            continue
+        base = by.get((name, "mosquitto+persist")) or by.get((name, "mosquitto"))
+        if base is None:
+            continue
+        a, b = headline_value(r), headline_value(base)
+        if not a or not b:
+            continue
+        out.setdefault(name, {})[label] = round(b / a if name.startswith("latency") else a / b, 3)
+    return out
+
+
+def print_table(results: list[dict[str, Any]], rts: dict[str, dict[str, float]]) -> None:
+    hdr = (f"{'scenario':<13} {'broker':<18} {'headline':>14}  {'unit':<17} {'ratio':>6} {'brk cpu':>7} "
+           f"{'msg/cpu-s':>10} {'pub/sub cpu':>11} {'deliv':>6} {'RSS MiB':>7}")
+    print(hdr)
+    print("-" * len(hdr))
+    for r in results:
+        name = r["scenario"]
+        unit = HEADLINE.get(name, ("", ""))[1]
+        ratio = rts.get(name, {}).get(r["broker"])
+        rss = r.get("broker_rss_kib")
+        gen = f"{r.get('pub_cpu', '-')}/{r.get('sub_cpu', '-')}" if "pub_cpu" in r or "sub_cpu" in r else "-"
+        print(f"{name:<13} {r['broker']:<18} {headline(r):>14}  {unit:<17} "
+              f"{(f'{ratio:.2f}x' if ratio else ''):>6} {r.get('broker_cpu', r.get('broker_idle_cpu', '-'))!s:>7} "
+              f"{r.get('delivered_per_broker_cpu_s', '-')!s:>10} {gen:>11} {r.get('delivery_ratio', '-')!s:>6} "
+              f"{(f'{rss / 1024:.1f}' if rss else '-'):>7}")
+        for key in ("errors", "crashed", "hung", "log_errors"):
+            if r.get(key):
+                print(f"    {key}: {r[key]}")
+
+
+def machine() -> dict[str, Any]:
+    info: dict[str, Any] = {"python": platform.python_version(), "kernel": platform.release(),
+                            "cores": os.cpu_count()}
+    with contextlib.suppress(Exception):
+        for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
+            if line.startswith("Model name:"):
+                info["cpu"] = line.split(":", 1)[1].strip()
+    with contextlib.suppress(Exception), open("/proc/meminfo") as f:
+        info["ram_gib"] = round(int(f.readline().split()[1]) / 1024 / 1024, 1)
+    with contextlib.suppress(Exception):
+        info["mosquitto"] = subprocess.run([MOSQUITTO, "-h"], capture_output=True, text=True).stdout.split("\n")[0]
+    with contextlib.suppress(Exception):
+        import uvloop
+        info["uvloop"] = uvloop.__version__
+    with contextlib.suppress(Exception):
+        info["mqbridge_commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                                                 capture_output=True, text=True).stdout.strip()
+    return info
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("-s", "--scenario", action="append", help="run only these (repeatable)")
+    ap.add_argument("-b", "--broker", action="append", help="run only these brokers (repeatable)")
+    ap.add_argument("--duration", type=float, default=4.0, help="measured seconds per run")
+    ap.add_argument("--idle", type=int, default=10_000, help="connections for the idle scenario")
+    ap.add_argument("--no-ceiling", action="store_true", help="skip the generator ceiling check")
+    ap.add_argument("--profile", action="store_true", help="py-spy record mqbridge during the window")
+    ap.add_argument("--keep", type=Path, help="copy each run's temp dir (configs, logs, stores) here")
+    ap.add_argument("--output", type=Path, default=HERE / "results" / "broker-latest.json")
+    a = ap.parse_args(argv)
+    table = scenarios(a.duration, a.idle)
+    names = a.scenario or list(table)
+    unknown = [n for n in names if n not in table]
+    if unknown:
+        ap.error(f"unknown scenario(s) {unknown}; choose from {list(table)}")
+    (HERE / "results").mkdir(exist_ok=True)
+    started = dt.datetime.now(dt.UTC)
+    results: list[dict[str, Any]] = []
+    gen_ceiling = None
+    if not a.no_ceiling:
+        print("generator ceiling (null peers, 64 B) ...", flush=True)
+        gen_ceiling = ceiling(64, 3.0)
+        print(json.dumps(gen_ceiling))
+    for name in names:
+        spec, brokers = table[name]
+        for label in brokers:
+            if a.broker and label not in a.broker:
+                continue
+            print(f"{name} on {label} ...", flush=True)
+            res = run_one(replace(spec), label, a.keep, a.profile)
+            results.append(res)
+    rts = ratios(results)
+    print()
+    print_table(results, rts)
+    doc = {
+        "date": started.isoformat(timespec="seconds"),
+        "command": " ".join([Path(sys.executable).name, "bench/run_broker_bench.py", *(argv or sys.argv[1:])]),
+        "machine": machine(),
+        "generator_ceiling": gen_ceiling,
+        "ratios_mqbridge_over_mosquitto": rts,
+        "targets": targets(results, rts),
+        "results": results,
+    }
+    a.output.parent.mkdir(parents=True, exist_ok=True)
+    a.output.write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"\nwrote {a.output.relative_to(ROOT) if a.output.is_relative_to(ROOT) else a.output}")
+    for k, v in doc["targets"].items():
+        print(f"target {k}: {v}")
+    return 0
+
+
+def targets(results: list[dict[str, Any]], rts: dict[str, dict[str, float]]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name in ("qos0-64", "qos0-1k"):
+        r = rts.get(name, {}).get("mqbridge-FULL")
+        if r is not None:
+            out[f"{name} >= 0.5x mosquitto"] = f"{r:.2f}x {'MET' if r >= 0.5 else 'NOT MET'}"
+    for mode in ("mqbridge-FULL", "mqbridge-NORMAL"):
+        r = rts.get("qos1", {}).get(mode)
+        if r is not None:
+            out[f"qos1 durable ({mode}) >= 0.5x mosquitto+persist"] = f"{r:.2f}x {'MET' if r >= 0.5 else 'NOT MET'}"
+    for r in results:
+        if r["scenario"] == "idle" and r["broker"].startswith("mqbridge"):
+            n, want = r.get("connected", 0), r["spec"]["idle"]
+            ok = n >= want and r.get("ping_answered") == r.get("ping_sample")
+            out[f"{want} idle connections"] = (f"{n} held, {r.get('ping_answered')}/{r.get('ping_sample')} "
+                                               f"pings answered, RSS {r.get('broker_rss_kib')} KiB "
+                                               f"{'MET' if ok else 'NOT MET'}")
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())
