@@ -245,3 +245,17 @@ def test_arbitrary_bytes_raise_only_mapping_error(data):
         decode_mqmd(data)
     except MappingError:
         pass
+
+
+_anything = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=60) | st.binary(max_size=60)
+
+
+@settings(deadline=None)
+@given(st.sampled_from(sorted(a for a in FIELD_TABLE if a != "struc_id")), _anything)
+def test_any_wrong_field_value_raises_only_mapping_error(attr, value):
+    md = Mqmd(version=2, **{attr: value}) if attr != "version" else Mqmd(version=value)
+    try:
+        raw = encode_mqmd(md)
+    except MappingError:
+        return
+    assert decode_mqmd(raw).version in (1, 2)
