@@ -33,6 +33,7 @@ from mappings.errors import MappingError
 from mappings.jms import (
     INTEGER_RANGES,
     NULLABLE_TYPES,
+    RESERVED_WORDS,
     Body,
     BodyType,
     BytesBody,
@@ -789,7 +790,9 @@ def _usr_to_properties(folder: RfhFolder, ctx: _ToJms) -> None:
         if el.is_group:
             ctx.report.dropped(where, "the usr folder allows no groups (§5.3)")
             continue
-        problem = identifier_problem(el.name)
+        # An ASCII usr name that is not a selector keyword is a Java identifier: skip the Unicode check.
+        fast_ok = _USR_NAME.fullmatch(el.name) is not None and el.name.upper() not in RESERVED_WORDS
+        problem = None if fast_ok else identifier_problem(el.name)
         if problem is not None:
             ctx.report.dropped(where, f"not a JMS property name: {problem}")
             continue
