@@ -128,15 +128,26 @@ def qos_for_persistence(persistence: int, unresolved: int = C.MQPER_NOT_PERSISTE
 
 
 def _check_publication(pub: MqttPublication) -> None:
-    if pub.qos not in (0, 1, 2):
-        raise MappingError(f"QoS {pub.qos!r} is not 0, 1 or 2", structure="MQTT publication", field="qos")
-    if pub.qos and (pub.packet_id is None or not 1 <= pub.packet_id <= 0xFFFF):
+    where = "MQTT publication"
+    if not isinstance(pub, MqttPublication):
+        raise MappingError(f"expected an MqttPublication, got {type(pub).__name__}", structure=where)
+    if pub.qos not in (0, 1, 2) or not isinstance(pub.qos, int):
+        raise MappingError(f"QoS {pub.qos!r} is not 0, 1 or 2", structure=where, field="qos")
+    if pub.qos and (not isinstance(pub.packet_id, int) or not 1 <= pub.packet_id <= 0xFFFF):
         raise MappingError(f"QoS {pub.qos} needs a packet id 1..65535, got {pub.packet_id!r}",
                            structure="MQTT publication", field="packet_id")
     if not isinstance(pub.topic, str) or not pub.topic:
         raise MappingError("topic must be a non-empty string", structure="MQTT publication", field="topic")
     if not isinstance(pub.payload, bytes | bytearray | memoryview):
-        raise MappingError("payload must be bytes", structure="MQTT publication", field="payload")
+        raise MappingError("payload must be bytes", structure=where, field="payload")
+    for name in ("client_id", "username", "content_type", "response_topic"):
+        if not isinstance(getattr(pub, name), str | None):
+            raise MappingError(f"must be a string, got {type(getattr(pub, name)).__name__}", structure=where,
+                               field=name)
+    if not isinstance(pub.user_properties, tuple | list) or not all(
+            isinstance(p, tuple | list) and len(p) == 2 for p in pub.user_properties):
+        raise MappingError("must be a sequence of (name, value) pairs", structure=where,
+                           field="user_properties")
 
 
 def user_identifier(pub: MqttPublication, options: MqttToMqOptions, report: ConversionReport) -> str:
@@ -279,8 +290,12 @@ class MqttToMqEncoder:
                 or payload.__class__ is not bytes
                 or (qos and (pub.packet_id.__class__ is not int or not 0 < pub.packet_id <= 0xFFFF))):
             _check_publication(pub)  # raises the precise error, or accepts e.g. a bytearray payload
-        entry = self._publishers.get((pub.client_id, pub.username))
+        try:
+            entry = self._publishers.get((pub.client_id, pub.username))
+        except TypeError:  # unhashable: a wrongly typed field, reported by _check_publication
+            entry = None
         if entry is None:
+            _check_publication(pub)  # rare path: a new publisher gets the full check
             entry = self._publisher(pub)
         md_np, md_p, cid, findings = entry
         report = ConversionReport(list(findings)) if findings else ConversionReport()
@@ -297,6 +312,7 @@ class MqttToMqEncoder:
         if (pub.user_properties or pub.content_type is not None or pub.payload_format_indicator is not None
                 or pub.response_topic is not None or pub.correlation_data is not None
                 or pub.message_expiry_interval is not None):
+            _check_publication(pub)
             _report_mqtt5_properties(pub, report)
         long_ = self._long
         head = self._head(44 + len(mqtt) + len(mqps), *self._rfh_fixed)
@@ -387,6 +403,8 @@ def mq_to_mqtt(msg: MqMessage, *, subscriber_qos: int | None = None,
 
     ``subscriber_qos`` is the matching subscription's QoS, None for an unsolicited message.
     """
+    if not isinstance(msg, MqMessage):
+        raise MappingError(f"expected an MqMessage, got {type(msg).__name__}", structure="MQ message")
     report = ConversionReport()
     if subscriber_qos is not None and subscriber_qos not in (0, 1, 2):
         raise MappingError(f"subscriber QoS {subscriber_qos!r} is not 0, 1 or 2", structure="subscription",

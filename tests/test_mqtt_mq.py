@@ -139,6 +139,8 @@ def test_mqtt5_properties_reported_dropped():
         (dict(qos=2, packet_id=0), "packet_id"),
         (dict(topic=""), "topic"), (dict(client_id=None), "client_id"), (dict(client_id=""), "client_id"),
         (dict(topic="a\x01b"), "mqps/Top"), (dict(payload="text"), "payload"),
+        (dict(packet_id="7"), "packet_id"), (dict(qos=1.0), "qos"), (dict(client_id=5), "client_id"),
+        (dict(username=b"u"), "username"), (dict(user_properties=(("a",),)), "user_properties"),
     ],
 )
 def test_mqtt_to_mq_errors(changes, field):
@@ -336,3 +338,19 @@ def test_mqmd_bytes_of_mq_origin_message():
     data = encode_mqmd(Mqmd(format="MQSTR   ", persistence=1, msg_id=bytes(22) + b"\x00\x05")) + b"x"
     pub, _ = mq_to_mqtt(decode_message(data), subscriber_qos=1, options=MqToMqttOptions(fallback_topic="q"))
     assert (pub.qos, pub.packet_id, pub.payload) == (1, 5, b"x")
+
+
+_anything = st.none() | st.booleans() | st.integers() | st.text(max_size=10) | st.binary(max_size=10) | \
+    st.lists(st.integers(), max_size=2)
+_PUB_FIELDS = [f.name for f in dataclasses.fields(MqttPublication)]
+
+
+@settings(deadline=None, max_examples=200)
+@given(st.sampled_from(_PUB_FIELDS), _anything)
+def test_any_wrong_publication_field_raises_only_mapping_error(name, value):
+    pub = dataclasses.replace(PUB, **{name: value})
+    for convert in (mqtt_to_mq, MqttToMqEncoder().encode, SHARED_ENCODER.encode):
+        try:
+            convert(pub)
+        except MappingError:
+            pass
