@@ -15,7 +15,6 @@ _SINGLE_OR_MULTI_BYTE: dict[int, str] = {
     923: "iso8859_15",
     C.CCSID_EBCDIC_US: "cp037",
     C.CCSID_EBCDIC_INTL: "cp500",
-    1047: "cp1140",
     367: "ascii",
 }
 _UTF16 = frozenset({C.CCSID_UTF16, C.CCSID_UCS2, C.CCSID_UTF16_V2})

@@ -15,7 +15,7 @@ from functools import lru_cache
 
 from mappings import mqconst as C
 from mappings.errors import MappingError
-from mappings.mqmd import Mqmd, encode_mqmd
+from mappings.mqmd import FIELD_TABLE, Mqmd, encode_mqmd
 from mappings.mqmessage import MqMessage, build_message
 from mappings.mqtt import MqttPublication
 from mappings.report import ConversionReport, Finding
@@ -378,7 +378,7 @@ def _report_discarded(msg: MqMessage, report: ConversionReport) -> None:
     for attr in _REPORTED_MQMD_FIELDS:
         value = getattr(msg.md, attr)
         if value != getattr(_MQMD_DEFAULT, attr) and not (attr == "priority" and value < 0):
-            report.dropped(f"MQMD.{attr}", "not carried by MQTT (Tables 4-5)")
+            report.dropped(f"MQMD.{FIELD_TABLE[attr][1]}", "not carried by MQTT (Tables 4-5)")
     for index, header in enumerate(msg.headers):
         if isinstance(header, Rfh1):
             report.dropped(f"MQRFH header {index + 1}", f"{len(header.pairs)} name/value pairs")

@@ -228,7 +228,7 @@ def test_convert_mq_to_mqtt(capsys):
         "Q",
         str(FIXTURE_DIR / "mq_plain_string.json"),
     )
-    assert code == 0 and '"packet_id": 4779' in out and "dropped   MQMD.reply_to_q" in out
+    assert code == 0 and '"packet_id": 4779' in out and "dropped   MQMD.ReplyToQ" in out
 
 
 def test_convert_unknown_pair(capsys):

@@ -283,7 +283,7 @@ def test_topic_fallback_for_unsolicited_messages():
     assert pub.topic == "SYSTEM.MQTT.TRANSMIT.QUEUE" and pub.payload == b"hello from MQ"
     assert pub.qos == 2 and pub.packet_id == 0x12AB
     names = [f.name for f in report.findings]
-    assert "topic" in names and "MQMD.reply_to_q" in names and "MQMD.reply_to_q_mgr" in names
+    assert "topic" in names and "MQMD.ReplyToQ" in names and "MQMD.ReplyToQMgr" in names
 
 
 def test_discarded_headers_are_reported():
@@ -293,7 +293,7 @@ def test_discarded_headers_are_reported():
                         (Rfh1(pairs=(("x", "y"),)), Rfh2(folders=(usr, mqps))), b"")
     pub, report = mq_to_mqtt(msg)
     assert pub.topic == "t"
-    assert {f.name for f in report.findings} == {"MQMD.expiry", "MQMD.correl_id", "MQRFH header 1",
+    assert {f.name for f in report.findings} == {"MQMD.Expiry", "MQMD.CorrelId", "MQRFH header 1",
                                                   "MQRFH2 folder usr", "mqps/Sud"}
     assert all(f.change.value == "dropped" for f in report.findings)
 
