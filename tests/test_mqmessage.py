@@ -198,3 +198,11 @@ def test_decode_message_data_with_a_context_mqmd():
                                                    ("body", len(data) - 4, len(data))]
     with pytest.raises(MappingError, match="other byte order"):
         decode_message(data, context=Mqmd(format="MQHRF2", encoding=546))
+
+
+def test_real_r3_truncated_at_every_offset():
+    data = real_message("tnt4j_RFH2.msg.hex")
+    for cut in range(1108):
+        with pytest.raises(MappingError):
+            decode_message(data[:cut])
+    assert len(decode_message(data[:1108]).body) == 0
