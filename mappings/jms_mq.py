@@ -507,10 +507,10 @@ def _reply_to_to_jms(ctx: _ToJms) -> None:
                   or dest.queue_manager and dest.queue_manager[:48] != qm):
             ctx.report.dropped("MQMD.ReplyToQ", f"{qm}/{q} differs from jms/Rto, which wins (§6.3)")
     elif q:
-        try:
-            ctx.headers["reply_to"] = Destination.queue(q, qm)
-        except MappingError as exc:
-            raise MappingError(exc.reason, structure="MQMD", field="ReplyToQMgr", offset=148) from None
+        if "/" in qm or "?" in qm:   # legal in an MQ name, but queue://QM/Q cannot carry it
+            ctx.report.dropped("MQMD.ReplyToQMgr", f"{qm!r} cannot be written in a queue:// URI: queue:///{q}")
+            qm = ""
+        ctx.headers["reply_to"] = Destination.queue(q, qm)
     if ctx.md.msg_type != implied_msg_type(q):
         ctx.report.dropped("MQMD.MsgType", f"{ctx.md.msg_type} is not carried (JMS implies "
                            f"{implied_msg_type(q)} from JMSReplyTo)")

@@ -393,6 +393,8 @@ def test_reply_to_and_msg_type():
     assert j.headers.reply_to == Destination.queue("R", "QM2") and r.findings == []
     j, r = to_jms(native(got(msg_type=C.MQMT_REPLY)))
     assert j.headers.reply_to is None and names(r) == ["MQMD.MsgType"]
+    j, r = to_jms(native(got(msg_type=C.MQMT_REQUEST, reply_to_q="R", reply_to_q_mgr="QM/1")))  # legal MQ name
+    assert j.headers.reply_to == Destination.queue("R") and names(r) == ["MQMD.ReplyToQMgr"]
     with pytest.raises(MappingError, match="Rto"):
         to_jms(with_rfh2(got(), (F("jms", ("Rto", "REPLY.Q")),)))
 
@@ -781,3 +783,40 @@ def test_cli_convert_both_ways(capsys, tmp_path):
     assert "JMSPriority" in capsys.readouterr().err
     src.write_text("[1, 2]")
     assert main(["convert", "--from", "jms", "--to", "mq", str(src)]) == 2
+
+
+# ==================================================================================================
+# Robustness: any MQ message gives a JMS message or a MappingError, nothing else
+# ==================================================================================================
+from tests.mq_support import mqmds, rfh2s  # noqa: E402
+
+_jms_names = st.sampled_from(["Dst", "Tms", "Dlv", "Exp", "Pri", "Cid", "Rto", "Gid", "Seq", "Msd", "Type", "Set",
+                              "Fmt", "Top", "x", "ok", "JMSXUserID"])
+_jms_values = st.none() | st.sampled_from(["", "1", "2", "-1", "4", "99999999999999999999", "queue:///Q",
+                                           "topic://t", "ID:" + "ab" * 24, "jms_map", "jms_text", "jms_stream",
+                                           "jms_object", "jms_none", "xmlnsc", "queue://a/b/c", "x y"])
+_jms_folders = st.builds(
+    RfhFolder, st.sampled_from(["jms", "mcd", "usr", "mqps"]),
+    st.lists(st.builds(RfhElement, _jms_names, _jms_values, st.none() | st.sampled_from(["i4", "i8", "boolean",
+                                                                                     "bin.hex", "r8", "i1", "qq"])),
+             max_size=5).map(tuple))
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(mqmds(version=2), st.lists(_jms_folders, max_size=4), rfh2s, st.binary(max_size=30),
+       st.sampled_from([C.MQFMT_STRING, C.MQFMT_NONE, "MQADMIN "]), st.booleans(), st.booleans())
+def test_any_mq_message_converts_or_raises_mapping_error(md, jms_folders, extra, body, fmt, with_rfh2_header,
+                                                         real_put_time):
+    if real_put_time:   # otherwise most examples stop at a garbage PutDate (a MappingError, as they should)
+        md = Mqmd(**{**{a: getattr(md, a) for a in Mqmd.__slots__}, "put_date": "20231114", "put_time": "22132012"})
+    headers = (Rfh2(coded_char_set_id=C.CCSID_UTF8, folders=tuple(jms_folders)), extra) if with_rfh2_header else ()
+    mq = build_message(md, headers, body, body_format=fmt)
+    try:
+        j, report = to_jms(mq)
+    except MappingError:
+        return
+    assert isinstance(j, JmsMessage) and isinstance(report, ConversionReport)
+    try:
+        to_mq(j)                                  # and back: a JMS message from MQ converts again
+    except MappingError as exc:                   # only values XML cannot carry may fail on the way back
+        assert "cannot be written" in str(exc) or "XML" in str(exc) or "not representable" in str(exc), exc
