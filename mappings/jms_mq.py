@@ -147,8 +147,11 @@ class _ToMq:
         if value is None:
             return None
         self.used.add(name)
-        if value.type is not jtype or value.value is None:
-            raise MappingError(f"must be a non-null {jtype.value}, got {value.type.value} {value.value!r}",
+        if value.value is None:
+            self.report.dropped(name, "null: the MQMD has no null, it reads back as absent")
+            return None
+        if value.type is not jtype:
+            raise MappingError(f"must be a {jtype.value}, got {value.type.value} {value.value!r}",
                                structure="JMS property", field=name)
         return value.value
 
@@ -741,6 +744,9 @@ JMS_TO_MQ: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = tuple(
     (r.jms_field, r.mqmd_fields, tuple(f for f in r.rfh2_fields if f != "mqps/Top")) for r in RULES)
 MQ_TO_JMS: tuple[tuple[tuple[str, ...], tuple[str, ...], str], ...] = tuple(
     (r.mqmd_fields, r.rfh2_fields, r.jms_field) for r in RULES)
+#: The constant part of the MQMD JMS -> MQ writes (§6.1: an MQMD v2 whose CCSID describes the RFH2, NameValue
+#: data in 1208); the MQMD Format (MQHRF2) is set by the chain. Every other field is MQMD_DEFAULT or a rule's.
+MQMD_CONSTANTS: dict[str, Any] = {"version": C.MQMD_VERSION_2, "coded_char_set_id": C.CCSID_UTF8}
 #: Properties the rules map to MQMD fields (never written to usr).
 MAPPED_PROPERTIES = frozenset({"JMSXDeliveryCount", "JMSXUserID", "JMSXAppID", "JMSXGroupID", "JMSXGroupSeq",
                                LAST_IN_GROUP})
@@ -917,7 +923,7 @@ def jms_to_mq(message: JmsMessage, *, now_ms: int,
                RfhFolder(JMS, tuple(RfhElement(n, ctx.jms[n]) for n in JMS_FOLDER_ORDER if n in ctx.jms))]
     if usr is not None:
         folders.append(usr)
-    md = Mqmd(version=C.MQMD_VERSION_2, encoding=options.encoding, coded_char_set_id=C.CCSID_UTF8, **ctx.md)
+    md = Mqmd(encoding=options.encoding, **MQMD_CONSTANTS, **ctx.md)
     rfh = Rfh2(encoding=options.encoding, coded_char_set_id=options.body_ccsid, format=body_format,
                name_value_ccsid=C.CCSID_UTF8, folders=tuple(folders))
     return build_message(md, (rfh,), body, body_format=body_format), report

@@ -423,6 +423,8 @@ def test_backout_count_and_delivery_count():
         to_mq(JmsMessage(JmsHeaders(), props(("JMSXDeliveryCount", jstring("2")))))
     with pytest.raises(MappingError, match="JMSXDeliveryCount"):
         to_mq(JmsMessage(JmsHeaders(), props(("JMSXDeliveryCount", jint(0)))))
+    mq, r = to_mq(msg(properties=(("JMSXUserID", jstring(None)),)))
+    assert mq.md.user_identifier == "" and names(r) == ["JMSXUserID"]
 
 
 def test_user_and_application_id():
@@ -790,14 +792,14 @@ def test_cli_convert_both_ways(capsys, tmp_path):
 # ==================================================================================================
 from tests.mq_support import mqmds, rfh2s  # noqa: E402
 
-_jms_names = st.sampled_from(["Dst", "Tms", "Dlv", "Exp", "Pri", "Cid", "Rto", "Gid", "Seq", "Msd", "Type", "Set",
+_fuzz_names = st.sampled_from(["Dst", "Tms", "Dlv", "Exp", "Pri", "Cid", "Rto", "Gid", "Seq", "Msd", "Type", "Set",
                               "Fmt", "Top", "x", "ok", "JMSXUserID"])
-_jms_values = st.none() | st.sampled_from(["", "1", "2", "-1", "4", "99999999999999999999", "queue:///Q",
+_fuzz_values = st.none() | st.sampled_from(["", "1", "2", "-1", "4", "99999999999999999999", "queue:///Q",
                                            "topic://t", "ID:" + "ab" * 24, "jms_map", "jms_text", "jms_stream",
                                            "jms_object", "jms_none", "xmlnsc", "queue://a/b/c", "x y"])
 _jms_folders = st.builds(
     RfhFolder, st.sampled_from(["jms", "mcd", "usr", "mqps"]),
-    st.lists(st.builds(RfhElement, _jms_names, _jms_values, st.none() | st.sampled_from(["i4", "i8", "boolean",
+    st.lists(st.builds(RfhElement, _fuzz_names, _fuzz_values, st.none() | st.sampled_from(["i4", "i8", "boolean",
                                                                                      "bin.hex", "r8", "i1", "qq"])),
              max_size=5).map(tuple))
 
