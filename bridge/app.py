@@ -9,6 +9,7 @@ import signal
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import bridge.connectors.jms  # noqa: F401 - registers connector type "jms" (STOMP)
 import bridge.connectors.mq  # noqa: F401 - registers connector type "mq"; pymqi/ibmmq load only when used
 from bridge.admin import AdminServer
 from bridge.config import GatewayConfig

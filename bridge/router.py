@@ -107,11 +107,14 @@ class RouteWorker:
             except MappingError as exc:
                 poison.append((item, f"conversion failed: {exc}"))
                 continue
+            if item.findings:   # losses of the source's own reading (e.g. JMS over STOMP) come first
+                report.findings[:0] = item.findings
             good.append((item, out, target_type, report))
         if good:
             await self._deliver([g[1] for g in good])
             now = time.time()
             for item, out, target_type, report in good:
+                report.findings.extend(out.extra.get("findings", ()))  # type: ignore[arg-type]  # target's losses
                 self.router.record(route, item, self.converter.target_protocol, Direction.EGRESS, Status.OK,
                                    target_type=target_type, target_size=out.size, report=report, now=now,
                                    destination=out.destination)

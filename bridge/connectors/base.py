@@ -5,6 +5,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
+from mappings.report import Finding
+
 
 @dataclass(slots=True)
 class Inbound:
@@ -23,6 +25,7 @@ class Inbound:
     persistent: bool | None = None
     priority: int | None = None
     handle: object = None      # the source's own reference (sequence number, frame, packet id)
+    findings: list[Finding] = field(default_factory=list)   # what the source's own reading lost
 
 
 @dataclass(slots=True)

@@ -31,7 +31,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from types import MappingProxyType
@@ -268,6 +268,57 @@ class StompLink:
             raise ValueError("a body containing NUL needs content-length (it would end the frame)")
         h.pop("receipt", None)
         self._with_receipt(lambda conn, hh: conn.send(destination, body, headers=hh), h, timeout, "SEND")
+
+    def send_many(
+        self,
+        frames: Sequence[tuple[str, bytes, Mapping[str, str], bool]],
+        *,
+        timeout: float | None = None,
+    ) -> None:
+        """Send ``(destination, body, headers, content_length)`` frames in order, each asking for a
+        RECEIPT, then wait for all the receipts (pipelined: one round trip per batch, not per frame).
+
+        Returns only when every frame was accepted; raises like ``send`` for the first frame that
+        was not (the outcome of the others is then unknown: resend the batch)."""
+        with self._lock:
+            conn = self._conn
+            if self._state is not LinkState.UP or conn is None:
+                raise LinkDown(f"STOMP link to {self._where()} is {self._state.value}: {self.last_error}")
+            generation = self._generation
+        waiting: list[tuple[str, _Pending]] = []
+
+        def forget() -> None:
+            with self._lock:
+                for r, _ in waiting:
+                    self._pending.pop(r, None)
+
+        for destination, body, headers, content_length in frames:
+            h = dict(headers)
+            if content_length:
+                h["content-length"] = str(len(body))
+            elif b"\x00" in body:
+                forget()
+                raise ValueError("a body containing NUL needs content-length (it would end the frame)")
+            receipt = f"r{next(self._ids)}"
+            h["receipt"] = receipt
+            pending = _Pending(generation)
+            with self._lock:
+                self._pending[receipt] = pending
+            waiting.append((receipt, pending))
+            try:
+                conn.send(destination, body, headers=h)
+            except stomp.exception.StompException as e:
+                forget()
+                self._mark_down(generation, f"SEND failed: {e!r}")
+                raise LinkDown(f"SEND to {self._where()} failed: {e!r}") from e
+        deadline = time.monotonic() + (self.config.receipt_timeout if timeout is None else timeout)
+        for receipt, pending in waiting:
+            if not pending.done.wait(max(0.0, deadline - time.monotonic())):
+                forget()
+                raise SendUnconfirmed(f"no RECEIPT for SEND {receipt} from {self._where()} in time")
+            if pending.error is not None:
+                forget()
+                raise pending.error
 
     def _with_receipt(
         self,
