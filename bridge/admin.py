@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bridge import __version__
-from bridge.mqtt.broker import Broker
+from bridge.mqtt.broker import ROUTE_CLIENT_PREFIX, Broker
 from bridge.mqtt.server import MqttServer
 
 log = logging.getLogger("mqbridge.admin")
@@ -113,7 +113,8 @@ class AdminServer:
 
     def status(self) -> dict[str, Any]:
         b = self.broker
-        sessions = b.sessions.values()
+        # routes' own sessions are shown under "routes", not as client sessions
+        sessions = [s for s in b.sessions.values() if not s.client_id.startswith(ROUTE_CLIENT_PREFIX)]
         now = b.clock()
         out: dict[str, Any] = {
             "gateway_id": self.gateway_id,
@@ -127,7 +128,7 @@ class AdminServer:
                 for lst in self.server.listeners
             ],
             "connections": len(b.connections),
-            "sessions": {"total": len(b.sessions),
+            "sessions": {"total": len(sessions),
                          "persistent": sum(1 for s in sessions if s.persistent),
                          "offline": sum(1 for s in sessions if s.link is None)},
             "subscriptions": len(b.trie),
@@ -174,7 +175,7 @@ class AdminServer:
             "queued": len(s.queue), "inflight": len(s.inflight), "inbound_qos2": len(s.inbound_qos2),
             "last_seen": s.last_seen, "expiry_seconds": s.expiry_seconds,
             "received": s.stats.received, "sent": s.stats.sent, "dropped": s.stats.dropped,
-        } for s in self.broker.sessions.values()]
+        } for s in self.broker.sessions.values() if not s.client_id.startswith(ROUTE_CLIENT_PREFIX)]
 
     def subscriptions(self) -> list[dict[str, Any]]:
         return [{"topic_filter": sub.topic_filter, "client_id": sub.client_id, "qos": sub.qos,

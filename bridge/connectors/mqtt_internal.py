@@ -15,11 +15,10 @@ import time
 
 from bridge.connectors.base import Inbound, Outbound, Source, Target
 from bridge.mqtt import packets as P
-from bridge.mqtt.broker import Broker
+from bridge.mqtt.broker import ROUTE_CLIENT_PREFIX, Broker
 from bridge.mqtt.session import Message, Session
 from mappings.mqtt import MqttPublication
 
-ROUTE_CLIENT_PREFIX = "$route:"
 QOS0_BACKLOG = 10_000     # QoS 0 publications a route may have waiting before new ones are dropped
 _boot = f"{int(time.time()):x}"
 _qos0_keys = itertools.count(1)

@@ -34,6 +34,7 @@ log = logging.getLogger("mqbridge.broker")
 trace_log = logging.getLogger("mqbridge.trace")
 
 LISTENER_CONTROL_PREFIX = "$SYS/SCADA/MQIsdpListener/"
+ROUTE_CLIENT_PREFIX = "$route:"   # the broker sessions of the gateway's own routes; no client may use it
 MAX_31_CLIENT_ID = 23   # seed: "The Client Identifier ... between 1 and 23 characters"
 
 
@@ -185,6 +186,9 @@ class Broker:
         client_id = packet.client_id
         if level == P.MQTT_31 and not 1 <= len(client_id) <= MAX_31_CLIENT_ID:
             raise P.ProtocolError(f"client identifier of {len(client_id)} characters (3.1 allows 1..23)",
+                                  packet="CONNECT", connack=P.ConnackCode.IDENTIFIER_REJECTED)
+        if client_id.startswith(ROUTE_CLIENT_PREFIX):
+            raise P.ProtocolError(f"client identifier prefix {ROUTE_CLIENT_PREFIX!r} is reserved for routes",
                                   packet="CONNECT", connack=P.ConnackCode.IDENTIFIER_REJECTED)
         if not client_id:
             if not packet.clean_session:
