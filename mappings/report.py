@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 
-class Change(str, Enum):
+class Change(StrEnum):
     DROPPED = "dropped"        # a property, header or body part did not survive
     COERCED = "coerced"        # a typed value was turned into another type (usually String)
     TRUNCATED = "truncated"    # a value was shortened to fit (e.g. UserIdentifier to 12 bytes)
