@@ -31,7 +31,8 @@ def _jms_to_mq(raw: bytes, name: str, args: argparse.Namespace) -> ConvertResult
     message = message_from_dict(data)
     options = JmsToMqOptions(encoding=getattr(args, "jms_mq_encoding", C.MQENC_NORMAL),
                              body_ccsid=getattr(args, "jms_mq_body_ccsid", C.CCSID_UTF8),
-                             priority_as_q_def=bool(getattr(args, "priority_as_q_def", False)))
+                             priority_as_q_def=bool(getattr(args, "priority_as_q_def", False)),
+                             with_rfh2=not getattr(args, "no_rfh2", False))
     msg, report = jms_to_mq(message, now_ms=_now_ms(args), options=options)
     return ConvertResult(report=report, data=encode_message(msg), document=message_as_dict(msg))
 
@@ -58,6 +59,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
          help="JMS -> MQ: CCSID of Text/Map/Stream bodies (default 1208)")
     _add(g, parser, "--priority-as-q-def", action="store_true",
          help="JMS -> MQ: JMSPriority 4 (the JMS default) becomes MQPRI_PRIORITY_AS_Q_DEF")
+    _add(g, parser, "--no-rfh2", action="store_true",
+         help="JMS -> MQ: no MQRFH2, the MQMD alone (WMQ_TARGET_CLIENT=MQ); what only the RFH2 carries is reported")
 
 
 def converters() -> Iterable[Converter]:

@@ -102,6 +102,7 @@ class JmsToMqOptions:
     encoding: int = C.MQENC_NORMAL            # MQMD.Encoding and RFH2.Encoding (the body's numbers)
     body_ccsid: int = C.CCSID_UTF8            # RFH2.CodedCharSetId: Text/Map/Stream bodies are encoded in it
     priority_as_q_def: bool = False           # JMSPriority 4 (the JMS default) -> MQPRI_PRIORITY_AS_Q_DEF
+    with_rfh2: bool = True                    # False: WMQ_TARGET_CLIENT=MQ, the MQMD alone (§6.1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -923,10 +924,39 @@ def jms_to_mq(message: JmsMessage, *, now_ms: int,
                RfhFolder(JMS, tuple(RfhElement(n, ctx.jms[n]) for n in JMS_FOLDER_ORDER if n in ctx.jms))]
     if usr is not None:
         folders.append(usr)
+    if not options.with_rfh2:
+        return _without_rfh2(ctx, body, body_format), report
     md = Mqmd(encoding=options.encoding, **MQMD_CONSTANTS, **ctx.md)
     rfh = Rfh2(encoding=options.encoding, coded_char_set_id=options.body_ccsid, format=body_format,
                name_value_ccsid=C.CCSID_UTF8, folders=tuple(folders))
     return build_message(md, (rfh,), body, body_format=body_format), report
+
+
+_HEADER_NAMES = {"destination": "JMSDestination", "delivery_mode": "JMSDeliveryMode", "expiration": "JMSExpiration",
+                 "priority": "JMSPriority", "timestamp": "JMSTimestamp", "message_id": "JMSMessageID",
+                 "correlation_id": "JMSCorrelationID", "reply_to": "JMSReplyTo", "type": "JMSType",
+                 "redelivered": "JMSRedelivered"}
+
+
+def _without_rfh2(ctx: _ToMq, body: bytes, body_format: str) -> MqMessage:
+    """WMQ_TARGET_CLIENT=MQ (§6.1): the MQMD alone, describing the body. What only the RFH2 could carry is
+    found by reading the result back with :func:`mq_to_jms` (the inverse is the one place that knows) and
+    reported field by field."""
+    md = Mqmd(encoding=ctx.options.encoding, version=C.MQMD_VERSION_2, coded_char_set_id=ctx.options.body_ccsid,
+              format=body_format, **ctx.md)
+    msg = MqMessage(md, (), body)
+    back, _ = mq_to_jms(msg, now_ms=ctx.now_ms)
+    original, report, why = ctx.message, ctx.report, "no MQMD field carries it without an RFH2"
+    for attr, name in _HEADER_NAMES.items():
+        got = getattr(back.headers, attr)
+        if getattr(original.headers, attr) != got:
+            (report.dropped if got is None else report.coerced)(name, f"{why}: reads back as {got!r}")
+    for name, value in original.properties.pairs:
+        if back.properties.get(name) != value and name not in ctx.used:
+            report.dropped(name, why)
+    if original.body != back.body:
+        report.coerced(f"{original.body_type.java_class} body", f"reads back as a {back.body_type.java_class}")
+    return msg
 
 
 def mq_to_jms(msg: MqMessage, *, now_ms: int,

@@ -263,6 +263,31 @@ def test_little_endian_option_swaps_every_integer_and_keeps_the_message():
     assert mq_bytes_to_jms(data, now_ms=NOW)[0] == TEXT_MESSAGE
 
 
+def test_target_client_mq_writes_no_rfh2_and_reports_what_only_the_rfh2_carried():
+    data, report = jms_to_mq_bytes(TEXT_MESSAGE, now_ms=NOW, options=JmsToMqOptions(with_rfh2=False))
+    assert data == golden_mqmd(MsgId=MSG_ID, UserIdentifier="app", PutApplName="demo.jar", PutDate="20231114",
+                               PutTime="22132012").replace(b"MQHRF2  ", b"MQSTR   ") + "caf\u00e9 & cr\u00e8me".encode()
+    assert names(report) == ["JMSDestination", "color", "count", "gone", "ok"]
+    back, _ = mq_bytes_to_jms(data, now_ms=NOW)
+    assert back.body == TEXT_MESSAGE.body and back.headers.timestamp == TEXT_MESSAGE.headers.timestamp
+    mq, report = to_mq(MAP_MESSAGE, options=JmsToMqOptions(with_rfh2=False))
+    assert mq.headers == () and mq.md.format == C.MQFMT_STRING and mq.md.expiry == 600
+    assert names(report, Change.DROPPED) == ["JMSDestination", "JMSType"]
+    assert names(report, Change.COERCED) == ["JMSCorrelationID", "MapMessage body"]   # 'ID:6f72...', Text
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@given(js.messages.map(lambda m: with_delivery_count(m)))
+def test_target_client_mq_report_is_complete(message):
+    try:
+        mq, report = to_mq(message, options=JmsToMqOptions(with_rfh2=False))
+    except MappingError:
+        return
+    assert mq.headers == ()
+    if not report:
+        assert same(to_jms(mq)[0], message)
+
+
 # ==================================================================================================
 # One test group per rule, both directions
 # ==================================================================================================
