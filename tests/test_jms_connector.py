@@ -1,0 +1,422 @@
+# Tests the JMS connector: JMS model <-> STOMP frame rules (pure), and JmsTarget/JmsSource against a real
+# ActiveMQ, with JmsTool (OpenWire) as the oracle for the Java types the broker built.
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from bridge.connectors.base import ConnectorError, Inbound, Outbound
+from bridge.connectors.jms import (
+    BODY_TYPE_PROPERTY,
+    JmsSource,
+    JmsTarget,
+    backout_to_jms,
+    destination_from_stomp,
+    frame_to_jms,
+    jms_to_frame,
+    map_body_to_xstream_json,
+    redelivery_count,
+    stomp_destination,
+    xstream_map_entries,
+)
+from bridge.connectors.stomp_link import StompLinkConfig
+from bridge.route_convert import backout_message
+from mappings.jms import (
+    BytesBody,
+    DeliveryMode,
+    Destination,
+    JavaType,
+    JmsHeaders,
+    JmsMessage,
+    MapBody,
+    NoBody,
+    ObjectBody,
+    StreamBody,
+    TextBody,
+    TypedMap,
+    jboolean,
+    jbyte,
+    jbytes,
+    jchar,
+    jdouble,
+    jfloat,
+    jint,
+    jlong,
+    jshort,
+    jstring,
+)
+from mappings.report import Change, ConversionReport
+from tests.support.activemq import BrokerEndpoints
+from tests.support.jmstool import JmsTool, typed
+
+# ------------------------------------------------------------------------------ pure frame rules
+
+
+def names(report: ConversionReport, change: Change | None = None) -> list[str]:
+    return [f.name for f in report.findings if change is None or f.change is change]
+
+
+def test_destinations() -> None:
+    assert stomp_destination("orders") == "/queue/orders"
+    assert stomp_destination("topic:a.b") == "/topic/a.b"
+    assert stomp_destination("/queue/x") == "/queue/x"
+    assert destination_from_stomp("/queue/q.1") == Destination.queue("q.1")
+    assert destination_from_stomp("/topic/t") == Destination.topic("t")
+    assert destination_from_stomp("/temp-queue/ID:x") == Destination.queue("ID:x")
+    assert destination_from_stomp("") is None
+
+
+def test_text_has_no_content_length_and_bytes_have_one() -> None:
+    text = jms_to_frame(JmsMessage(body=TextBody("héllo")), "q")
+    assert (text.destination, text.body, text.content_length) == ("/queue/q", "héllo".encode(), False)
+    data = jms_to_frame(JmsMessage(body=BytesBody(b"\x00\x01")), "topic:t")
+    assert (data.destination, data.body, data.content_length) == ("/topic/t", b"\x00\x01", True)
+
+
+def test_text_with_nul_uses_amq_msg_type_and_reports_it() -> None:
+    report = ConversionReport()
+    frame = jms_to_frame(JmsMessage(body=TextBody("a\x00b")), "q", report)
+    assert frame.content_length and frame.headers["amq-msg-type"] == "text"
+    assert names(report, Change.COERCED) == ["body"]
+
+
+def test_null_text_and_plain_message_are_reported() -> None:
+    r1, r2 = ConversionReport(), ConversionReport()
+    assert jms_to_frame(JmsMessage(body=TextBody(None)), "q", r1).body == b""
+    assert jms_to_frame(JmsMessage(body=NoBody()), "q", r2).body == b""
+    assert names(r1) == ["body"] and names(r2) == ["body"]
+
+
+def test_headers_go_to_their_stomp_headers() -> None:
+    h = JmsHeaders(delivery_mode=DeliveryMode.NON_PERSISTENT, expiration=1_900_000_000_000, priority=8,
+                   correlation_id="c-1", reply_to=Destination.topic("replies.x"), type="order")
+    frame = jms_to_frame(JmsMessage(h, body=TextBody("x")), "q")
+    assert frame.headers == {"persistent": "false", "priority": "8", "expires": "1900000000000",
+                             "correlation-id": "c-1", "reply-to": "/topic/replies.x", "type": "order"}
+    frame = jms_to_frame(JmsMessage(JmsHeaders(reply_to=Destination.queue("r")), body=TextBody("x")), "q")
+    assert frame.headers["persistent"] == "true" and frame.headers["reply-to"] == "/queue/r"
+
+
+def test_what_headers_cannot_carry_is_reported() -> None:
+    h = JmsHeaders(correlation_id=b"\x01\x02", reply_to=Destination.queue("R", "QM1"), message_id="ID:1",
+                   timestamp=5)
+    report = ConversionReport()
+    frame = jms_to_frame(JmsMessage(h, body=TextBody("x")), "q", report)
+    assert "correlation-id" not in frame.headers and frame.headers["reply-to"] == "/queue/R"
+    assert sorted(names(report, Change.DROPPED)) == ["JMSCorrelationID", "JMSMessageID", "JMSReplyTo",
+                                                     "JMSTimestamp"]
+
+
+def test_typed_properties_become_strings_with_a_finding_each() -> None:
+    props = TypedMap([("s", jstring("v")), ("i", jint(5)), ("b", jboolean(True)), ("f", jfloat(1.5)),
+                      ("d", jdouble(0.1)), ("l", jlong(2**40)), ("c", jchar("z")), ("raw", jbytes(b"\x01")),
+                      ("n", jstring(None)), ("priority", jstring("9"))], what="property")
+    report = ConversionReport()
+    frame = jms_to_frame(JmsMessage(properties=props, body=TextBody("x")), "q", report)
+    assert {k: frame.headers[k] for k in ("s", "i", "b", "f", "d", "l", "c")} == {
+        "s": "v", "i": "5", "b": "true", "f": "1.5", "d": "0.1", "l": str(2**40), "c": "z"}
+    assert "raw" not in frame.headers and "n" not in frame.headers
+    assert frame.headers["priority"] == "4"   # the JMS header, not the property
+    assert sorted(names(report, Change.COERCED)) == ["b", "c", "d", "f", "i", "l"]
+    assert sorted(names(report, Change.DROPPED)) == ["n", "priority", "raw"]
+
+
+def test_map_body_uses_the_xstream_json_list_form() -> None:
+    body = MapBody(TypedMap([("s", jstring("5")), ("i", jint(1)), ("f", jfloat(0.5)), ("d", jdouble(float("inf"))),
+                             ("b", jbytes(b"\x01\x02")), ("c", jchar("z")), ("t", jboolean(False)),
+                             ("n", jstring(None))]))
+    report = ConversionReport()
+    frame = jms_to_frame(JmsMessage(body=body), "q", report)
+    assert frame.headers["transformation"] == "jms-map-json" and not frame.content_length
+    assert json.loads(frame.body) == {"map": {"entry": [
+        {"string": ["s", "5"]}, {"string": "i", "int": 1}, {"string": "f", "float": 0.5},
+        {"string": "d", "double": "Infinity"}, {"string": "b", "byte-array": "AQI="}, {"string": "c", "char": "z"},
+        {"string": "t", "boolean": False}]}}
+    assert names(report, Change.DROPPED) == ["map:n"]
+    assert map_body_to_xstream_json(MapBody(), ConversionReport()) == '{"map":""}'
+
+
+def test_stream_and_object_are_sent_in_another_type_and_reported() -> None:
+    report = ConversionReport()
+    frame = jms_to_frame(JmsMessage(body=StreamBody((jint(1), jstring("x")))), "q", report)
+    assert frame.headers[BODY_TYPE_PROPERTY] == "jms_stream" and not frame.content_length
+    assert json.loads(frame.body) == [{"type": "int", "value": 1}, {"type": "String", "value": "x"}]
+    assert names(report) == ["body"]
+    # and a frame so marked reads back as the same StreamMessage
+    back = frame_to_jms({**frame.headers, "destination": "/queue/q"}, frame.body)
+    assert back.body == StreamBody((jint(1), jstring("x")))
+    report = ConversionReport()
+    frame = jms_to_frame(JmsMessage(body=ObjectBody(b"\xac\xed\x00\x05", "java.lang.String")), "q", report)
+    assert frame.content_length and frame.body == b"\xac\xed\x00\x05"
+    assert frame.headers[BODY_TYPE_PROPERTY] == "jms_object"
+    assert names(report) == ["body"]
+
+
+XSTREAM_MAP = """<map>
+  <entry>
+    <string>b</string>
+    <byte-array>AQ==</byte-array>
+  </entry>
+  <entry>
+    <string>s</string>
+    <string>5</string>
+  </entry>
+  <entry>
+    <string>c</string>
+    <char></char>
+  </entry>
+  <entry>
+    <string>f</string>
+    <float>1.0E10</float>
+  </entry>
+  <entry>
+    <string>ctl</string>
+    <string>a&#x1;b&lt;&amp;&gt;&amp;#x41;</string>
+  </entry>
+  <entry>
+    <string>n</string>
+    <null/>
+  </entry>
+  <entry>
+    <string>l</string>
+    <long>5</long>
+  </entry>
+</map>"""
+
+
+def test_xstream_xml_map_is_read_with_exact_types() -> None:
+    """The sample is what ActiveMQ 5.17 sent for a MapMessage (captured from a jms-xml subscription)."""
+    report = ConversionReport()
+    entries = xstream_map_entries(XSTREAM_MAP, report)
+    assert entries == TypedMap([("b", jbytes(b"\x01")), ("s", jstring("5")), ("c", jchar("\x00")),
+                                ("f", jfloat(1e10)), ("ctl", jstring("a\x01b<&>&#x41;")), ("l", jlong(5))])
+    assert names(report, Change.DROPPED) == ["map:n"]
+
+
+def test_frame_classification_and_headers() -> None:
+    base = {"destination": "/queue/q", "message-id": "ID:m1", "priority": "6", "persistent": "true",
+            "expires": "0", "timestamp": "1700000000000", "subscription": "route", "ack": "a1"}
+    assert frame_to_jms({**base, "content-length": "2"}, b"\x00\x01").body == BytesBody(b"\x00\x01")
+    assert frame_to_jms({**base, "transformation": "jms-xml"}, "hé".encode()).body == TextBody("hé")
+    m = frame_to_jms({**base, "transformation": "jms-map-xml"}, XSTREAM_MAP.encode())
+    assert isinstance(m.body, MapBody) and m.body.entries["l"] == jlong(5)
+    o = frame_to_jms({**base, "transformation": "jms-object-xml"}, b"<string>os</string>")
+    assert o.body == ObjectBody(b'"os"', "java.lang.String")
+    h = frame_to_jms({**base, "correlation-id": "c", "reply-to": "/topic/r", "type": "T", "redelivered": "true",
+                      "expires": "1700000060000"}, b"x").headers
+    assert h == JmsHeaders(destination=Destination.queue("q"), delivery_mode=DeliveryMode.PERSISTENT,
+                           expiration=1700000060000, priority=6, timestamp=1700000000000, message_id="ID:m1",
+                           correlation_id="c", reply_to=Destination.topic("r"), type="T", redelivered=True)
+    np = frame_to_jms({k: v for k, v in base.items() if k != "persistent"}, b"x")
+    assert np.headers.delivery_mode is DeliveryMode.NON_PERSISTENT   # stomp-facts §2: absent = NON_PERSISTENT
+
+
+def test_frame_properties_are_strings_and_bad_names_are_dropped() -> None:
+    report = ConversionReport()
+    m = frame_to_jms({"destination": "/queue/q", "message-id": "ID:1", "pInt": "70000", "my-prop": "x"}, b"t",
+                     report)
+    assert m.properties == TypedMap([("pInt", jstring("70000"))], what="property")
+    assert [(f.change, f.name) for f in report.findings] == [(Change.COERCED, "pInt"), (Change.DROPPED, "my-prop")]
+
+
+def test_empty_frame_is_reported_as_maybe_stream() -> None:
+    report = ConversionReport()
+    m = frame_to_jms({"destination": "/queue/q", "transformation": "jms-xml"}, b"", report)
+    assert m.body == TextBody("") and names(report, Change.DROPPED) == ["body"]
+
+
+def test_redelivery_count() -> None:
+    assert redelivery_count({}) == 0
+    assert redelivery_count({"redelivered": "true"}) == 1
+    assert redelivery_count({"redelivered": "true", "JMSXDeliveryCount": "4"}) == 3
+
+
+def test_backout_message_becomes_bytes_with_reason_properties() -> None:
+    item = Inbound(key="jms:ID:1", protocol="jms", message=b"payload", source_type="TextMessage", size=7,
+                   destination="q", received=0.0)
+    msg = backout_to_jms(backout_message(item, "r1", "conversion failed: why"))
+    assert msg.body == BytesBody(b"payload")
+    assert msg.properties["mqbridgeReason"] == jstring("conversion failed: why")
+    assert msg.properties["mqbridgeRoute"] == jstring("r1")
+
+
+# ------------------------------------------------------------------------------ real ActiveMQ
+
+activemq = pytest.mark.activemq
+
+
+def run(coro: Any) -> Any:  # noqa: ANN401 - whatever the coroutine returns
+    return asyncio.run(asyncio.wait_for(coro, 60))
+
+
+@pytest.fixture
+def link_config(activemq: BrokerEndpoints) -> StompLinkConfig:
+    return StompLinkConfig(activemq.host, activemq.stomp_port, heartbeat_send_ms=2000, heartbeat_receive_ms=2000)
+
+
+async def _send(config: StompLinkConfig, items: list[Outbound]) -> None:
+    target = JmsTarget(config)
+    await target.start()
+    try:
+        assert await asyncio.get_running_loop().run_in_executor(None, target.link.wait_until_up, 20)
+        await target.send(items)
+    finally:
+        await target.close()
+
+
+async def _receive(config: StompLinkConfig, dest: str, count: int, *, selector: str | None = None,
+                   confirm: bool = True, timeout: float = 20) -> list[Inbound]:
+    source = JmsSource(config, dest, selector=selector)
+    await source.start()
+    items: list[Inbound] = []
+    try:
+        async with asyncio.timeout(timeout):
+            while len(items) < count:
+                items += await source.receive(count - len(items))
+        if confirm:
+            await source.confirm(items)
+    finally:
+        await source.close()
+    return items
+
+
+@activemq
+def test_target_builds_the_right_jms_messages(link_config: StompLinkConfig, jmstool: JmsTool,
+                                              unique_name: str) -> None:
+    q = f"jt.{unique_name}"
+    msgs = [
+        JmsMessage(JmsHeaders(correlation_id="c1", reply_to=Destination.queue("rq"), type="T", priority=7,
+                              delivery_mode=DeliveryMode.NON_PERSISTENT),
+                   TypedMap([("pi", jint(5)), ("ps", jstring("v"))], what="property"), TextBody("héllo")),
+        JmsMessage(body=BytesBody(b"\x00\x01")),
+        JmsMessage(body=MapBody(TypedMap([("i", jint(1)), ("s", jstring("5")), ("f", jfloat(0.5)),
+                                          ("l", jlong(2**40)), ("c", jchar("z")), ("b", jbytes(b"\x01")),
+                                          ("bo", jboolean(True)), ("sh", jshort(2)), ("by", jbyte(-1)),
+                                          ("d", jdouble(0.1))]))),
+        JmsMessage(body=StreamBody((jint(1), jstring("x")))),
+    ]
+    outs = [Outbound(f"k{i}", m, q) for i, m in enumerate(msgs)]
+    run(_send(link_config, outs))
+    got = jmstool.receive(f"queue://{q}", 4)   # a NON_PERSISTENT message may overtake persistent ones
+    by_body = {m["type"] + ("S" if m["properties"].get(BODY_TYPE_PROPERTY) else ""): m for m in got}
+    text, data, mapm, stream = by_body["Text"], by_body["Bytes"], by_body["Map"], by_body["TextS"]
+    assert text["class"].endswith("ActiveMQTextMessage") and text["body"] == "héllo"
+    h = text["headers"]
+    assert (h["correlationId"], h["type"], h["replyTo"], h["priority"], h["deliveryMode"]) == (
+        "c1", "T", "queue://rq", 7, "NON_PERSISTENT")
+    assert text["properties"] == {"pi": {"type": "java.lang.String", "value": "5"},
+                                  "ps": {"type": "java.lang.String", "value": "v"}}
+    assert data["class"].endswith("ActiveMQBytesMessage") and data["body"]["hex"] == "0001"
+    assert data["headers"]["deliveryMode"] == "PERSISTENT"
+    assert mapm["class"].endswith("ActiveMQMapMessage")
+    assert {k: v["type"] for k, v in mapm["body"].items()} == {
+        "i": "java.lang.Integer", "s": "java.lang.String", "f": "java.lang.Float", "l": "java.lang.Long",
+        "c": "java.lang.Character", "b": "byte[]", "bo": "java.lang.Boolean", "sh": "java.lang.Short",
+        "by": "java.lang.Byte", "d": "java.lang.Double"}
+    assert mapm["body"]["s"]["value"] == "5" and mapm["body"]["l"]["value"] == 2**40
+    assert stream["class"].endswith("ActiveMQTextMessage")   # STOMP cannot make a StreamMessage
+    assert stream["properties"][BODY_TYPE_PROPERTY]["value"] == "jms_stream"
+    # every loss is on the Outbound for the conversion log
+    assert [f.name for f in outs[0].extra["findings"]] == ["pi"]   # type: ignore[union-attr]
+    assert "findings" not in outs[1].extra
+
+
+@activemq
+def test_source_reads_every_jms_type(link_config: StompLinkConfig, jmstool: JmsTool, unique_name: str) -> None:
+    q = f"js.{unique_name}"
+    jmstool.send(
+        f"queue://{q}",
+        {"type": "Text", "body": "t", "properties": {"p": typed("int", 3)},
+         "headers": {"replyTo": "topic://r.x", "correlationId": "cc", "type": "tt", "priority": 6}},
+        {"type": "Bytes", "body": {"hex": "00ff"}},
+        {"type": "Map", "body": {"i": typed("int", 1), "s": typed("String", "a\u0001<&"), "f": typed("float", 0.5),
+                                 "b": typed("byte[]", b"\x01"), "l": typed("long", 2**62)}},
+        {"type": "Object", "body": {"class": "java.util.HashMap", "value": {"k": typed("int", 1)}}},
+        {"type": "Object", "body": {"class": "java.lang.String", "value": "os"}},
+        {"type": "Stream", "body": [typed("int", 1)]},
+    )
+    text, data, mapm, obj, objs, stream = run(_receive(link_config, q, 6))
+    assert [i.source_type for i in (text, data, mapm, obj, objs, stream)] == [
+        "TextMessage", "BytesMessage", "MapMessage", "ObjectMessage", "ObjectMessage", "TextMessage"]
+    assert isinstance(text.message, JmsMessage)
+    th = text.message.headers
+    assert (th.correlation_id, th.reply_to, th.type, th.priority) == ("cc", Destination.topic("r.x"), "tt", 6)
+    assert text.message.properties["p"] == jstring("3")
+    assert [f.name for f in text.findings] == ["p"]
+    assert text.key.startswith("jms:ID:") and text.destination == q and text.redelivery_count == 0
+    assert data.message.body == BytesBody(b"\x00\xff")  # type: ignore[attr-defined]
+    entries = mapm.message.body.entries  # type: ignore[attr-defined]
+    assert dict(entries) == {"i": jint(1), "s": jstring("a\x01<&"), "f": jfloat(0.5), "b": jbytes(b"\x01"),
+                             "l": jlong(2**62)}
+    assert entries["s"] == jstring("a\x01<&") and entries["l"].type is JavaType.LONG
+    assert obj.message.body == ObjectBody(b'{"k":1}', "java.util.HashMap")  # type: ignore[attr-defined]
+    assert objs.message.body == ObjectBody(b'"os"', "java.lang.String")  # type: ignore[attr-defined]
+    assert stream.message.body == TextBody("") and [f.name for f in stream.findings] == ["body"]  # type: ignore[attr-defined]
+
+
+@activemq
+def test_source_selector_moves_only_matching(link_config: StompLinkConfig, jmstool: JmsTool,
+                                             unique_name: str) -> None:
+    q = f"sel.{unique_name}"
+    jmstool.send(f"queue://{q}", *({"type": "Text", "body": f"m{i}", "properties": {"n": typed("int", i)}}
+                                   for i in range(6)))
+    got = run(_receive(link_config, q, 3, selector="n >= 3"))
+    assert sorted(i.message.body.text for i in got) == ["m3", "m4", "m5"]  # type: ignore[attr-defined]
+    rest = jmstool.receive(f"queue://{q}", 3)
+    assert sorted(m["body"] for m in rest) == ["m0", "m1", "m2"]
+
+
+@activemq
+def test_unconfirmed_messages_come_again_marked_redelivered(link_config: StompLinkConfig, jmstool: JmsTool,
+                                                            unique_name: str) -> None:
+    q = f"redeliver.{unique_name}"
+    jmstool.send(f"queue://{q}", {"type": "Text", "body": "once"})
+    (first,) = run(_receive(link_config, q, 1, confirm=False))
+    assert first.redelivery_count == 0
+    (again,) = run(_receive(link_config, q, 1))
+    assert again.key == first.key and again.redelivery_count == 1
+    with pytest.raises(Exception, match="received 0 of 1"):
+        jmstool.receive(f"queue://{q}", 1, timeout=1)
+
+
+@activemq
+def test_backout_keeps_the_message_and_counts(link_config: StompLinkConfig, jmstool: JmsTool,
+                                              unique_name: str) -> None:
+    q = f"backout.{unique_name}"
+    jmstool.send(f"queue://{q}", {"type": "Text", "body": "b"})
+
+    async def scenario() -> tuple[int, int]:
+        source = JmsSource(link_config, q)
+        await source.start()
+        try:
+            (item,) = await source.receive(10)
+            await source.backout([item])     # not NACK: ActiveMQ would move it to the DLQ (§5)
+            (again,) = await source.receive(10)
+            await source.confirm([again])
+            return item.redelivery_count, again.redelivery_count
+        finally:
+            await source.close()
+
+    assert run(scenario()) == (1, 1)
+    with pytest.raises(Exception, match="received 0 of 1"):
+        jmstool.receive(f"queue://{q}", 1, timeout=1)
+
+
+@activemq
+def test_target_fails_with_connector_error_when_the_broker_is_unreachable(unique_name: str) -> None:
+    from tests.support.gateway import free_port
+    config = StompLinkConfig("127.0.0.1", free_port(), connect_timeout=1.0)
+
+    async def scenario() -> None:
+        target = JmsTarget(config)
+        await target.start()
+        try:
+            await target.send([Outbound("k", JmsMessage(body=TextBody("x")), "q")])
+        finally:
+            await target.close()
+
+    with pytest.raises(ConnectorError, match="JMS provider"):
+        run(scenario())
