@@ -87,6 +87,10 @@ DECISIONS: tuple[str, ...] = (
     "object is an empty body; the class name is not carried (dropped).",
     "Properties: usr holds names that are Java identifiers and XML names (ASCII letters, digits, '_') not "
     "starting 'JMS' (§5.3); char values go as String (coerced: dt=char is not an RFH2 property type, §5.3).",
+    "JMS_IBM_MsgType/Feedback/PutApplType <-> MsgType/Feedback/PutApplType (§6.2); on receive the property is set "
+    "only when the MQMD value differs from what JMS -> MQ writes without it (MsgType: REQUEST with a reply-to queue, "
+    "else DATAGRAM; Feedback 0; PutApplType 0). Report, AccountingToken, ApplIdentityData, ApplOriginData, Offset, "
+    "OriginalLength and the segmentation flags have no JMS field (dropped when not default).",
     "MQMD character fields (UserIdentifier, PutApplName, ReplyToQ, ReplyToQMgr) are single-byte: other "
     "characters become '?' (coerced), longer values are cut (truncated).",
 )
@@ -479,11 +483,9 @@ def implied_msg_type(reply_to_q: str) -> int:
 def _reply_to_to_mq(ctx: _ToMq) -> None:
     dest = ctx.message.headers.reply_to
     if dest is None:
-        ctx.md["msg_type"] = C.MQMT_DATAGRAM
         return
     ctx.jms["Rto"] = dest.uri
     if dest.kind is DestinationKind.TOPIC:
-        ctx.md["msg_type"] = C.MQMT_DATAGRAM
         ctx.report.dropped("MQMD.ReplyToQ", "a topic reply-to has no MQMD form (jms/Rto keeps it)")
         return
     if dest.options:
@@ -491,7 +493,6 @@ def _reply_to_to_mq(ctx: _ToMq) -> None:
     ctx.md["reply_to_q"] = _mqchar(ctx, dest.name, "ReplyToQ", C.MQ_Q_NAME_LENGTH, "MQMD.ReplyToQ")
     ctx.md["reply_to_q_mgr"] = _mqchar(ctx, dest.queue_manager, "ReplyToQMgr", C.MQ_Q_MGR_NAME_LENGTH,
                                        "MQMD.ReplyToQMgr")
-    ctx.md["msg_type"] = implied_msg_type(ctx.md["reply_to_q"].strip(" "))
 
 
 def _parse_uri(text: str | None, name: str) -> Destination:
@@ -515,9 +516,35 @@ def _reply_to_to_jms(ctx: _ToJms) -> None:
             ctx.report.dropped("MQMD.ReplyToQMgr", f"{qm!r} cannot be written in a queue:// URI: queue:///{q}")
             qm = ""
         ctx.headers["reply_to"] = Destination.queue(q, qm)
-    if ctx.md.msg_type != implied_msg_type(q):
-        ctx.report.dropped("MQMD.MsgType", f"{ctx.md.msg_type} is not carried (JMS implies "
-                           f"{implied_msg_type(q)} from JMSReplyTo)")
+
+
+# JMS_IBM_MsgType, JMS_IBM_Feedback, JMS_IBM_PutApplType <-> MsgType, Feedback, PutApplType (§6.2 rows
+# "JMS_IBM_MsgType | MsgType" with its default, "JMS_IBM_PutApplType / ... / Feedback | same-named MQMD fields").
+# A property is written on receive only when the MQMD value is not the one JMS -> MQ would write without it.
+IBM_MQMD_PROPERTIES: tuple[tuple[str, str], ...] = (
+    ("JMS_IBM_MsgType", "msg_type"), ("JMS_IBM_Feedback", "feedback"), ("JMS_IBM_PutApplType", "put_appl_type"))
+
+
+def _ibm_default(attr: str, reply_to_q: str) -> int:
+    if attr == "msg_type":
+        return implied_msg_type(reply_to_q.strip(" "))
+    return int(getattr(MQMD_DEFAULT, attr))
+
+
+def _ibm_properties_to_mq(ctx: _ToMq) -> None:
+    for prop, attr in IBM_MQMD_PROPERTIES:
+        default = _ibm_default(attr, ctx.md.get("reply_to_q", ""))
+        value = ctx.prop(prop, JavaType.INT)
+        ctx.md[attr] = default if value is None else value
+        if value == default:
+            ctx.report.dropped(prop, f"{value} is what MQMD.{attr} holds without it: reads back as absent")
+
+
+def _ibm_properties_to_jms(ctx: _ToJms) -> None:
+    for prop, attr in IBM_MQMD_PROPERTIES:
+        value = getattr(ctx.md, attr)
+        if value != _ibm_default(attr, ctx.md.reply_to_q):
+            ctx.props.append((prop, JavaValue(JavaType.INT, value)))
 
 
 # JMSDestination <-> jms/Dst. Seed JMS->jms folder "JMSDestination | Dst", jms folder->JMS "Dst |
@@ -729,8 +756,10 @@ RULES: tuple[Rule, ...] = (
     Rule("JMSMessageID", ("MsgId",), (), "seed MsgId rows; §6.2", _message_id_to_mq, _message_id_to_jms),
     Rule("JMSCorrelationID", ("CorrelId",), ("jms/Cid",), "seed CorrelId/Cid rows; §6.2, §6.3",
          _correlation_id_to_mq, _correlation_id_to_jms),
-    Rule("JMSReplyTo", ("ReplyToQ", "ReplyToQMgr", "MsgType"), ("jms/Rto",), "seed Rto rows; §6.2, §6.3",
+    Rule("JMSReplyTo", ("ReplyToQ", "ReplyToQMgr"), ("jms/Rto",), "seed Rto rows; §6.2, §6.3",
          _reply_to_to_mq, _reply_to_to_jms),
+    Rule("JMS_IBM_MsgType, JMS_IBM_Feedback, JMS_IBM_PutApplType", ("MsgType", "Feedback", "PutApplType"), (),
+         "§6.2 JMS_IBM_* rows", _ibm_properties_to_mq, _ibm_properties_to_jms),
     Rule("JMSType", (), ("mcd/Type", "mcd/Set", "mcd/Fmt"), "§6.2 JMSType row, §6.3", _type_to_mq, _type_to_jms),
     Rule("JMSRedelivered, JMSXDeliveryCount", ("BackoutCount",), (), "seed BackoutCount rows; §6.3",
          _delivery_count_to_mq, _delivery_count_to_jms),
@@ -750,13 +779,13 @@ MQ_TO_JMS: tuple[tuple[tuple[str, ...], tuple[str, ...], str], ...] = tuple(
 MQMD_CONSTANTS: dict[str, Any] = {"version": C.MQMD_VERSION_2, "coded_char_set_id": C.CCSID_UTF8}
 #: Properties the rules map to MQMD fields (never written to usr).
 MAPPED_PROPERTIES = frozenset({"JMSXDeliveryCount", "JMSXUserID", "JMSXAppID", "JMSXGroupID", "JMSXGroupSeq",
-                               LAST_IN_GROUP})
+                               LAST_IN_GROUP, *(p for p, _a in IBM_MQMD_PROPERTIES)})
 #: jms folder element order as IBM writes it: Dst, Tms, Dlv first (R1), then the §6.2 table order.
 JMS_FOLDER_ORDER = ("Dst", "Tms", "Dlv", "Exp", "Pri", "Cid", "Rto", "Gid", "Seq")
 _MCD_ORDER = ("Msd", "Set", "Type", "Fmt")
 #: MQMD fields no rule maps: a non-default value is reported as dropped by MQ -> JMS.
-UNMAPPED_MQMD = ("report", "feedback", "accounting_token", "appl_identity_data", "put_appl_type",
-                 "appl_origin_data", "offset", "original_length")
+UNMAPPED_MQMD = ("report", "accounting_token", "appl_identity_data", "appl_origin_data", "offset",
+                 "original_length")
 
 
 # --------------------------------------------------------------------------------------------------

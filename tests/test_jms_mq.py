@@ -417,7 +417,7 @@ def test_reply_to_and_msg_type():
     j, r = to_jms(native(got(msg_type=C.MQMT_REQUEST, reply_to_q="R", reply_to_q_mgr="QM2")))
     assert j.headers.reply_to == Destination.queue("R", "QM2") and r.findings == []
     j, r = to_jms(native(got(msg_type=C.MQMT_REPLY)))
-    assert j.headers.reply_to is None and names(r) == ["MQMD.MsgType"]
+    assert j.headers.reply_to is None and j.properties["JMS_IBM_MsgType"] == jint(C.MQMT_REPLY) and r.findings == []
     j, r = to_jms(native(got(msg_type=C.MQMT_REQUEST, reply_to_q="R", reply_to_q_mgr="QM/1")))  # legal MQ name
     assert j.headers.reply_to == Destination.queue("R") and names(r) == ["MQMD.ReplyToQMgr"]
     with pytest.raises(MappingError, match="Rto"):
@@ -481,6 +481,20 @@ def test_group():
     assert "JMSXGroupID" not in j.properties and names(r) == ["MQMD.GroupId", "MQMD.MsgSeqNumber"]
     j, r = to_jms(native(got(version=2, msg_flags=C.MQMF_SEGMENT | C.MQMF_MSG_IN_GROUP, msg_seq_number=2)))
     assert j.properties["JMSXGroupSeq"] == jint(2) and names(r) == ["MQMD.MsgFlags"]
+
+
+def test_ibm_mqmd_properties():
+    mq, r = to_mq(msg(properties=(("JMS_IBM_MsgType", jint(C.MQMT_REPLY)), ("JMS_IBM_Feedback", jint(7)),
+                                  ("JMS_IBM_PutApplType", jint(C.MQAT_JAVA)))))
+    assert (mq.md.msg_type, mq.md.feedback, mq.md.put_appl_type) == (2, 7, 28) and r.findings == []
+    assert "usr" not in [f.name for f in mq.headers[0].folders]
+    assert dict(to_jms(mq)[0].properties) == dict(msg(properties=(
+        ("JMS_IBM_MsgType", jint(2)), ("JMS_IBM_Feedback", jint(7)), ("JMS_IBM_PutApplType", jint(28)))).properties)
+    mq, r = to_mq(msg(reply_to=Destination.queue("R"), properties=(("JMS_IBM_MsgType", jint(C.MQMT_REQUEST)),)))
+    assert mq.md.msg_type == C.MQMT_REQUEST and names(r) == ["JMS_IBM_MsgType"]    # the default: not read back
+    assert "JMS_IBM_MsgType" not in to_jms(mq)[0].properties
+    with pytest.raises(MappingError, match="JMS_IBM_Feedback"):
+        to_mq(msg(properties=(("JMS_IBM_Feedback", jstring("7")),)))
 
 
 def test_jms_type():
@@ -587,8 +601,9 @@ def test_unmapped_mq_parts_are_reported():
     mq = build_message(md, (Rfh1(pairs=(("a", "b"),)), rfh), b"z")
     j, r = to_jms(mq)
     assert j.body == BytesBody(b"z") and j.headers.destination == Destination.topic("a")
-    assert sorted(names(r)) == sorted(["MQRFH", "mcd/Fmt", "MQMD.report", "MQMD.feedback", "MQMD.appl_identity_data",
-                                       "MQMD.put_appl_type", "jms/Uci", "mqps/Ret", "mqtt folder"])
+    assert sorted(names(r)) == sorted(["MQRFH", "mcd/Fmt", "MQMD.report", "MQMD.appl_identity_data", "jms/Uci",
+                                       "mqps/Ret", "mqtt folder"])
+    assert j.properties["JMS_IBM_Feedback"] == jint(5) and j.properties["JMS_IBM_PutApplType"] == jint(28)
     assert all(f.change is Change.DROPPED for f in r.findings)
 
 
@@ -617,8 +632,9 @@ def test_fixture_jms_text_big_endian():
         Destination.queue("DEV.QUEUE.1"), DeliveryMode.PERSISTENT, 1700000000120, 4)
     assert h.message_id == "ID:414d5120514d3120202020202020202065a1b2c3000012ab"
     assert dict(j.properties) == {"JMSXDeliveryCount": jint(1), "JMSXUserID": jstring("app"),
-                                  "JMSXAppID": jstring("demo.jar"), "color": jstring("blue"), "count": jint(3)}
-    assert names(r) == ["usr/gone", "MQMD.put_appl_type"]     # a null long is no JMS property; Java app type
+                                  "JMSXAppID": jstring("demo.jar"), "color": jstring("blue"), "count": jint(3),
+                                  "JMS_IBM_PutApplType": jint(C.MQAT_JAVA)}
+    assert names(r) == ["usr/gone"]     # a null long is no JMS property
 
 
 def test_real_capture_tnt4j_rfh2():
@@ -739,7 +755,8 @@ def test_representable_messages_round_trip_exactly(message, via_bytes):
 
 
 # MQ -> JMS -> MQ keeps every mapped field
-MAPPED_MQMD = ("priority", "persistence", "msg_id", "correl_id", "backout_count", "reply_to_q", "reply_to_q_mgr",
+MAPPED_MQMD = ("feedback", "put_appl_type",
+               "priority", "persistence", "msg_id", "correl_id", "backout_count", "reply_to_q", "reply_to_q_mgr",
                "msg_type", "user_identifier", "put_appl_name", "put_date", "put_time", "group_id", "msg_seq_number",
                "msg_flags", "expiry")
 _latin = st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), max_size=12)
@@ -756,7 +773,8 @@ def mq_messages(draw: st.DrawFn) -> MqMessage:
         msg_id=draw(st.binary(min_size=24, max_size=24)), correl_id=draw(st.binary(min_size=24, max_size=24)),
         backout_count=draw(st.integers(0, 2**31 - 2)), reply_to_q=reply_q,
         reply_to_q_mgr=draw(_latin.filter(lambda s: "/" not in s and "?" not in s)) if reply_q else "",
-        msg_type=C.MQMT_REQUEST if reply_q else C.MQMT_DATAGRAM,
+        msg_type=draw(st.sampled_from([1, 2, 4, 8, 65536])), feedback=draw(st.integers(0, 2**31 - 1)),
+        put_appl_type=draw(st.sampled_from([0, 6, 11, 28, -1])),
         user_identifier=draw(_latin), put_appl_name=draw(_latin), put_date=date, put_time=time,
         group_id=draw(st.binary(min_size=24, max_size=24).filter(any)) if flags else bytes(24),
         msg_seq_number=draw(st.integers(1, 2**31 - 1)) if flags else 1, msg_flags=flags,
