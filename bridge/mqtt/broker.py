@@ -112,8 +112,10 @@ class Broker:
                        on_release=self._release_message)
 
     def _release_message(self, msg: Message) -> None:
-        self.store.write("DELETE FROM messages WHERE id=?", (msg.store_id,))
+        if not self.store.cancel(msg.store_op):
+            self.store.write("DELETE FROM messages WHERE id=?", (msg.store_id,))
         msg.store_id = None
+        msg.store_op = None
 
     # -- packets ----------------------------------------------------------------------------------
 
@@ -298,8 +300,9 @@ class Broker:
         msg = Message(topic, packet.payload, 2, packet.retain, conn.client_id)
         session.inbound_qos2[pid] = msg
         if session.persistent:
-            self.store.write("INSERT OR REPLACE INTO inbound_qos2 VALUES (?, ?, ?, ?, ?)",
-                             (session.client_id, pid, topic, packet.payload, int(packet.retain)))
+            session.inbound_ops[pid] = self.store.write(
+                "INSERT OR REPLACE INTO inbound_qos2 VALUES (?, ?, ?, ?, ?)",
+                (session.client_id, pid, topic, packet.payload, int(packet.retain)))
             conn.send_durable(ack)
         else:
             conn.send(ack)
@@ -309,7 +312,7 @@ class Broker:
         writes = False
         if msg is not None:
             writes = self.publish(msg)
-            if session.persistent:
+            if session.persistent and not self.store.cancel(session.inbound_ops.pop(pid, None)):
                 self.store.write("DELETE FROM inbound_qos2 WHERE client_id=? AND packet_id=?",
                                  (session.client_id, pid))
                 writes = True
@@ -364,7 +367,7 @@ class Broker:
         mid = self._next_message_id
         self._next_message_id += 1
         msg.store_id = mid
-        self.store.write("INSERT INTO messages (id, topic, payload, qos, retain, origin, created) "
+        msg.store_op = self.store.write("INSERT INTO messages (id, topic, payload, qos, retain, origin, created) "
                          "VALUES (?, ?, ?, ?, ?, ?, ?)",
                          (mid, msg.topic, msg.payload, msg.qos, int(msg.retain), msg.origin, self.clock()))
 

@@ -18,6 +18,9 @@ from typing import Protocol
 from bridge.mqtt import packets as P
 from bridge.mqtt.store import QUEUED, RELEASED, SENT
 
+_INSERT_OUTBOUND = ("INSERT INTO outbound (client_id, seq, message_id, qos, retain, packet_id, state) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)")
+
 
 class Link(Protocol):
     """What a session needs from a live connection."""
@@ -28,13 +31,16 @@ class Link(Protocol):
 
 
 class Journal(Protocol):
-    def write(self, sql: str, params: tuple[object, ...] = ()) -> None: ...
+    def write(self, sql: str, params: tuple[object, ...] = ()) -> list[object]: ...
+    def cancel(self, op: list[object] | None) -> bool: ...
+    def amend(self, op: list[object] | None, params: tuple[object, ...]) -> bool: ...
 
 
 class Message:
     """A publication as the broker routes it: encoded topic cached, stored once when durable."""
 
-    __slots__ = ("topic", "topic_b", "payload", "qos", "retain", "origin", "store_id", "refs", "ts", "_qos0")
+    __slots__ = ("topic", "topic_b", "payload", "qos", "retain", "origin", "store_id", "store_op", "refs", "ts",
+                 "_qos0")
 
     def __init__(self, topic: str, payload: bytes, qos: int, retain: bool = False,
                  origin: str | None = None, store_id: int | None = None) -> None:
@@ -45,6 +51,7 @@ class Message:
         self.retain = retain
         self.origin = origin
         self.store_id = store_id
+        self.store_op: list[object] | None = None   # the queued INSERT, while the writer has not taken it
         self.refs = 0
         self.ts = time.time()     # when the broker took it in (conversion-log latency)
         self._qos0: bytes | None = None
@@ -60,7 +67,7 @@ class Message:
 class OutMsg:
     """A QoS 1/2 delivery to one session: queued, then in flight until acknowledged."""
 
-    __slots__ = ("msg", "qos", "retain", "packet_id", "state", "seq")
+    __slots__ = ("msg", "qos", "retain", "packet_id", "state", "seq", "op")
 
     def __init__(self, msg: Message, qos: int, retain: bool, seq: int) -> None:
         self.msg = msg
@@ -69,6 +76,7 @@ class OutMsg:
         self.packet_id: int | None = None
         self.state = QUEUED
         self.seq = seq
+        self.op: list[object] | None = None   # its queued INSERT INTO outbound, for cancel/amend
 
 
 class SessionStats:
@@ -111,6 +119,7 @@ class Session:
         self.queue: deque[OutMsg] = deque()
         self.inflight: dict[int, OutMsg] = {}     # packet id -> delivery, in send order
         self.inbound_qos2: dict[int, Message] = {}
+        self.inbound_ops: dict[int, list[object]] = {}   # their queued INSERTs, for Journal.cancel
         self.link: Link | None = None
         self.direct: Callable[[Message, bool], None] | None = None
         self.last_seen = 0.0
@@ -159,9 +168,10 @@ class Session:
         if msg.store_id is None:
             raise RuntimeError("a journaled delivery needs a stored message")
         msg.refs += 1
-        journal.write("INSERT INTO outbound (client_id, seq, message_id, qos, retain, packet_id, state) "
-                      "VALUES (?, ?, ?, ?, ?, NULL, 0)",
-                      (self.client_id, out.seq, msg.store_id, out.qos, int(out.retain)))
+        out.op = journal.write(_INSERT_OUTBOUND, self._outbound_row(out))
+
+    def _outbound_row(self, out: OutMsg) -> tuple[object, ...]:
+        return (self.client_id, out.seq, out.msg.store_id, out.qos, int(out.retain), out.packet_id, out.state)
 
     def _allocate_pid(self) -> int:
         pid = self._next_pid
@@ -179,9 +189,11 @@ class Session:
         msg = out.msg
         data = P.encode_publish(msg.topic_b, msg.payload, out.qos, out.retain, False, pid)
         self.stats.sent += 1
-        if self.journal is not None:
-            self.journal.write("UPDATE outbound SET packet_id=?, state=1 WHERE client_id=? AND seq=?",
-                               (pid, self.client_id, out.seq))
+        journal = self.journal
+        if journal is not None:
+            if not journal.amend(out.op, self._outbound_row(out)):
+                journal.write("UPDATE outbound SET packet_id=?, state=1 WHERE client_id=? AND seq=?",
+                              (pid, self.client_id, out.seq))
             if out.qos == 2:
                 # the packet id must be durable before the PUBLISH leaves, or a crash could make us
                 # send the same message again under a new id: a QoS 2 duplicate.
@@ -198,8 +210,12 @@ class Session:
             self._send_new(queue.popleft(), link)
 
     def _finish(self, out: OutMsg) -> None:
-        if self.journal is not None:
-            self.journal.write("DELETE FROM outbound WHERE client_id=? AND seq=?", (self.client_id, out.seq))
+        journal = self.journal
+        if journal is not None:
+            # acknowledged before the writer took the insert: neither row need ever be written
+            if not journal.cancel(out.op):
+                journal.write("DELETE FROM outbound WHERE client_id=? AND seq=?", (self.client_id, out.seq))
+            out.op = None
             msg = out.msg
             msg.refs -= 1
             if msg.refs <= 0 and msg.store_id is not None:
@@ -217,9 +233,9 @@ class Session:
         out = self.inflight.get(pid)
         if out is not None and out.qos == 2 and out.state == SENT:
             out.state = RELEASED
-            if self.journal is not None:
-                self.journal.write("UPDATE outbound SET state=2 WHERE client_id=? AND seq=?",
-                                   (self.client_id, out.seq))
+            journal = self.journal
+            if journal is not None and not journal.amend(out.op, self._outbound_row(out)):
+                journal.write("UPDATE outbound SET state=2 WHERE client_id=? AND seq=?", (self.client_id, out.seq))
         if self.link is not None:
             self.link.send(P.encode_ack(P.PUBREL, pid))
 
@@ -272,3 +288,4 @@ class Session:
         self.inflight.clear()
         self.queue.clear()
         self.inbound_qos2.clear()
+        self.inbound_ops.clear()

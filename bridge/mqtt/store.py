@@ -108,7 +108,9 @@ class RecoveredState:
     next_message_id: int
 
 
-Op = tuple[str, tuple[object, ...]]
+# A queued write: [sql, params, generation]. ``sql`` None means cancelled. Mutable so that a write
+# still waiting for the writer thread can be cancelled or amended (see Store.cancel / Store.amend).
+Op = list[object]
 
 
 class Store:
@@ -123,6 +125,8 @@ class Store:
         self._loop = loop
         self._lock = threading.Condition()
         self._ops: list[Op] = []
+        self._gen = 0            # bumped each time the writer takes the queued ops
+        self.cancelled = 0
         self._callbacks: list[Callable[[], None]] = []
         self._closing = False
         self._thread: threading.Thread | None = None
@@ -176,15 +180,35 @@ class Store:
 
     # -- writing --------------------------------------------------------------------------------
 
-    def write(self, sql: str, params: tuple[object, ...] = ()) -> None:
+    def write(self, sql: str, params: tuple[object, ...] = ()) -> Op:
+        """Queue one statement; returns a handle for ``cancel``/``amend``."""
         with self._lock:
-            self._ops.append((sql, params))
+            op: Op = [sql, params, self._gen]
+            self._ops.append(op)
             self._lock.notify()
+            return op
 
-    def write_many(self, ops: list[Op]) -> None:
+    def cancel(self, op: Op | None) -> bool:
+        """Withdraw a write the writer has not taken yet (an insert whose row is already obsolete,
+        e.g. a delivery acknowledged within the same commit window). False: it is (being) written."""
+        if op is None:
+            return False
         with self._lock:
-            self._ops.extend(ops)
-            self._lock.notify()
+            if op[2] == self._gen and op[0] is not None:
+                op[0] = None
+                self.cancelled += 1
+                return True
+            return False
+
+    def amend(self, op: Op | None, params: tuple[object, ...]) -> bool:
+        """Replace the parameters of a write not taken yet (instead of queueing an UPDATE)."""
+        if op is None:
+            return False
+        with self._lock:
+            if op[2] == self._gen and op[0] is not None:
+                op[1] = params
+                return True
+            return False
 
     def after_commit(self, callback: Callable[[], None]) -> None:
         """Run ``callback`` on the event loop once every write queued so far is committed."""
@@ -198,6 +222,7 @@ class Store:
                 while not self._ops and not self._callbacks and not self._closing:
                     self._lock.wait()
                 ops, self._ops = self._ops, []
+                self._gen += 1
                 callbacks, self._callbacks = self._callbacks, []
                 closing = self._closing
             if ops:
@@ -221,21 +246,36 @@ class Store:
         conn = self._conn
         assert conn is not None
         t0 = time.perf_counter()
+        written = 0
         conn.execute("BEGIN")
         try:
-            for sql, params in ops:
-                conn.execute(sql, params)
+            # runs of the same statement go through executemany (one call into SQLite each)
+            run_sql: object = None
+            run: list[object] = []
+            for sql, params, _ in ops:
+                if sql is None:
+                    continue
+                if sql is not run_sql and sql != run_sql:
+                    if run:
+                        conn.executemany(run_sql, run)  # type: ignore[arg-type]
+                        written += len(run)
+                    run_sql, run = sql, []
+                run.append(params)
+            if run:
+                conn.executemany(run_sql, run)  # type: ignore[arg-type]
+                written += len(run)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
         self.commits += 1
-        self.ops_written += len(ops)
+        self.ops_written += written
         self.last_commit_seconds = time.perf_counter() - t0
 
     def _flush_sync(self) -> None:
         with self._lock:
             ops, self._ops = self._ops, []
+            self._gen += 1
             callbacks, self._callbacks = self._callbacks, []
         if ops and self._conn is not None:
             self._apply(ops)
