@@ -108,7 +108,7 @@ class MosquittoSub:
         return self.proc.stderr.read()
 
     def stop(self) -> None:
-        """SIGTERM: mosquitto_sub exits without DISCONNECT? No: it disconnects cleanly on SIGTERM."""
+        """SIGTERM: mosquitto_sub sends DISCONNECT and exits (no will is published)."""
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
