@@ -736,6 +736,11 @@ def representable(draw: st.DrawFn) -> JmsMessage:
                   ("JMSXGroupSeq", jint(draw(st.integers(1, 99))))]
         if draw(st.booleans()):
             pairs.append(("JMS_IBM_Last_Msg_In_Group", jboolean(True)))
+    for name, values in (("JMS_IBM_MsgType", st.sampled_from([2, 4, 65536])),
+                         ("JMS_IBM_Feedback", st.integers(1, 2**31 - 1)),
+                         ("JMS_IBM_PutApplType", st.sampled_from([6, 28]))):
+        if draw(st.booleans()):
+            pairs.append((name, jint(draw(values))))
     pairs += draw(st.lists(st.tuples(_usr_names, _usr_values), max_size=5, unique_by=lambda kv: kv[0]))
     body = draw(st.one_of(
         st.just(NoBody()), st.builds(TextBody, st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)),
