@@ -491,6 +491,7 @@ async def _sub_body(spec: Spec, host: str, port: int, ready: Any, start_at: Any,
         if p.transport is not None:
             p.transport.write(DISCONNECT)
             p.transport.close()
+    await asyncio.sleep(0.05)   # let the DISCONNECTs and closes go out before the loop ends
     res: dict[str, Any] = {
         "received": st.received, "samples": samples, "cpu_total": cpu1 - cpu0,
         "cpu_window": (cpu_w1 or cpu1) - (cpu_w0 or cpu0), "first_rx": st.first_rx, "last_rx": st.last_rx,

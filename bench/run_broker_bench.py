@@ -307,21 +307,33 @@ def headline_value(res: dict[str, Any]) -> float | None:
     return float(v) if isinstance(v, (int, float)) else None
 
 
-def ratios(results: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """mqbridge / mosquitto per scenario and mqbridge mode (latency: mosquitto p50 / mqbridge p50,
-    so > 1 is better for mqbridge everywhere)."""
+def _median(values: list[float]) -> float:
+    v = sorted(values)
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
+def ratios(results: list[dict[str, Any]], metric: str = "headline") -> dict[str, dict[str, float]]:
+    """mqbridge / mosquitto per scenario and mqbridge mode, from the median over repeats
+    (latency: mosquitto p50 / mqbridge p50, so > 1 is better for mqbridge everywhere).
+    ``metric="efficiency"``: delivered messages per broker CPU-second instead of the headline."""
+    vals: dict[tuple[str, str], list[float]] = {}
+    for r in results:
+        if r.get("error"):
+            continue
+        v = headline_value(r) if metric == "headline" else r.get("delivered_per_broker_cpu_s")
+        if v:
+            vals.setdefault((r["scenario"], r["broker"]), []).append(float(v))
+    med = {k: _median(v) for k, v in vals.items()}
     out: dict[str, dict[str, float]] = {}
-    by = {(r["scenario"], r["broker"]): r for r in results}
-    for (name, label), r in by.items():
+    for (name, label), a in med.items():
         if not label.startswith("mqbridge"):
             continue
-        base = by.get((name, "mosquitto+persist")) or by.get((name, "mosquitto"))
-        if base is None:
+        b = med.get((name, "mosquitto+persist")) or med.get((name, "mosquitto"))
+        if not b:
             continue
-        a, b = headline_value(r), headline_value(base)
-        if not a or not b:
-            continue
-        out.setdefault(name, {})[label] = round(b / a if name.startswith("latency") else a / b, 3)
+        lat = name.startswith("latency") and metric == "headline"
+        out.setdefault(name, {})[label] = round(b / a if lat else a / b, 3)
     return out
 
 
@@ -371,11 +383,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-b", "--broker", action="append", help="run only these brokers (repeatable)")
     ap.add_argument("--duration", type=float, default=4.0, help="measured seconds per run")
     ap.add_argument("--idle", type=int, default=10_000, help="connections for the idle scenario")
+    ap.add_argument("--repeat", type=int, default=1, help="run every (scenario, broker) N times, "
+                    "interleaved; ratios use the medians")
     ap.add_argument("--no-ceiling", action="store_true", help="skip the generator ceiling check")
     ap.add_argument("--profile", action="store_true", help="py-spy record mqbridge during the window")
     ap.add_argument("--keep", type=Path, help="copy each run's temp dir (configs, logs, stores) here")
     ap.add_argument("--output", type=Path, default=HERE / "results" / "broker-latest.json")
+    ap.add_argument("--markdown", type=Path, metavar="JSON", help="print the README table of a results file")
     a = ap.parse_args(argv)
+    if a.markdown:
+        print(markdown(json.loads(a.markdown.read_text())))
+        return 0
     table = scenarios(a.duration, a.idle)
     names = a.scenario or list(table)
     unknown = [n for n in names if n not in table]
@@ -391,12 +409,14 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(gen_ceiling))
     for name in names:
         spec, brokers = table[name]
-        for label in brokers:
-            if a.broker and label not in a.broker:
-                continue
-            print(f"{name} on {label} ...", flush=True)
-            res = run_one(replace(spec), label, a.keep, a.profile)
-            results.append(res)
+        for rep in range(a.repeat):
+            for label in brokers:
+                if a.broker and label not in a.broker:
+                    continue
+                print(f"{name} on {label} ..." + (f" (run {rep + 1}/{a.repeat})" if a.repeat > 1 else ""),
+                      flush=True)
+                res = run_one(replace(spec), label, a.keep, a.profile)
+                results.append(res)
     rts = ratios(results)
     print()
     print_table(results, rts)
@@ -406,6 +426,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine(),
         "generator_ceiling": gen_ceiling,
         "ratios_mqbridge_over_mosquitto": rts,
+        "ratios_per_broker_cpu_second": ratios(results, "efficiency"),
         "targets": targets(results, rts),
         "results": results,
     }
@@ -415,6 +436,25 @@ def main(argv: list[str] | None = None) -> int:
     for k, v in doc["targets"].items():
         print(f"target {k}: {v}")
     return 0
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    """The results table for bench/README.md, from a results JSON document."""
+    rts = doc["ratios_mqbridge_over_mosquitto"]
+    lines = ["| scenario | broker | headline | ratio | broker CPU (cores) | msg per broker CPU-s | "
+             "gen pub/sub CPU | delivered | RSS MiB |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in doc["results"]:
+        name = r["scenario"]
+        unit = HEADLINE.get(name, ("", ""))[1]
+        ratio = rts.get(name, {}).get(r["broker"])
+        rss = r.get("broker_rss_kib")
+        gen = f"{r.get('pub_cpu', '-')}/{r.get('sub_cpu', '-')}" if "pub_cpu" in r or "sub_cpu" in r else "-"
+        cpu = r.get("broker_cpu", r.get("broker_idle_cpu", "-"))
+        eff = r.get("delivered_per_broker_cpu_s")
+        lines.append(f"| {name} | {r['broker']} | {headline(r)} {unit} | {f'{ratio:.2f}x' if ratio else ''} | "
+                     f"{cpu} | {f'{eff:,}' if eff else '-'} | {gen} | {r.get('delivery_ratio', '-')} | "
+                     f"{f'{rss / 1024:.1f}' if rss else '-'} |")
+    return "\n".join(lines)
 
 
 def targets(results: list[dict[str, Any]], rts: dict[str, dict[str, float]]) -> dict[str, str]:
