@@ -119,12 +119,11 @@ def load_mqi(import_module: Callable[[str], ModuleType] = importlib.import_modul
     for name in _PACKAGES:
         try:
             mod = import_module(name)
-        except ImportError as exc:   # includes "libmqic_r.so: cannot open shared object file"
-            text = str(exc)
-            if getattr(exc, "name", None) == name and "No module named" in text:
+        except ImportError as exc:   # includes "libmqm_r.so: cannot open shared object file"
+            if getattr(exc, "name", None) == name and exc.__context__ is None:
                 problems.append(f"{name} is not installed")
             else:
-                problems.append(f"{name} is installed but cannot load: {text}")
+                problems.append(f"{name} is installed but cannot load: {_root_cause(exc)}")
             continue
         except OSError as exc:        # some builds raise OSError from ctypes/dlopen instead
             problems.append(f"{name} is installed but cannot load: {exc}")
@@ -133,6 +132,20 @@ def load_mqi(import_module: Callable[[str], ModuleType] = importlib.import_modul
             _loaded = mod
         return mod
     raise MqUnavailable(f"IBM MQ is not available: {'; '.join(problems)}. {INSTALL_HINT}")
+
+
+def _root_cause(exc: BaseException) -> str:
+    """The most telling message in an import failure's chain: the missing shared library if there is
+    one (ibmmq retries a failed ``from . import ibmmqc`` as ``import ibmmqc``, hiding the first error)."""
+    chain = []
+    cur: BaseException | None = exc
+    while cur is not None and len(chain) < 10:
+        chain.append(str(cur))
+        cur = cur.__cause__ or cur.__context__
+    for text in chain:
+        if ".so" in text or ".dll" in text or ".dylib" in text or "shared object" in text:
+            return text
+    return chain[-1]
 
 
 # -- our MQ message bytes <-> MQMD structure + data ---------------------------------------------------------
