@@ -22,6 +22,7 @@ Decisions the sources leave open (also in :data:`DECISIONS`) are documented wher
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -495,6 +496,7 @@ def _reply_to_to_mq(ctx: _ToMq) -> None:
                                        "MQMD.ReplyToQMgr")
 
 
+@functools.lru_cache(maxsize=1024)   # destinations repeat from message to message; Destination is immutable
 def _parse_uri(text: str | None, name: str) -> Destination:
     try:
         return Destination.parse(text or "")
