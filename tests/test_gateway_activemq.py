@@ -320,29 +320,40 @@ def test_sigkill_while_messages_flow_both_ways_loses_nothing_acknowledged(
     gw = start_gateway(gateway_factory, tmp_path, activemq, [
         {"name": "m2j", "from": {"mqtt": "kill/#"}, "to": {"connector": "amq", "queue": into}},
         {"name": "j2m", "from": {"connector": "amq", "queue": out}, "to": {"mqtt": "killout/x"}}])
-    n = 400
+    n, n_out = 3000, 3000
     collector = StompCollector(activemq.host, activemq.stomp_port, f"/queue/{into}")
     sub = clients(gw.port, "kill-sub", clean_session=False).connect()
     sub.subscribe("killout/#", 1)
     pub = clients(gw.port, "kill-pub", clean_session=False).connect()
+    sent_out: list[int] = []
+
+    def jms_producer() -> None:   # JMS -> MQTT keeps flowing while the gateway is killed
+        for start in range(0, n_out, 150):
+            jmstool.send(f"queue://{out}", *({"type": "Text", "body": f"j{i}"} for i in range(start, start + 150)))
+            sent_out.append(start)
+
+    producer = threading.Thread(target=jms_producer, daemon=True)
     try:
-        jmstool.send(f"queue://{out}", *({"type": "Text", "body": f"j{i}"} for i in range(n)))
+        producer.start()
+        wait_for(lambda: len(sub.messages) >= 20, 30, what="JMS -> MQTT flowing")
         infos = [pub.publish(f"kill/{i}", f"m{i}".encode(), qos=1, wait=False) for i in range(n)]
-        wait_for(lambda: len(collector.bodies()) >= 50 and len(sub.messages) >= 50, 30,
-                 what="messages flowing both ways before the kill")
+        wait_for(lambda: len(collector.bodies()) >= 50, 30, what="MQTT -> JMS flowing")
         gw.kill()
-        in_flight = (n - len(set(collector.bodies())), n - len({m.payload for m in sub.messages}))
+        in_flight = (n - len(set(collector.bodies())), n_out - len({m.payload for m in sub.messages}))
         gw.start()
+        producer.join(120)
+        assert not producer.is_alive()
         want_in = {f"m{i}".encode() for i in range(n)}
-        want_out = {f"j{i}".encode() for i in range(n)}
+        want_out = {f"j{i}".encode() for i in range(n_out)}
         wait_for(lambda: set(collector.bodies()) >= want_in, 60, what=f"all {n} MQTT publications at ActiveMQ")
-        wait_for(lambda: {m.payload for m in sub.messages} >= want_out, 60, what=f"all {n} JMS messages at MQTT")
+        wait_for(lambda: {m.payload for m in sub.messages} >= want_out, 90,
+                 what=f"all {n_out} JMS messages at MQTT")
         assert all(i.is_published() for i in infos)
         dup_in = len(collector.bodies()) - n
-        dup_out = len(sub.messages) - n
-        print(f"\nSIGKILL: {in_flight} not yet through at the kill; duplicates afterwards: "
-              f"MQTT->JMS {dup_in}, JMS->MQTT {dup_out}")
+        dup_out = len(sub.messages) - n_out
+        print(f"\nSIGKILL: not yet through at the kill: MQTT->JMS {in_flight[0]}/{n}, JMS->MQTT "
+              f"{in_flight[1]}/{n_out}; duplicates afterwards: MQTT->JMS {dup_in}, JMS->MQTT {dup_out}")
         assert dup_in >= 0 and dup_out >= 0
-        assert in_flight[0] > 0 or in_flight[1] > 0, "the kill came after everything flowed: not a test"
+        assert in_flight[0] > 0 and in_flight[1] > 0, "the kill did not interrupt both flows: not a test"
     finally:
         collector.close()
