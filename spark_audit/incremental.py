@@ -6,11 +6,10 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
 from spark_audit.audit import AuditConfig, AuditResult, load, run_audit
-from spark_audit.ingest import IngestResult, stream_logs, summarize, valid_rows, write_parquet
+from spark_audit.ingest import IngestResult, ingest_frame, stream_logs
 from spark_audit.options import parse_time
 
 STATE_FILE = "audit_state.json"
@@ -24,14 +23,7 @@ def ingest_new_files(
     totals = IngestResult()
 
     def handle(batch: DataFrame, batch_id: int) -> None:
-        tagged = batch.persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            counts = summarize(tagged)
-            if counts.valid:
-                write_parquet(valid_rows(tagged), parquet_dir, "append")
-            totals.merge(counts)
-        finally:
-            tagged.unpersist()
+        totals.merge(ingest_frame(batch, parquet_dir, "append"))
 
     query = (
         stream_logs(spark, logs_dir)

@@ -3,21 +3,29 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamReader
 
-from mappings.convlog_schema import FIELD_NAMES, SPARK_TIMESTAMP_FORMAT
-from spark_audit.schema import CORRUPT_COLUMN, PROBLEM_COLUMN, problem_column, read_schema
+from mappings.convlog_schema import FIELD_NAMES, FIELDS, SPARK_TIMESTAMP_FORMAT
+from spark_audit.schema import (
+    CORRUPT_COLUMN,
+    FUTURE_VERSION,
+    INVALID_PREFIX,
+    MALFORMED,
+    PROBLEM_COLUMN,
+    problem_column,
+    read_schema,
+)
 
 FILE_COLUMN = "_file"
 PARTITION_COLUMNS = ("date", "hour")
 SAMPLE_LIMIT = 10
 SAMPLE_CHARS = 200
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 JSON_OPTIONS = {
     "mode": "PERMISSIVE",
@@ -89,7 +97,7 @@ def _is_log(path: Path) -> bool:
 
 
 def read_logs(spark: SparkSession, paths: list[str]) -> DataFrame:
-    """JSON Lines with the explicit schema (never inferred), each row tagged with its problem and file."""
+    """JSON Lines with the explicit schema (never inferred), each row tagged with its problem."""
     reader = spark.read.schema(read_schema()).options(**JSON_OPTIONS)
     return tag(reader.json(paths))
 
@@ -101,51 +109,68 @@ def stream_logs(spark: SparkSession, directory: str) -> DataFrame:
 
 
 def tag(raw: DataFrame) -> DataFrame:
-    """Add the problem column (null when valid) and the source file name."""
-    return raw.withColumn(PROBLEM_COLUMN, problem_column()).withColumn(
-        FILE_COLUMN, F.col("_metadata.file_path")
-    )
+    """Add the problem column: null when the row is valid."""
+    return raw.withColumn(PROBLEM_COLUMN, problem_column())
 
 
 def valid_rows(tagged: DataFrame) -> DataFrame:
     """Only valid rows, with the date/hour partition columns added and the bookkeeping columns gone."""
     return (
         tagged.where(F.col(PROBLEM_COLUMN).isNull())
-        .drop(PROBLEM_COLUMN, CORRUPT_COLUMN, FILE_COLUMN)
+        .drop(PROBLEM_COLUMN, CORRUPT_COLUMN)
         .withColumn("date", F.to_date("event_time"))
         .withColumn("hour", F.hour("event_time"))
     )
 
 
-def summarize(tagged: DataFrame) -> IngestResult:
-    """Count rows per file and problem (one job) and keep a few bad-line samples (one small job)."""
-    result = IngestResult()
-    rows = (
-        tagged.groupBy(FILE_COLUMN, PROBLEM_COLUMN)
-        .agg(F.count(F.lit(1)).alias("n"), F.min("event_time").alias("lo"), F.max("event_time").alias("hi"))
-        .collect()
+def problem_names() -> list[str]:
+    """Every value the problem column can take."""
+    return [MALFORMED, FUTURE_VERSION, *[INVALID_PREFIX + f.name for f in FIELDS]]
+
+
+def observed_metrics(tagged: DataFrame, observation: Observation) -> DataFrame:
+    """Attach row counts per problem and the valid rows' time span, gathered while the rows are written."""
+    problem = F.col(PROBLEM_COLUMN)
+    valid_micros = F.when(problem.isNull(), F.unix_micros("event_time"))
+    return tagged.observe(
+        observation,
+        F.count(F.lit(1)).alias("rows"),
+        F.count_if(problem.isNull()).alias("valid"),
+        F.min(valid_micros).alias("lo"),
+        F.max(valid_micros).alias("hi"),
+        *[F.count_if(problem == F.lit(name)).alias(name) for name in problem_names()],
     )
-    for r in rows:
-        result.rows_read += r["n"]
-        if r[PROBLEM_COLUMN] is None:
-            result.valid += r["n"]
-            result.min_time = r["lo"] if result.min_time is None else min(result.min_time, r["lo"])
-            result.max_time = r["hi"] if result.max_time is None else max(result.max_time, r["hi"])
-            continue
-        problem, file_name = r[PROBLEM_COLUMN], r[FILE_COLUMN]
-        result.problems[problem] = result.problems.get(problem, 0) + r["n"]
-        per_file = result.problems_by_file.setdefault(file_name, {})
-        per_file[problem] = per_file.get(problem, 0) + r["n"]
-    if result.bad:
-        text = F.coalesce(F.col(CORRUPT_COLUMN), F.to_json(F.struct(*FIELD_NAMES)))
-        for r in (
-            tagged.where(F.col(PROBLEM_COLUMN).isNotNull())
-            .select(FILE_COLUMN, PROBLEM_COLUMN, F.substring(text, 1, SAMPLE_CHARS).alias("text"))
-            .limit(SAMPLE_LIMIT)
-            .collect()
-        ):
-            result.samples.append({"file": r[FILE_COLUMN], "problem": r[PROBLEM_COLUMN], "text": r["text"]})
+
+
+def _from_micros(value: int | None) -> datetime | None:
+    return None if value is None else EPOCH + timedelta(microseconds=value)
+
+
+def result_from_metrics(metrics: dict[str, int | None]) -> IngestResult:
+    result = IngestResult(rows_read=int(metrics.get("rows") or 0), valid=int(metrics.get("valid") or 0))
+    result.problems = {name: int(metrics[name] or 0) for name in problem_names() if metrics.get(name)}
+    result.min_time, result.max_time = _from_micros(metrics.get("lo")), _from_micros(metrics.get("hi"))
     return result
+
+
+def describe_problems(tagged: DataFrame, result: IngestResult) -> None:
+    """Bad rows per file and a few samples (a second, cheap pass, run only when there are bad rows)."""
+    bad = tagged.where(F.col(PROBLEM_COLUMN).isNotNull()).withColumn(FILE_COLUMN, F.col("_metadata.file_path"))
+    bad = bad.select(
+        FILE_COLUMN, PROBLEM_COLUMN,
+        F.substring(F.coalesce(F.col(CORRUPT_COLUMN), F.to_json(F.struct(*FIELD_NAMES))), 1, SAMPLE_CHARS)
+        .alias("text"),
+    ).persist()
+    try:
+        for r in bad.groupBy(FILE_COLUMN, PROBLEM_COLUMN).count().collect():
+            per_file = result.problems_by_file.setdefault(r[FILE_COLUMN], {})
+            per_file[r[PROBLEM_COLUMN]] = per_file.get(r[PROBLEM_COLUMN], 0) + int(r["count"])
+        result.samples = [
+            {"file": r[FILE_COLUMN], "problem": r[PROBLEM_COLUMN], "text": r["text"]}
+            for r in bad.limit(SAMPLE_LIMIT).collect()
+        ]
+    finally:
+        bad.unpersist()
 
 
 def write_parquet(valid: DataFrame, parquet_dir: str, mode: str) -> None:
@@ -158,13 +183,16 @@ def write_parquet(valid: DataFrame, parquet_dir: str, mode: str) -> None:
     )
 
 
+def ingest_frame(tagged: DataFrame, parquet_dir: str, mode: str) -> IngestResult:
+    """Write the valid rows of a tagged frame to Parquet, counting every problem in the same pass."""
+    observation = Observation("ingest")
+    write_parquet(valid_rows(observed_metrics(tagged, observation)), parquet_dir, mode)
+    result = result_from_metrics(observation.get)
+    if result.bad:
+        describe_problems(tagged, result)
+    return result
+
+
 def ingest(spark: SparkSession, paths: list[str], parquet_dir: str, mode: str = "overwrite") -> IngestResult:
-    """Parse the logs once (cached), count problems, and compact the valid rows into Parquet."""
-    tagged = read_logs(spark, paths).persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        result = summarize(tagged)
-        if result.valid:
-            write_parquet(valid_rows(tagged), parquet_dir, mode)
-        return result
-    finally:
-        tagged.unpersist()
+    """Parse the logs once: valid rows compacted into Parquet, bad rows counted by problem and file."""
+    return ingest_frame(read_logs(spark, paths), parquet_dir, mode)

@@ -36,7 +36,7 @@ def verdict_text(summary: dict[str, Any], out_dir: str) -> str:
 
 
 def run(args: argparse.Namespace, spark: SparkSession | None = None) -> int:
-    """Run the audit; a session passed in is reused and left running, else one is built and stopped."""
+    """Run the audit; a session passed in (or already active) is reused and left running."""
     paths = expand_paths(args.logs)
     if not paths:
         print(f"audit: no log files found in {' '.join(args.logs)}", file=sys.stderr)
@@ -49,7 +49,8 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> int:
         return EXIT_USAGE
     out_dir = args.out
     parquet_dir = args.parquet or str(Path(out_dir) / "parquet")
-    own_session = spark is None
+    # Stop the session at the end only if this run started it (not when a caller or test owns one).
+    own_session = spark is None and SparkSession.getActiveSession() is None
     session = spark or build_session(args.master)
     try:
         if args.incremental:

@@ -14,6 +14,7 @@ def session_conf(master: str = DEFAULT_MASTER) -> dict[str, str]:
     """The Spark settings the audit runs with; loopback binding only for local masters."""
     conf = {
         "spark.ui.enabled": "false",
+        "spark.driver.memory": os.environ.get("MQB_SPARK_DRIVER_MEMORY", "2g"),
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": "2",
         "spark.sql.session.timeZone": "UTC",
