@@ -870,3 +870,11 @@ def test_any_mq_message_converts_or_raises_mapping_error(md, jms_folders, extra,
         to_mq(j)                                  # and back: a JMS message from MQ converts again
     except MappingError as exc:                   # only values XML cannot carry may fail on the way back
         assert "cannot be written" in str(exc) or "XML" in str(exc) or "not representable" in str(exc), exc
+
+
+def test_docs_name_every_rule():
+    doc = (REPO_ROOT / "docs" / "jms-mq.md").read_text()
+    from mappings.jms_mq import RULES
+
+    for rule in RULES:
+        assert f"| {rule.jms_field} |" in doc, rule.jms_field
