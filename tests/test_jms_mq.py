@@ -878,3 +878,18 @@ def test_docs_name_every_rule():
 
     for rule in RULES:
         assert f"| {rule.jms_field} |" in doc, rule.jms_field
+
+
+def test_mqtt_origin_message_is_a_bytes_message_on_its_topic():
+    """mq-wire-facts §7: an MQTT publication in MQ is a jms-bytes message; mqps/Top gives topic://<Top>."""
+    from mappings.mqtt import MqttPublication
+    from mappings.mqtt_mq import mqtt_to_mq
+
+    pub = MqttPublication(topic="sensors/hall/temp", payload=b'{"t":21.5}', qos=1, packet_id=7, client_id="thermo-1",
+                          retain=True)
+    mq, _ = mqtt_to_mq(pub)
+    j, r = mq_bytes_to_jms(encode_message(mq), now_ms=NOW)
+    assert j.body == BytesBody(b'{"t":21.5}')
+    assert j.headers.destination == Destination.topic("sensors/hall/temp")
+    assert j.headers.delivery_mode is DeliveryMode.PERSISTENT               # QoS 1 -> MQPER_PERSISTENT
+    assert "mqtt folder" in names(r) and "mqps/Ret" in names(r)
