@@ -105,7 +105,8 @@ def read_logs(spark: SparkSession, paths: list[str]) -> DataFrame:
 def stream_logs(spark: SparkSession, directory: str) -> DataFrame:
     """The same as read_logs, as a Structured Streaming file source over a directory."""
     reader: DataStreamReader = spark.readStream.schema(read_schema()).options(**JSON_OPTIONS)
-    return tag(reader.json(directory))
+    # A micro-batch no longer knows its files: keep the file name as a column from the start.
+    return tag(reader.json(directory)).withColumn(FILE_COLUMN, F.col("_metadata.file_path"))
 
 
 def tag(raw: DataFrame) -> DataFrame:
@@ -117,7 +118,7 @@ def valid_rows(tagged: DataFrame) -> DataFrame:
     """Only valid rows, with the date/hour partition columns added and the bookkeeping columns gone."""
     return (
         tagged.where(F.col(PROBLEM_COLUMN).isNull())
-        .drop(PROBLEM_COLUMN, CORRUPT_COLUMN)
+        .drop(PROBLEM_COLUMN, CORRUPT_COLUMN, FILE_COLUMN)
         .withColumn("date", F.to_date("event_time"))
         .withColumn("hour", F.hour("event_time"))
     )
@@ -155,7 +156,9 @@ def result_from_metrics(metrics: dict[str, int | None]) -> IngestResult:
 
 def describe_problems(tagged: DataFrame, result: IngestResult) -> None:
     """Bad rows per file and a few samples (a second, cheap pass, run only when there are bad rows)."""
-    bad = tagged.where(F.col(PROBLEM_COLUMN).isNotNull()).withColumn(FILE_COLUMN, F.col("_metadata.file_path"))
+    bad = tagged.where(F.col(PROBLEM_COLUMN).isNotNull())
+    if FILE_COLUMN not in bad.columns:
+        bad = bad.withColumn(FILE_COLUMN, F.col("_metadata.file_path"))
     bad = bad.select(
         FILE_COLUMN, PROBLEM_COLUMN,
         F.substring(F.coalesce(F.col(CORRUPT_COLUMN), F.to_json(F.struct(*FIELD_NAMES))), 1, SAMPLE_CHARS)

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+pytest.importorskip("pyspark")
+
 try:
     from tests.spark_fixtures import FIXTURE_LOGS, spark  # noqa: F401
 except ImportError:  # tests/ is not a package: pytest puts this directory on sys.path

@@ -1,0 +1,43 @@
+"""`mqbridge audit`: the same arguments as `python -m spark_audit`, and a clear message without PySpark."""
+from __future__ import annotations
+
+import builtins
+import json
+
+import pytest
+
+from bridge.cli import build_parser, main
+from bridge.cli_audit import EXIT_NO_SPARK
+
+try:
+    from tests.spark_fixtures import FIXTURE_LOGS, spark  # noqa: F401
+except ImportError:  # tests/ is not a package: pytest puts this directory on sys.path
+    from spark_fixtures import FIXTURE_LOGS, spark  # noqa: F401
+
+
+def test_audit_command_parses_the_shared_arguments():
+    args = build_parser().parse_args(["audit", "logs/", "more.jsonl", "--since", "2026-03-01T10:00:00Z",
+                                      "--master", "spark://h:7077", "--out", "o", "--grace", "30"])
+    assert args.logs == ["logs/", "more.jsonl"]
+    assert (args.master, args.out, args.grace) == ("spark://h:7077", "o", 30.0)
+    assert args.since.isoformat() == "2026-03-01T10:00:00+00:00"
+
+
+def test_missing_pyspark_is_a_clear_message(monkeypatch, capsys):
+    real_import = builtins.__import__
+
+    def no_pyspark(name, *args, **kwargs):
+        if name == "pyspark" or name.startswith("pyspark."):
+            raise ModuleNotFoundError("No module named 'pyspark'", name="pyspark")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_pyspark)
+    assert main(["audit", "fixtures/logs"]) == EXIT_NO_SPARK
+    assert "pip install 'mqbridge[spark]'" in capsys.readouterr().err
+
+
+@pytest.mark.spark
+def test_mqbridge_audit_runs_and_gates(spark, tmp_path):
+    code = main(["audit", str(FIXTURE_LOGS), "--out", str(tmp_path), "--grace", "60", "--no-parquet-tables"])
+    assert code == 1
+    assert json.loads((tmp_path / "summary.json").read_text())["verdict"]["losses"] == 1
