@@ -288,12 +288,12 @@ def test_redelivered_message_over_threshold_one_goes_to_backout_queue(
     conn.subscribe(f"/queue/{queue}", id="t", ack="client-individual")
     assert seen.wait(20)
     conn.disconnect()
-    jmstool.send(f"queue://{queue}", {"type": "Text", "body": "fresh"})
     gw = start_gateway(gateway_factory, tmp_path, activemq, [
         {"name": "bkt", "from": {"connector": "amq", "queue": queue}, "to": {"mqtt": "bkt/out"},
          "options": {"backout_threshold": 1}}])
     sub = clients(gw.port).connect()
     sub.subscribe("bkt/out", 1)
+    jmstool.send(f"queue://{queue}", {"type": "Text", "body": "fresh"})   # after the subscriber exists
     store = QueueStore(default_path(gw.data_dir)).open()
     try:
         wait_for(lambda: store.depth("BACKOUT.bkt") == 1, 20, what="the redelivered message on BACKOUT.bkt")
