@@ -750,7 +750,7 @@ def representable(draw: st.DrawFn) -> JmsMessage:
     return JmsMessage(headers, TypedMap(pairs, what="property"), body)
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
 @given(representable(), st.booleans())
 def test_representable_messages_round_trip_exactly(message, via_bytes):
     data, report = jms_to_mq_bytes(message, now_ms=NOW)
@@ -852,7 +852,7 @@ _jms_folders = st.builds(
              max_size=5).map(tuple))
 
 
-@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
 @given(mqmds(version=2), st.lists(_jms_folders, max_size=4), rfh2s, st.binary(max_size=30),
        st.sampled_from([C.MQFMT_STRING, C.MQFMT_NONE, "MQADMIN "]), st.booleans(), st.booleans())
 def test_any_mq_message_converts_or_raises_mapping_error(md, jms_folders, extra, body, fmt, with_rfh2_header,
