@@ -47,6 +47,7 @@ from bridge.connectors.base import ConnectorError, Inbound, Outbound, Target
 from bridge.connectors.embedded import QueueStore
 from bridge.router import CONNECTOR_FACTORIES, Router, RouteSetupError, backout_queue_name
 from mappings import mqconst as C
+from mappings.errors import MappingError
 from mappings.mqmessage import decode_message
 from mappings.mqtt_mq import subscription_name
 from mappings.rules import MqConnector, parse_rules
@@ -264,6 +265,7 @@ class FakeQueueManager:
     subs: dict[str, str] = field(default_factory=dict)             # subscription name -> topic string
     topic_objects: dict[str, str] = field(default_factory=dict)    # object name -> topic string
     setid_allowed: bool = True
+    put_allowed: bool = True
     fail_connects: int = 0
     fail_put_after: int | None = None
     connects: list[dict[str, Any]] = field(default_factory=list)
@@ -427,7 +429,8 @@ def make_fake_mqi(qm: FakeQueueManager, *, with_csp: bool = True) -> types.Modul
         def __init__(self, qmgr: QueueManager, name: str, opts: int) -> None:
             conn = qmgr._c()
             qm.opens.append(("queue", name, opts))
-            if opts & mq.MQOO_SET_IDENTITY_CONTEXT and not qm.setid_allowed:
+            if opts & mq.MQOO_OUTPUT and not qm.put_allowed or (
+                    opts & mq.MQOO_SET_IDENTITY_CONTEXT and not qm.setid_allowed):
                 raise FakeMQMIError(2, mq.MQRC_NOT_AUTHORIZED)
             self.conn, self.name = conn, name
 
@@ -589,6 +592,29 @@ def test_without_setid_authority_the_put_still_goes_with_default_context(
     assert qm.depth("Q") == 2
     assert mq.read_md(MD_CLASS().unpack(qm.queues["Q"][0].md)).user_identifier == "app"
     assert "+setid" in caplog.text and caplog.text.count("no authority") == 1   # warned once, then cached
+
+
+def test_no_put_authority_is_a_connector_error_not_a_fallback(qm: FakeQueueManager, fake: types.ModuleType) -> None:
+    qm.put_allowed = False
+    conn = _conn(fake)
+    target = mq.MqTarget(conn, {})
+    with pytest.raises(ConnectorError, match="2035"):
+        _run(target.send([Outbound("a", _message(), "Q")]))
+    assert not conn._no_identity   # the set-identity fallback was tried and did not stick
+    assert [o[2] & mq.MQOO_SET_IDENTITY_CONTEXT for o in qm.opens] == [mq.MQOO_SET_IDENTITY_CONTEXT, 0]
+    _run(target.close())
+
+
+def test_bytes_that_are_not_an_mq_message_put_nothing_and_are_not_retried(
+        qm: FakeQueueManager, fake: types.ModuleType) -> None:
+    """Not a ConnectorError (which the router retries forever): the router backs the batch out instead."""
+    target = mq.MqTarget(_conn(fake), {})
+    with pytest.raises(MappingError, match="StrucId"):
+        _run(target.send([Outbound("a", _message(), "Q"), Outbound("b", b"XX" * 200, "Q")]))
+    with pytest.raises(TypeError, match="not MQ bytes"):
+        _run(target.send([Outbound("c", "text", "Q")]))
+    assert qm.connects == [] and qm.depth("Q") == 0
+    _run(target.close())
 
 
 def test_topic_target_opens_the_nearest_admin_topic_object(qm: FakeQueueManager, fake: types.ModuleType) -> None:

@@ -385,18 +385,20 @@ class MqConnection:
         key = (dest, 1 if identity else 0)
         if key in self._queues:
             return self._queues[key], identity
-        opts = MQOO_OUTPUT | MQOO_FAIL_IF_QUIESCING | (MQOO_SET_IDENTITY_CONTEXT if identity else 0)
+        opts = MQOO_OUTPUT | MQOO_FAIL_IF_QUIESCING
         try:
-            obj = self._open(mqi, qmgr, dest, topics, opts)
+            obj = self._open(mqi, qmgr, dest, topics, opts | (MQOO_SET_IDENTITY_CONTEXT if identity else 0))
         except Exception as exc:
-            if identity and _is_mqi_error(mqi, exc) and _reason(exc) == MQRC_NOT_AUTHORIZED:
-                # no +setid authority: the queue manager will set UserIdentifier from the connection
-                log.warning("%s: no authority to set identity context on %s; UserIdentifier will be the "
-                            "connection's user (grant +setid to keep seed Table 1's UserIdentifier)",
-                            self.config.queue_manager, dest)
-                self._no_identity.add(dest)
-                return self._open_output(dest, topics)
-            raise
+            if not (identity and _is_mqi_error(mqi, exc) and _reason(exc) == MQRC_NOT_AUTHORIZED):
+                raise
+            obj = self._open(mqi, qmgr, dest, topics, opts)   # a 2035 here is about output itself: raised
+            # put allowed, set-identity not: the queue manager sets UserIdentifier from the connection
+            log.warning("%s: no authority to set identity context on %s; UserIdentifier will be the "
+                        "connection's user (grant +setid to keep seed Table 1's UserIdentifier)",
+                        self.config.queue_manager, dest)
+            self._no_identity.add(dest)
+            identity = False
+            key = (dest, 0)
         self._queues[key] = obj
         return obj, identity
 
@@ -409,13 +411,12 @@ class MqConnection:
             return topic
         return mqi.Queue(qmgr, dest, opts)
 
-    def _sync_put(self, items: list[tuple[str, bytes]], topics: Mapping[str, str]) -> None:
-        """MQPUT every message under syncpoint, then MQCMIT: on return all are committed."""
+    def _sync_put(self, items: list[tuple[str, Mqmd, bytes]], topics: Mapping[str, str]) -> None:
+        """MQPUT every (destination, MQMD, data) under syncpoint, then MQCMIT: on return all are committed."""
         mqi = self.mqi
         self._sync_connect()
         try:
-            for dest, data in items:
-                md, body = split_message(data)
+            for dest, md, body in items:
                 obj, identity = self._open_output(dest, topics)
                 pmo = mqi.PMO()
                 pmo.Options = (MQPMO_SYNCPOINT | MQPMO_FAIL_IF_QUIESCING
@@ -554,15 +555,16 @@ class MqTarget(Target):
         return None   # connects on the first send, so a queue manager that is down does not stop the gateway
 
     async def send(self, items: list[Outbound]) -> None:
+        """Put the batch and commit it. Bytes that are not an MQ message raise TypeError/MappingError,
+        not ConnectorError: retrying cannot help, so the router backs the batch out at its source
+        (and past the threshold moves the message to the backout destination)."""
         batch = []
         for item in items:
             if not isinstance(item.message, bytes | bytearray):
-                raise ConnectorError(f"mq target: {item.key} is not an MQ message")
-            batch.append((self._destination(item), bytes(item.message)))
-        try:
-            await self.conn.call(self.conn._sync_put, batch, self.topics)
-        except MappingError as exc:
-            raise ConnectorError(f"mq target: not an MQ message: {exc}") from exc
+                raise TypeError(f"mq target: message {item.key} is {type(item.message).__name__}, not MQ bytes")
+            md, data = split_message(bytes(item.message))   # before any MQI call: a bad message puts nothing
+            batch.append((self._destination(item), md, data))
+        await self.conn.call(self.conn._sync_put, batch, self.topics)
 
     @staticmethod
     def _destination(item: Outbound) -> str:
