@@ -104,6 +104,7 @@ class Spec:
     idle: int = 0                # idle-connections scenario: how many connections to hold
     hold: float = 3.0            # idle: seconds to hold them
     drain: float = 10.0          # max seconds to wait for stragglers after publishing stops
+    idle_exit: float = 2.0       # subscribers leave after this long without a message (once publishing stopped)
     budget: int = 0              # QoS 0 closed loop: at most this many messages sent and not yet
                                  # delivered (per subscriber); 0: open loop (flood, drops allowed)
     prefix: str = "b"
@@ -483,7 +484,7 @@ async def _sub_body(spec: Spec, host: str, port: int, ready: Any, start_at: Any,
             if st.received >= expected.value * spec.subscribers:
                 break
             idle_for = now - max(st.last_rx, wend)
-            if idle_for > 2.0 or now > wend + spec.drain:
+            if idle_for > spec.idle_exit or now > wend + spec.drain:
                 break
         await asyncio.sleep(0.01)
     cpu1 = time.process_time()

@@ -28,6 +28,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -79,6 +80,9 @@ class Broker:
     def pid(self) -> int:
         assert self.proc is not None
         return self.proc.pid
+
+    def counters(self, timeout: float = 5.0) -> dict[str, Any]:
+        return {}
 
     def stop(self) -> dict[str, Any]:
         """SIGTERM, then SIGKILL after 15 s; returns exit status and the tail of the log."""
@@ -140,6 +144,25 @@ class Mqbridge(Broker):
         super().__init__(workdir)
         self.synchronous = synchronous
         self.label = f"mqbridge-{synchronous}"
+        self.admin_port = free_port()
+
+    def counters(self, timeout: float = 5.0) -> dict[str, Any]:
+        """Broker-side counters from the admin /status: drops and group-commit efficiency."""
+        t0 = time.monotonic()
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.admin_port}/status", timeout=timeout) as r:
+                st = json.loads(r.read())
+        except (OSError, ValueError) as exc:
+            return {"error": str(exc)}
+        msgs, store = st.get("messages", {}), st.get("store", {})
+        out = {"received": msgs.get("received"), "sent": msgs.get("sent"), "dropped": msgs.get("dropped"),
+               "queued": msgs.get("queued"), "commits": store.get("commits"), "store_ops": store.get("ops"),
+               "last_commit_ms": store.get("last_commit_ms")}
+        out["admin_response_s"] = round(time.monotonic() - t0, 3)
+        if out["commits"] and out["received"]:
+            out["messages_per_commit"] = round(out["received"] / out["commits"], 1)
+            out["store_ops_per_message"] = round((out["store_ops"] or 0) / out["received"], 2)
+        return out
 
     def start(self) -> None:
         data = self.dir / "data"
@@ -148,7 +171,7 @@ class Mqbridge(Broker):
             "data_dir": str(data),
             "broker": {"listeners": [{"host": "127.0.0.1", "port": self.port}], "sys_interval": 0,
                        "durability": {"synchronous": self.synchronous}},
-            "admin": {"enabled": False},
+            "admin": {"enabled": True, "port": self.admin_port},   # loopback; read once after the run
             "logging": {"level": "WARNING"},
         }))
         log = open(self.dir / "broker.log", "wb")
@@ -180,7 +203,8 @@ def scenarios(duration: float, idle: int) -> dict[str, tuple[Spec, list[str]]]:
         # qos0_buffer_bytes); the -flood variant is open loop and shows overload behaviour.
         "qos0-64": (Spec("qos0-64", qos=0, publishers=4, payload=64, budget=50_000, duration=d), plain),
         "qos0-1k": (Spec("qos0-1k", qos=0, publishers=4, payload=1024, budget=4_000, duration=d), plain),
-        "qos0-64-flood": (Spec("qos0-64-flood", qos=0, publishers=4, payload=64, duration=d), plain),
+        "qos0-64-flood": (Spec("qos0-64-flood", qos=0, publishers=4, payload=64, duration=d, idle_exit=8.0,
+                               drain=20.0), plain),
         "qos1": (Spec("qos1", qos=1, publishers=4, payload=64, window=64, clean=False, duration=d), durable),
         "qos2": (Spec("qos2", qos=2, publishers=4, payload=64, window=64, clean=False, duration=d), durable),
         "fanout-50": (Spec("fanout-50", qos=0, publishers=1, subscribers=50, payload=64, budget=2_000,
@@ -262,19 +286,30 @@ def run_one(spec: Spec, label: str, keep: Path | None, profile: bool) -> dict[st
         broker = make_broker(label, Path(tmp))
         broker.start()
         spy: PySpy | None = None
-        on_window = None
         if profile and label.startswith("mqbridge"):
             spy = PySpy(HERE / "results" / f"profile-{spec.name}-{label}.txt")
+        at_window_end: dict[str, Any] = {}
 
-            def on_window(w0: float, w1: float, pid: int = broker.pid) -> None:
-                spy.attach(pid, w1 - w0)   # type: ignore[union-attr]
+        def on_window(w0: float, w1: float, pid: int = broker.pid) -> None:
+            if spy is not None:
+                spy.attach(pid, w1 - w0)
+            # counters while the clients are still connected (sessions' drop counts go with them)
+            timer = threading.Timer(max(0.0, w1 - time.monotonic() - 0.1),
+                                    lambda: at_window_end.update(broker.counters(20.0)))
+            timer.daemon = True
+            timer.start()
         load0 = os.getloadavg()[0]
         try:
             res = run_scenario("127.0.0.1", broker.port, spec, broker_pid=broker.pid, on_window=on_window)
         except Exception as exc:
             res = {"scenario": spec.name, "error": f"{type(exc).__name__}: {exc}"}
         finally:
+            counters = broker.counters()
             status = broker.stop()
+        if counters:
+            res["broker_counters"] = counters
+        if at_window_end:
+            res["broker_counters_window_end"] = at_window_end
         res["broker"] = label
         res["loadavg_1m_before"] = round(load0, 2)
         res.update(status)
