@@ -78,6 +78,8 @@ class RouteWorker:
             self.task = None
         await self.source.close()
         await self.target.close()
+        if self.backout is not self.target:
+            await self.backout.close()   # e.g. an mq backout destination holds its own connection
 
     async def _run(self) -> None:
         while True:

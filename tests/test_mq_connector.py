@@ -850,6 +850,48 @@ routes:
         executor.shutdown()
 
 
+def test_backout_destination_on_the_queue_manager(qm: FakeQueueManager, fake: types.ModuleType) -> None:
+    """A message already past the threshold goes to an MQ backout queue (put + commit there, then the
+    get is committed); stopping the route closes the backout connection too."""
+    rules = parse_rules("""
+connectors:
+  qm1: {type: mq, queue_manager: QM1}
+routes:
+  - name: mq-in
+    from: {connector: qm1, queue: IN}
+    to: {mqtt: "out/{topic}"}
+    options:
+      backout_threshold: 3
+      backout_destination: {connector: qm1, queue: DEV.DEAD.LETTER.QUEUE}
+""")
+    qm.preload("IN", _message(), backout=3)
+    executor = ThreadPoolExecutor(1)
+    router = Router(None, None, None, "gw", executor)  # type: ignore[arg-type]
+
+    async def go() -> mq.MqTarget:
+        worker = router.build(rules, rules.routes[0])
+        assert isinstance(worker.backout, mq.MqTarget)
+        await worker.start()
+        for _ in range(500):
+            if qm.depth("DEV.DEAD.LETTER.QUEUE") and qm.commits >= 2:
+                break
+            await asyncio.sleep(0.02)
+        await worker.stop()
+        return worker.backout
+
+    try:
+        backout = _run(go())
+    finally:
+        executor.shutdown()
+    assert qm.depth("DEV.DEAD.LETTER.QUEUE") == 1 and qm.depth("IN") == 0
+    stored = qm.queues["DEV.DEAD.LETTER.QUEUE"][0]
+    md = mq.read_md(MD_CLASS().unpack(stored.md))
+    backed = decode_message(mq.join_message(md, stored.data))
+    assert "backout threshold 3" in (backed.rfh2_folder("mqbridge").value("Reason") or "")  # type: ignore[union-attr]
+    assert backout.conn._executor is None and backout.conn.qmgr is None   # closed with the route
+    assert all(not c.alive for c in qm.conns)
+
+
 def test_missing_library_is_one_clear_error() -> None:
     def nothing(name: str) -> types.ModuleType:
         raise ModuleNotFoundError(f"No module named {name!r}", name=name)
