@@ -64,6 +64,7 @@ MCD, JMS, USR, MQPS = "mcd", "jms", "usr", "mqps"
 RFH2_JMS = "MQRFH2 jms folder"
 _LONG_MIN, _LONG_MAX = INTEGER_RANGES[JavaType.LONG]
 _MQLONG_MAX = 2**31 - 1
+_XML_WS = " \t\r\n"
 
 DECISIONS: tuple[str, ...] = (
     "JMSPriority: MQMD.Priority wins (§6.3); jms/Pri (seed jms folder->JMS row) is used when MQMD.Priority is "
@@ -188,7 +189,7 @@ class _ToJms:
         present, text = self.folder_value(JMS, name)
         if not present:
             return None
-        value = (text or "").strip()
+        value = (text or "").strip(_XML_WS)
         if not re.fullmatch(r"[+-]?[0-9]+", value, re.ASCII) or not low <= int(value) <= high:
             raise MappingError(f"{text!r} is not an integer in {low}..{high}", structure=RFH2_JMS, field=name)
         return int(value)
@@ -461,7 +462,7 @@ def _timestamp_to_mq(ctx: _ToMq) -> None:
 
 def _timestamp_to_jms(ctx: _ToJms) -> None:
     tms = ctx.folder_int("Tms", _LONG_MIN, _LONG_MAX)
-    date, time = ctx.md.put_date.strip(), ctx.md.put_time.strip()
+    date, time = ctx.md.put_date.strip(" "), ctx.md.put_time.strip(" ")
     if tms is not None:
         ctx.headers["timestamp"] = tms
         if date and put_date_time(tms) != (date, time):
@@ -506,7 +507,7 @@ def _parse_uri(text: str | None, name: str) -> Destination:
 
 def _reply_to_to_jms(ctx: _ToJms) -> None:
     present, rto = ctx.folder_value(JMS, "Rto")
-    q, qm = ctx.md.reply_to_q.strip(), ctx.md.reply_to_q_mgr.strip()
+    q, qm = ctx.md.reply_to_q.strip(" "), ctx.md.reply_to_q_mgr.strip(" ")   # blanks only (§2)
     if present:
         dest = _parse_uri(rto, "Rto")
         ctx.headers["reply_to"] = dest
@@ -734,8 +735,8 @@ def _type_to_mq(ctx: _ToMq) -> None:
 def _type_to_jms(ctx: _ToJms) -> None:
     _, msd = ctx.folder_value(MCD, "Msd")
     parts = {name: ctx.folder_value(MCD, name)[1] for name in ("Set", "Type", "Fmt") if name in ctx.mcd}
-    if msd and msd.strip().lower() not in MSD_TO_BODY:
-        ctx.headers["type"] = mcd_uri(msd.strip(), parts.get("Set"), parts.get("Type"), parts.get("Fmt"))
+    if msd and msd.strip(_XML_WS).lower() not in MSD_TO_BODY:
+        ctx.headers["type"] = mcd_uri(msd.strip(_XML_WS), parts.get("Set"), parts.get("Type"), parts.get("Fmt"))
         return
     if "Type" in parts:
         ctx.headers["type"] = parts["Type"]
@@ -841,7 +842,7 @@ def _usr_to_properties(folder: RfhFolder, ctx: _ToJms) -> None:
             ctx.report.dropped(where, "duplicate property: the first one is used")
             continue
         seen.add(el.name)
-        if el.value is None and DT_TO_TYPE.get((el.dt or "string").strip().lower()) not in NULLABLE_TYPES:
+        if el.value is None and DT_TO_TYPE.get((el.dt or "string").strip(_XML_WS).lower()) not in NULLABLE_TYPES:
             ctx.report.dropped(where, f"xsi:nil with dt={el.dt}: a JMS property cannot be a null primitive")
             continue
         value = decode_value(el.dt, el.value, name=el.name, nil=el.value is None, structure="usr folder property")
@@ -887,7 +888,7 @@ def _body_to_mq(ctx: _ToMq) -> bytes:
 def _body_class(msd: str | None, body_format: str, report: ConversionReport) -> BodyType:
     """The JMS message class: mcd Msd, else Format (MQSTR -> Text, anything else -> Bytes), §6.3, S19."""
     if msd is not None:
-        found = MSD_TO_BODY.get(msd.strip().lower())
+        found = MSD_TO_BODY.get(msd.strip(_XML_WS).lower())
         if found is not None:
             return found
     if body_format == C.MQFMT_STRING:

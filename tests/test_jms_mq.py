@@ -276,18 +276,6 @@ def test_target_client_mq_writes_no_rfh2_and_reports_what_only_the_rfh2_carried(
     assert names(report, Change.COERCED) == ["JMSCorrelationID", "MapMessage body"]   # 'ID:6f72...', Text
 
 
-@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
-@given(js.messages.map(lambda m: with_delivery_count(m)))
-def test_target_client_mq_report_is_complete(message):
-    try:
-        mq, report = to_mq(message, options=JmsToMqOptions(with_rfh2=False))
-    except MappingError:
-        return
-    assert mq.headers == ()
-    if not report:
-        assert same(to_jms(mq)[0], message)
-
-
 # ==================================================================================================
 # One test group per rule, both directions
 # ==================================================================================================
@@ -764,7 +752,7 @@ MAPPED_MQMD = ("feedback", "put_appl_type",
                "priority", "persistence", "msg_id", "correl_id", "backout_count", "reply_to_q", "reply_to_q_mgr",
                "msg_type", "user_identifier", "put_appl_name", "put_date", "put_time", "group_id", "msg_seq_number",
                "msg_flags", "expiry")
-_latin = st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), max_size=12)
+_latin = st.text(st.characters(min_codepoint=0x21, max_codepoint=0xFF), max_size=12)
 
 
 @st.composite
@@ -893,3 +881,41 @@ def test_mqtt_origin_message_is_a_bytes_message_on_its_topic():
     assert j.headers.destination == Destination.topic("sensors/hall/temp")
     assert j.headers.delivery_mode is DeliveryMode.PERSISTENT               # QoS 1 -> MQPER_PERSISTENT
     assert "mqtt folder" in names(r) and "mqps/Ret" in names(r)
+
+
+# ==================================================================================================
+# WMQ_TARGET_CLIENT=MQ (no RFH2)
+# ==================================================================================================
+def mqmd_only(message: JmsMessage) -> JmsMessage:
+    """Strip what only the RFH2 carries, so that the MQMD alone holds the message exactly."""
+    h = message.headers
+    keep = [(n, v) for n, v in message.properties.pairs if n.startswith("JMS")
+            and not (n == "JMSXGroupID" and id_to_bytes(v.value or "") is None)]
+    if "JMSXGroupSeq" in dict(keep) and "JMSXGroupID" not in dict(keep):
+        keep = [(n, v) for n, v in keep if n not in ("JMSXGroupSeq", "JMS_IBM_Last_Msg_In_Group")]
+    body = message.body if isinstance(message.body, TextBody | BytesBody) else BytesBody(b"")
+    cid = h.correlation_id if isinstance(h.correlation_id, str) and id_to_bytes(h.correlation_id) else None
+    headers = JmsHeaders(delivery_mode=h.delivery_mode, priority=h.priority, message_id=h.message_id,
+                         timestamp=h.timestamp // 10 * 10 or 10, correlation_id=cid, reply_to=h.reply_to,
+                         expiration=0 if not h.expiration else NOW + (h.expiration - NOW) // 100 * 100 + 100,
+                         redelivered=h.redelivered)
+    return JmsMessage(headers, TypedMap(keep, what="property"), body)
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@given(js.messages.map(with_delivery_count) | representable().map(mqmd_only))
+def test_target_client_mq_report_is_complete(message):
+    try:
+        mq, report = to_mq(message, options=JmsToMqOptions(with_rfh2=False))
+    except MappingError:
+        return
+    assert mq.headers == ()
+    if not report:
+        assert same(to_jms(mq)[0], message)
+
+
+@settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow])
+@given(representable().map(mqmd_only))
+def test_target_client_mq_carries_mqmd_only_messages_exactly(message):
+    mq, report = to_mq(message, options=JmsToMqOptions(with_rfh2=False))
+    assert report.findings == [] and same(to_jms(mq)[0], message)
