@@ -22,7 +22,7 @@ from bridge.connectors.jms import (
     stomp_destination,
     xstream_map_entries,
 )
-from bridge.connectors.stomp_link import StompLinkConfig
+from bridge.connectors.stomp_link import StompLink, StompLinkConfig, StompLinkError
 from bridge.route_convert import backout_message
 from mappings.jms import (
     BytesBody,
@@ -420,3 +420,28 @@ def test_target_fails_with_connector_error_when_the_broker_is_unreachable(unique
 
     with pytest.raises(ConnectorError, match="JMS provider"):
         run(scenario())
+
+
+@activemq
+def test_transactional_batch_is_all_or_nothing(link_config: StompLinkConfig, jmstool: JmsTool,
+                                               unique_name: str) -> None:
+    """send_many(transactional=True) awaits one RECEIPT (the COMMIT's). A frame the provider refuses
+    (ActiveMQ drops the connection on a malformed header) fails the batch and commits none of it."""
+    link = StompLink(link_config)
+    link.start(timeout=20)
+    q = f"tx.{unique_name}"
+    try:
+        def good(body: bytes) -> tuple[str, bytes, dict[str, str], bool]:
+            return (f"/queue/{q}", body, {}, False)
+
+        link.send_many([good(b"a"), good(b"b")], transactional=True)
+        with pytest.raises(StompLinkError):
+            link.send_many([good(b"x"), (f"/queue/{q}", b"y", {"priority": "high"}, False), good(b"z")],
+                           transactional=True)
+        assert link.wait_until_up(20)   # reconnected
+        link.send_many([good(b"c")], transactional=True)
+    finally:
+        link.close()
+    assert [m["body"] for m in jmstool.receive(f"queue://{q}", 3)] == ["a", "b", "c"]
+    with pytest.raises(Exception, match="received 0 of 1"):
+        jmstool.receive(f"queue://{q}", 1, timeout=1)

@@ -51,6 +51,7 @@ numeric-looking Strings into numbers):
 - Redelivery: ``redelivered: true`` counts as one earlier delivery (§5: there is no delivery-count
   header; a ``JMSXDeliveryCount`` header is used when a provider sends one).
 
+Sending: a route's batch is one STOMP transaction whose COMMIT asks for the receipt (JmsTarget).
 Acknowledgement (§5): ``ack: client-individual``; confirm = ACK. Backout does **not** NACK, because
 ActiveMQ moves a NACKed message straight to ``ActiveMQ.DLQ``: the source keeps the message
 unacknowledged and hands it to the route again with its count raised, so the router's own backout
@@ -521,8 +522,10 @@ def _findings(report: ConversionReport) -> list[Finding]:
 
 
 class JmsTarget(Target):
-    """Sends a batch as SEND frames in order, each with a receipt, and returns once every receipt is in
-    (StompLink.send_many): the route confirms its source only then (at least once)."""
+    """Sends a batch as one STOMP transaction (BEGIN, the SENDs in order, COMMIT with a receipt:
+    StompLink.send_many) and returns once the COMMIT's receipt is in: the route confirms its source
+    only then (at least once). One receipt per batch keeps the broker to one store sync and avoids
+    the Nagle/delayed-ACK stall that many small RECEIPT frames hit (bench/README.md)."""
 
     protocol = "jms"
 
@@ -553,7 +556,7 @@ class JmsTarget(Target):
         batch = [(f.destination, f.body, f.headers, f.content_length) for f in frames]
         try:
             await asyncio.get_running_loop().run_in_executor(
-                self._io, lambda: self.link.send_many(batch, timeout=self.receipt_timeout))
+                self._io, lambda: self.link.send_many(batch, timeout=self.receipt_timeout, transactional=True))
         except StompLinkError as exc:
             raise ConnectorError(f"JMS provider: {exc}") from exc
 

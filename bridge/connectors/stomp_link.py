@@ -29,6 +29,7 @@ from __future__ import annotations
 import itertools
 import logging
 import random
+import socket
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -188,6 +189,7 @@ class StompLink:
         self.last_error: str | None = None
         self.server_heartbeat: tuple[int, int] | None = None  # provider's (send, receive) ms
         self.connects = 0  # successful CONNECTs so far (1 + reconnects)
+        self.errors_seen = 0  # ERROR frames that answered no receipt (send_many checks it)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -274,43 +276,62 @@ class StompLink:
         frames: Sequence[tuple[str, bytes, Mapping[str, str], bool]],
         *,
         timeout: float | None = None,
+        transactional: bool = False,
     ) -> None:
-        """Send ``(destination, body, headers, content_length)`` frames in order, each asking for a
-        RECEIPT, then wait for all the receipts (pipelined: one round trip per batch, not per frame).
+        """Send ``(destination, body, headers, content_length)`` frames in order and return only when
+        the provider accepted every one; raises like ``send`` otherwise (the outcome of the batch is
+        then unknown: resend it, accepting duplicates).
 
-        Returns only when every frame was accepted; raises like ``send`` for the first frame that
-        was not (the outcome of the others is then unknown: resend the batch)."""
+        Without ``transactional`` each SEND asks for a RECEIPT and all are awaited together
+        (pipelined: one round trip per batch). With it the batch is BEGIN, the SENDs, and a COMMIT
+        asking for the one RECEIPT: the provider commits the batch at once (one store sync) and sends
+        one frame back, which also avoids Nagle/delayed-ACK stalls on many small receipts. An ERROR
+        frame that arrives while a transactional batch is in flight fails the batch."""
         with self._lock:
             conn = self._conn
             if self._state is not LinkState.UP or conn is None:
                 raise LinkDown(f"STOMP link to {self._where()} is {self._state.value}: {self.last_error}")
             generation = self._generation
+            errors_before = self.errors_seen
         waiting: list[tuple[str, _Pending]] = []
+        transaction = f"t{next(self._ids)}" if transactional else None
 
         def forget() -> None:
             with self._lock:
                 for r, _ in waiting:
                     self._pending.pop(r, None)
 
-        for destination, body, headers, content_length in frames:
-            h = dict(headers)
-            if content_length:
-                h["content-length"] = str(len(body))
-            elif b"\x00" in body:
-                forget()
-                raise ValueError("a body containing NUL needs content-length (it would end the frame)")
+        def expect() -> str:
             receipt = f"r{next(self._ids)}"
-            h["receipt"] = receipt
             pending = _Pending(generation)
             with self._lock:
                 self._pending[receipt] = pending
             waiting.append((receipt, pending))
-            try:
+            return receipt
+
+        try:
+            if transaction is not None:
+                conn.begin(transaction)
+            for destination, body, headers, content_length in frames:
+                h = dict(headers)
+                if content_length:
+                    h["content-length"] = str(len(body))
+                elif b"\x00" in body:
+                    forget()
+                    if transaction is not None:
+                        conn.abort(transaction)
+                    raise ValueError("a body containing NUL needs content-length (it would end the frame)")
+                if transaction is not None:
+                    h["transaction"] = transaction
+                else:
+                    h["receipt"] = expect()
                 conn.send(destination, body, headers=h)
-            except stomp.exception.StompException as e:
-                forget()
-                self._mark_down(generation, f"SEND failed: {e!r}")
-                raise LinkDown(f"SEND to {self._where()} failed: {e!r}") from e
+            if transaction is not None:
+                conn.commit(transaction, headers={"receipt": expect()})
+        except stomp.exception.StompException as e:
+            forget()
+            self._mark_down(generation, f"SEND failed: {e!r}")
+            raise LinkDown(f"SEND to {self._where()} failed: {e!r}") from e
         deadline = time.monotonic() + (self.config.receipt_timeout if timeout is None else timeout)
         for receipt, pending in waiting:
             if not pending.done.wait(max(0.0, deadline - time.monotonic())):
@@ -319,6 +340,9 @@ class StompLink:
             if pending.error is not None:
                 forget()
                 raise pending.error
+        if transaction is not None and self.errors_seen != errors_before:
+            raise SendRejected(f"{self._where()} sent an ERROR during transaction {transaction}: "
+                               f"{self.last_error}", {}, b"")
 
     def _with_receipt(
         self,
@@ -452,6 +476,8 @@ class StompLink:
             pending.error = SendRejected(f"{self._where()} refused: {message}", dict(frame.headers), body)
             pending.done.set()
         else:
+            with self._lock:
+                self.errors_seen += 1
             log.warning("ERROR from %s: %s", self._where(), message)
 
     def _close_reason(self, generation: int) -> str:
@@ -531,6 +557,10 @@ class StompLink:
             conn.connect(cfg.login, cfg.passcode, wait=False, headers=headers)
         except stomp.exception.ConnectFailedException as e:
             raise LinkDown(f"cannot connect to {self._where()}") from e
+        try:  # frames are small and answered one by one: Nagle + delayed ACK would stall each ~40 ms
+            conn.transport.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except (AttributeError, OSError) as e:
+            log.debug("TCP_NODELAY not set: %r", e)
         if not listener.connected.wait(cfg.connect_timeout):
             raise LinkDown(f"no CONNECTED frame from {self._where()} within {cfg.connect_timeout} s")
         if listener.connect_error is not None:
