@@ -24,6 +24,7 @@ from bridge.mqtt.connection import ClientConnection
 log = logging.getLogger("mqbridge.server")
 
 SWEEP_INTERVAL = 0.5
+FLUSH_BYTES = 64 * 1024    # coalesced output is written at the latest when this much is queued
 
 
 @dataclass(slots=True)
@@ -55,7 +56,7 @@ class Listener:
 
 
 class MqttProtocol(asyncio.Protocol):
-    __slots__ = ("server", "listener", "transport", "conn", "_out", "_peer")
+    __slots__ = ("server", "listener", "transport", "conn", "_out", "_out_bytes", "_peer")
 
     def __init__(self, server: MqttServer, listener: Listener) -> None:
         self.server = server
@@ -63,6 +64,7 @@ class MqttProtocol(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.conn: ClientConnection | None = None
         self._out: list[bytes] = []
+        self._out_bytes = 0
 
     # -- asyncio callbacks ----------------------------------------------------------------------
 
@@ -97,7 +99,7 @@ class MqttProtocol(asyncio.Protocol):
         self.conn = ClientConnection(
             peer=peer, listener=listener.label(), max_packet_size=limits.max_message_size,
             now=server.loop.time(), write=self._queue_write, abort=self._abort,
-            after_commit=broker.store.after_commit, write_buffer_size=transport.get_write_buffer_size,
+            after_commit=broker.store.after_commit, write_buffer_size=self.buffered,
             qos0_buffer_limit=limits.qos0_buffer_bytes)
         listener.connections.add(self)
         listener.accepted += 1
@@ -145,11 +147,21 @@ class MqttProtocol(asyncio.Protocol):
         if not out:
             self.server.schedule_flush(self)
         out.append(data)
+        self._out_bytes += len(data)
+        if self._out_bytes >= FLUSH_BYTES:
+            # under a flood the loop may not get back to the scheduled flush soon: write now
+            self.flush()
+
+    def buffered(self) -> int:
+        """Bytes queued for this client: ours not yet handed over plus the transport's buffer."""
+        transport = self.transport
+        return self._out_bytes + (transport.get_write_buffer_size() if transport is not None else 0)
 
     def flush(self) -> None:
         out = self._out
         if not out:
             return
+        self._out_bytes = 0
         transport = self.transport
         if transport is None or transport.is_closing():
             out.clear()
@@ -171,6 +183,7 @@ class MqttProtocol(asyncio.Protocol):
         if exc.connack is not None and conn.client_id is None:
             # the one answer a refused CONNECT gets, then the connection closes
             self._out.clear()
+            self._out_bytes = 0
             if self.transport is not None:
                 self.transport.write(P.encode_connack(int(exc.connack)))
             conn.close_reason = f"CONNACK {int(exc.connack)}: {exc.reason}"
