@@ -229,6 +229,12 @@ def _padded24(text: str) -> tuple[bytes, bool]:
     return raw[:24].ljust(24, b"\x00"), len(raw) > 24
 
 
+def mqchar_form(value: str, length: int) -> str:
+    """What an MQCHAR field written by :func:`_mqchar` reads back as (blank-trimmed, §6.3)."""
+    text = value.encode("latin-1", "replace").decode("latin-1")[:length]
+    return text.split("\x00", 1)[0].strip(" ")
+
+
 def _mqchar(ctx: _ToMq, value: str, mqmd_field: str, length: int, name: str) -> str:
     """A value for a single-byte MQCHAR field: '?' for other characters, cut to ``length`` bytes, cut at a
     NUL; a value the MQMD cannot give back as it is (padding blanks are trimmed, §6.3) is reported."""
@@ -511,8 +517,8 @@ def _reply_to_to_jms(ctx: _ToJms) -> None:
     if present:
         dest = _parse_uri(rto, "Rto")
         ctx.headers["reply_to"] = dest
-        if q and (dest.kind is DestinationKind.TOPIC or dest.name[:48] != q
-                  or dest.queue_manager and dest.queue_manager[:48] != qm):
+        if q and (dest.kind is DestinationKind.TOPIC or mqchar_form(dest.name, 48) != q
+                  or dest.queue_manager and mqchar_form(dest.queue_manager, 48) != qm):
             ctx.report.dropped("MQMD.ReplyToQ", f"{qm}/{q} differs from jms/Rto, which wins (§6.3)")
     elif q:
         if "/" in qm or "?" in qm:   # legal in an MQ name, but queue://QM/Q cannot carry it

@@ -401,7 +401,12 @@ def test_reply_to_and_msg_type():
     assert to_jms(mq)[0].headers.reply_to == Destination.topic("answers")
     mq, r = to_mq(msg(reply_to=Destination.queue("Q" * 50)))
     assert mq.md.reply_to_q == "Q" * 48 and names(r, Change.TRUNCATED) == ["MQMD.ReplyToQ"]
-    assert to_jms(mq)[0].headers.reply_to == Destination.queue("Q" * 50)  # Rto wins
+    j, r = to_jms(mq)
+    assert j.headers.reply_to == Destination.queue("Q" * 50) and r.findings == []  # Rto wins, MQMD consistent
+    j, r = to_jms(to_mq(msg(reply_to=Destination.queue("\u20acQ ", "QM1")))[0])
+    assert j.headers.reply_to == Destination.queue("\u20acQ ", "QM1") and r.findings == []
+    j, r = to_jms(with_rfh2(got(reply_to_q="OTHER"), (F("jms", ("Rto", "queue:///R")),)))
+    assert j.headers.reply_to == Destination.queue("R") and names(r) == ["MQMD.ReplyToQ"]
     j, r = to_jms(native(got(msg_type=C.MQMT_REQUEST, reply_to_q="R", reply_to_q_mgr="QM2")))
     assert j.headers.reply_to == Destination.queue("R", "QM2") and r.findings == []
     j, r = to_jms(native(got(msg_type=C.MQMT_REPLY)))
