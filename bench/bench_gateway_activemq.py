@@ -1,0 +1,163 @@
+# Benchmarks MQTT QoS 1 -> ActiveMQ through mqbridge (STOMP connector) against ActiveMQ's own MQTT port.
+"""MQTT QoS 1 -> JMS consumer throughput, two paths to the same ActiveMQ broker on this machine:
+
+- **native**: MQTT publisher -> ActiveMQ's ``mqtt://`` transport -> JMS consumer of ``topic://bn.<tag>``
+  (docs/stomp-facts.md §7: a BytesMessage with the payload exact);
+- **mqbridge**: MQTT publisher -> ``mqbridge serve`` (built-in broker, durable QoS 1, route
+  ``bench/#`` -> JMS topic with full conversion: amlen auto rule, SwiftMQ properties, conversion log)
+  -> STOMP SEND with receipts -> the same kind of JMS consumer.
+
+The publisher is a raw-socket MQTT 3.1.1 client keeping ``--window`` QoS 1 publications in flight
+(bench/mqtt_load.py wire helpers); the JMS consumer is tests/java/JmsTool over OpenWire in its own JVM,
+started before publishing. A run's rate is messages / (last message received - first publish).
+
+Run: ``.venv/bin/python bench/bench_gateway_activemq.py --count 20000 --rounds 3`` (needs the Debian
+ActiveMQ and a JDK, like the activemq tests). Prints JSON and a Markdown table.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.mqtt_load import PUBACK_T, connect_packet, proc_cpu, publish_packet  # noqa: E402
+from tests.support.activemq import ActiveMQ  # noqa: E402
+from tests.support.gateway import GatewayProcess  # noqa: E402
+from tests.support.jmstool import JmsTool  # noqa: E402
+
+
+async def publish_qos1(host: str, port: int, topic: str, count: int, payload: bytes,
+                       window: int) -> tuple[float, float]:
+    """Publish ``count`` QoS 1 messages with ``window`` unacknowledged at most; returns (start, all acked)."""
+    reader, writer = await asyncio.open_connection(host, port)
+    writer.write(connect_packet(f"bench-{uuid.uuid4().hex[:8]}", clean=True, keepalive=0))
+    head = await reader.readexactly(4)
+    if head[0] >> 4 != 2 or head[3] != 0:
+        raise RuntimeError(f"CONNACK refused: {head!r}")
+    free = asyncio.Semaphore(window)
+    acked = 0
+    done = asyncio.Event()
+
+    async def read_acks() -> None:
+        nonlocal acked
+        buf = b""
+        while acked < count:
+            data = await reader.read(65536)
+            if not data:
+                raise RuntimeError("broker closed the connection")
+            buf += data
+            i = 0
+            while len(buf) - i >= 4:
+                if buf[i] >> 4 != PUBACK_T:
+                    raise RuntimeError(f"unexpected packet type {buf[i] >> 4}")
+                i += 4
+                acked += 1
+                free.release()
+            buf = buf[i:]
+        done.set()
+
+    acker = asyncio.create_task(read_acks())
+    start = time.time()
+    for n in range(count):
+        await free.acquire()
+        writer.write(publish_packet(topic, payload, qos=1, packet_id=n % 65535 + 1))
+        if n % 64 == 0:
+            await writer.drain()
+    await writer.drain()
+    await done.wait()
+    end = time.time()
+    await acker
+    writer.write(b"\xe0\x00")
+    writer.close()
+    return start, end
+
+
+def one_run(tool: JmsTool, jms_dest: str, mqtt_port: int, mqtt_topic: str, count: int, payload: bytes,
+            window: int, pids: dict[str, int]) -> dict[str, Any]:
+    receiver = tool.start_receiver(jms_dest, count, timeout=max(60.0, count / 200))
+    cpu0 = {name: proc_cpu(pid) or 0.0 for name, pid in pids.items()}
+    start, acked = asyncio.run(publish_qos1("127.0.0.1", mqtt_port, mqtt_topic, count, payload, window))
+    got = receiver.result()
+    received = time.time()
+    if len(got) != count:
+        raise RuntimeError(f"JMS consumer got {len(got)} of {count}")
+    cpu = {f"cpu_s_{name}": round((proc_cpu(pid) or 0.0) - cpu0[name], 2) for name, pid in pids.items()}
+    return {"publish_per_s": count / (acked - start), "delivered_per_s": count / (received - start),
+            "seconds": received - start, "message_class": got[0]["class"].rsplit(".", 1)[-1], **cpu}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--count", type=int, default=20_000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--payload", type=int, default=100)
+    ap.add_argument("--window", type=int, default=256)
+    ap.add_argument("--non-persistent-broker", action="store_true", help="ActiveMQ without KahaDB")
+    args = ap.parse_args(argv)
+    payload = (b"bench-payload " * (args.payload // 14 + 1))[:args.payload]
+
+    work = Path(tempfile.mkdtemp(prefix="mqbridge-bench-amq-"))
+    broker = ActiveMQ(work / "activemq", persistent=not args.non_persistent_broker)
+    ep = broker.start()
+    tool = JmsTool(JmsTool.compile(work / "jmstool"), ep.openwire_url)
+    gw: GatewayProcess | None = None
+    results: dict[str, list[dict[str, Any]]] = {"native": [], "mqbridge": []}
+    try:
+        tag = uuid.uuid4().hex[:8]
+        rules = work / "rules.yaml"
+        rules.write_text(json.dumps({
+            "connectors": {"amq": {"type": "jms", "host": ep.host, "port": ep.stomp_port}},
+            "routes": [{"name": "bench", "from": {"mqtt": "bench/#"},
+                        "to": {"connector": "amq", "topic": f"bg.{tag}"}}],
+        }))
+        (work / "gw").mkdir()
+        gw = GatewayProcess(work / "gw", {"rules": str(rules), "logging": {"level": "WARNING"}}).start()
+        assert broker.proc is not None and gw.proc is not None
+        pids = {"activemq": broker.proc.pid, "mqbridge": gw.proc.pid}
+        native = (tool, f"topic://bn.{tag}", ep.mqtt_port, f"bn/{tag}")
+        bridged = (tool, f"topic://bg.{tag}", gw.port, "bench/x")
+        # warm both paths (JIT, connections, the route's STOMP link)
+        one_run(*native, 500, payload, args.window, pids)
+        one_run(*bridged, 500, payload, args.window, pids)
+        for _ in range(args.rounds):
+            results["native"].append(one_run(*native, args.count, payload, args.window, pids))
+            results["mqbridge"].append(one_run(*bridged, args.count, payload, args.window, pids))
+    finally:
+        if gw is not None:
+            gw.stop()
+        tool.close()
+        broker.stop()
+    summary = {
+        path: {
+            "delivered_per_s_median": statistics.median(r["delivered_per_s"] for r in runs),
+            "delivered_per_s_best": max(r["delivered_per_s"] for r in runs),
+            "publish_per_s_median": statistics.median(r["publish_per_s"] for r in runs),
+            "message_class": runs[0]["message_class"],
+        } for path, runs in results.items()
+    }
+    ratio = summary["mqbridge"]["delivered_per_s_median"] / summary["native"]["delivered_per_s_median"]
+    print(json.dumps({"count": args.count, "payload": args.payload, "window": args.window,
+                      "persistent_broker": not args.non_persistent_broker, "cpus": os.cpu_count(),
+                      "runs": results, "summary": summary, "ratio_mqbridge_to_native": ratio}, indent=1))
+    print()
+    print("| path | delivered to JMS consumer /s (median) | best | QoS 1 publish acked /s (median) | JMS class |")
+    print("|---|---:|---:|---:|---|")
+    for path, s in summary.items():
+        print(f"| {path} | {s['delivered_per_s_median']:,.0f} | {s['delivered_per_s_best']:,.0f} | "
+              f"{s['publish_per_s_median']:,.0f} | {s['message_class']} |")
+    print(f"\nmqbridge / native (median delivered): {ratio:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
