@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from mappings.yaml_lines import line_of
 
 
 class ConfigError(Exception):
@@ -114,30 +116,6 @@ class GatewayConfig(_Model):
     logging: LoggingConfig = LoggingConfig()
 
 
-def _line_of(text: str, loc: tuple[Any, ...]) -> int | None:
-    """Best-effort line number of a key path in YAML text (compose nodes keep marks)."""
-    try:
-        node = yaml.compose(text)
-    except yaml.YAMLError:
-        return None
-    line = None
-    for key in loc:
-        if isinstance(node, yaml.MappingNode):
-            for k, v in node.value:
-                if k.value == key:
-                    line = k.start_mark.line + 1
-                    node = v
-                    break
-            else:
-                return line
-        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
-            node = node.value[key]
-            line = node.start_mark.line + 1
-        else:
-            return line
-    return line
-
-
 def load_config(path: Path | str | None) -> GatewayConfig:
     if path is None:
         return GatewayConfig()
@@ -160,7 +138,7 @@ def load_config(path: Path | str | None) -> GatewayConfig:
         lines = []
         for err in exc.errors():
             loc = tuple(err["loc"])
-            line = _line_of(text, loc)
+            line = line_of(text, loc)
             field = ".".join(str(p) for p in loc)
             lines.append(f"{path}:{line if line else '?'}: {field}: {err['msg']}")
         raise ConfigError("\n".join(lines)) from None

@@ -31,6 +31,7 @@ from mappings.mqtt_mq import (
     mq_to_mqtt,
 )
 from mappings.report import ConversionReport
+from mappings.yaml_lines import line_of
 
 #: modules that add converters (e.g. JMS); a missing module is skipped, like bridge.cli's families
 CONVERTER_MODULES: tuple[str, ...] = ("bridge.converters_jms", "bridge.converters_jms_mq")
@@ -62,26 +63,6 @@ class Converter:
 # --------------------------------------------------------------------------------------------------
 # Reading descriptions (JSON or YAML), errors with file line and field
 # --------------------------------------------------------------------------------------------------
-def _line_of(text: str, loc: tuple[Any, ...]) -> int | None:
-    try:
-        node = yaml.compose(text)
-    except yaml.YAMLError:
-        return None
-    line = None
-    for key in loc:
-        if isinstance(node, yaml.MappingNode):
-            match = next(((k, v) for k, v in node.value if k.value == str(key)), None)
-            if match is None:
-                return line
-            line, node = match[0].start_mark.line + 1, match[1]
-        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
-            node = node.value[key]
-            line = node.start_mark.line + 1
-        else:
-            return line
-    return line
-
-
 def load_description(raw: bytes, name: str) -> tuple[Any, str]:
     """Parse JSON/YAML text; returns (data, text)."""
     try:
@@ -101,7 +82,7 @@ def validation_message(exc: ValidationError, text: str, name: str) -> str:
     lines = []
     for err in exc.errors():
         loc = tuple(err["loc"])
-        line = _line_of(text, loc)
+        line = line_of(text, loc)
         where = f"{name}:{line}" if line else name
         lines.append(f"{where}: {'.'.join(str(p) for p in loc) or '(top level)'}: {err['msg']}")
     return "\n".join(lines)

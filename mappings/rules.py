@@ -20,6 +20,7 @@ from pydantic import (
 from mappings.errors import MappingError
 from mappings.selector import compile_selector
 from mappings.topic_rules import TopicError, filters_overlap, topic_matches, validate_topic_filter
+from mappings.yaml_lines import line_of
 
 EMBEDDED = "embedded"   # the connector that always exists: the local durable queue store
 MQ_NAME = re.compile(r"^[A-Za-z0-9._/%]{1,48}$")   # MQ object names: 48 characters of this set
@@ -290,29 +291,6 @@ def find_loop(routes: list[Route]) -> list[str]:
 # -- loading with line numbers --------------------------------------------------------------------------
 
 
-def _line_of(text: str, loc: tuple[Any, ...]) -> int | None:
-    try:
-        node = yaml.compose(text)
-    except yaml.YAMLError:
-        return None
-    line = None
-    for key in loc:
-        if isinstance(node, yaml.MappingNode):
-            for k, v in node.value:
-                if k.value == key:
-                    line = k.start_mark.line + 1
-                    node = v
-                    break
-            else:
-                return line
-        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
-            node = node.value[key]
-            line = node.start_mark.line + 1
-        else:
-            return line
-    return line
-
-
 _UNION_TAGS = frozenset({"mqtt-endpoint", "queue-endpoint", "embedded", "jms", "mq"})
 
 
@@ -333,7 +311,7 @@ def parse_rules(text: str, name: str = "<rules>") -> RulesFile:
     if not isinstance(data, dict):
         raise RulesError([f"{name}:1: the top level must be a mapping with connectors and routes"])
     def render(loc: tuple[Any, ...], msg: str) -> str:
-        line = _line_of(text, loc)
+        line = line_of(text, loc)
         where = ".".join(str(p) for p in loc) or "(file)"
         return f"{name}:{line if line else '?'}: {where}: {msg}"
 
