@@ -106,7 +106,10 @@ class Connack:
     session_present: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+# PUBLISH and the acks are the hot path: a frozen dataclass's __init__ (object.__setattr__ per field) costs
+# 4-5x a plain one, half of the whole decode. These two are plain slotted dataclasses: treat them as
+# immutable all the same; nothing in mqbridge mutates a decoded packet.
+@dataclass(slots=True)
 class Publish:
     topic: str
     payload: bytes
@@ -116,7 +119,7 @@ class Publish:
     packet_id: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PacketIdOnly:
     """PUBACK, PUBREC, PUBREL, PUBCOMP and UNSUBACK: a packet type and a packet identifier."""
 
