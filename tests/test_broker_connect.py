@@ -11,8 +11,13 @@ import struct
 import pytest
 
 from bridge.mqtt import packets as P
+from tests.support import shared_gateway
 from tests.support.gateway import wait_for
 from tests.support.mqtt_clients import LEVEL, PROTOCOL_IDS, PROTOCOLS, V31, V311, RawClient
+
+# one gateway process per module, reset before each test (see tests/support/shared_gateway.py)
+module_gateway = shared_gateway.module_gateway
+gateway = shared_gateway.gateway
 
 
 def raw_connect_bytes(name: str, level: int, client_id: str = "raw", flags: int = 0x02,

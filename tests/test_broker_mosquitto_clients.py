@@ -8,9 +8,14 @@ import subprocess
 
 import pytest
 
+from tests.support import shared_gateway
 from tests.support.gateway import wait_for
 from tests.support.mosquitto import AVAILABLE, VERSIONS, MosquittoSub, mosquitto_pub
 from tests.support.mqtt_clients import V31, V311
+
+# one gateway process per module, reset before each test (see tests/support/shared_gateway.py)
+module_gateway = shared_gateway.module_gateway
+gateway = shared_gateway.gateway
 
 pytestmark = pytest.mark.skipif(not AVAILABLE, reason="mosquitto-clients are not installed")
 
@@ -41,10 +46,10 @@ def pub_ok(*args, **kw) -> None:
 
 
 def test_qos_levels_and_downgrade(gateway, subs, version):
-    s1 = subs(gateway.port, "mq/q/#", version=version, qos=1, client_id=f"s1-{version}").wait_subscribed(gateway)
-    s2 = subs(gateway.port, "mq/q/#", version=version, qos=2, client_id=f"s2-{version}").wait_subscribed(gateway)
+    s1 = subs(gateway.port, "mo/q/#", version=version, qos=1, client_id=f"s1-{version}").wait_subscribed(gateway)
+    s2 = subs(gateway.port, "mo/q/#", version=version, qos=2, client_id=f"s2-{version}").wait_subscribed(gateway)
     for q in (0, 1, 2):
-        pub_ok(gateway.port, f"mq/q/{q}", f"p{q}", version=version, qos=q)
+        pub_ok(gateway.port, f"mo/q/{q}", f"p{q}", version=version, qos=q)
     got1 = {m.payload: m.qos for m in s1.wait_messages(3)}
     got2 = {m.payload: m.qos for m in s2.wait_messages(3)}
     assert got1 == {"p0": 0, "p1": 1, "p2": 1}
@@ -54,11 +59,11 @@ def test_qos_levels_and_downgrade(gateway, subs, version):
 @pytest.mark.parametrize("qos", [0, 1, 2])
 def test_order_of_many_messages(gateway, subs, version, qos):
     n = 300
-    s = subs(gateway.port, "mq/order", version=version, qos=qos, client_id=f"ord-{version}", count=n)
+    s = subs(gateway.port, "mo/order", version=version, qos=qos, client_id=f"ord-{version}", count=n)
     s.wait_subscribed(gateway)
     lines = "".join(f"{i}\n" for i in range(n))
     r = subprocess.run(["mosquitto_pub", "-h", "127.0.0.1", "-p", str(gateway.port), "-V", version, "-q", str(qos),
-                        "-t", "mq/order", "-l"], input=lines, capture_output=True, text=True, timeout=60)
+                        "-t", "mo/order", "-l"], input=lines, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     got = s.wait_messages(n, timeout=30)
     assert [int(m.payload) for m in got] == list(range(n))
@@ -66,99 +71,99 @@ def test_order_of_many_messages(gateway, subs, version, qos):
 
 
 def test_retained_set_replace_clear(gateway, subs, version):
-    pub_ok(gateway.port, "mq/ret/a", "first", version=version, qos=1, retain=True)
-    pub_ok(gateway.port, "mq/ret/a", "second", version=version, qos=1, retain=True)
-    pub_ok(gateway.port, "mq/ret/b", "bee", version=version, qos=2, retain=True)
-    s = subs(gateway.port, "mq/ret/#", version=version, qos=2, client_id=f"ret-{version}")
+    pub_ok(gateway.port, "mo/ret/a", "first", version=version, qos=1, retain=True)
+    pub_ok(gateway.port, "mo/ret/a", "second", version=version, qos=1, retain=True)
+    pub_ok(gateway.port, "mo/ret/b", "bee", version=version, qos=2, retain=True)
+    s = subs(gateway.port, "mo/ret/#", version=version, qos=2, client_id=f"ret-{version}")
     got = s.wait_messages(2)
     assert sorted((m.topic, m.payload, m.qos, m.retain) for m in got) == [
-        ("mq/ret/a", "second", 1, True), ("mq/ret/b", "bee", 2, True)]
-    pub_ok(gateway.port, "mq/ret/a", None, version=version, qos=1, retain=True)   # -n -r clears
-    s2 = subs(gateway.port, ["mq/ret/#", "mq/marker"], version=version, qos=2, client_id=f"ret2-{version}")
+        ("mo/ret/a", "second", 1, True), ("mo/ret/b", "bee", 2, True)]
+    pub_ok(gateway.port, "mo/ret/a", None, version=version, qos=1, retain=True)   # -n -r clears
+    s2 = subs(gateway.port, ["mo/ret/#", "mo/marker"], version=version, qos=2, client_id=f"ret2-{version}")
     s2.wait_subscribed(gateway)
-    pub_ok(gateway.port, "mq/marker", "m", version=version, qos=2)
+    pub_ok(gateway.port, "mo/marker", "m", version=version, qos=2)
     got = s2.wait_messages(2)
-    assert [(m.topic, m.payload, m.retain) for m in got] == [("mq/ret/b", "bee", True), ("mq/marker", "m", False)]
+    assert [(m.topic, m.payload, m.retain) for m in got] == [("mo/ret/b", "bee", True), ("mo/marker", "m", False)]
 
 
 def test_retained_survives_restart(gateway, subs, version):
-    pub_ok(gateway.port, "mq/keep", "across restart", version=version, qos=1, retain=True)
+    pub_ok(gateway.port, "mo/keep", "across restart", version=version, qos=1, retain=True)
     assert gateway.stop() == 0
     gateway.start()
-    s = subs(gateway.port, "mq/keep", version=version, qos=1, client_id=f"keep-{version}", count=1)
+    s = subs(gateway.port, "mo/keep", version=version, qos=1, client_id=f"keep-{version}", count=1)
     (m,) = s.wait_messages(1)
     assert (m.payload, m.retain) == ("across restart", True)
 
 
 def test_will_on_kill_but_not_on_clean_exit(gateway, subs, version):
-    watcher = subs(gateway.port, "mq/will/#", version=version, qos=1, client_id=f"w-{version}")
+    watcher = subs(gateway.port, "mo/will/#", version=version, qos=1, client_id=f"w-{version}")
     watcher.wait_subscribed(gateway)
-    polite = subs(gateway.port, "mq/none", version=version, client_id=f"polite-{version}",
-                  extra=("--will-topic", "mq/will/polite", "--will-payload", "never", "--will-qos", "1"))
+    polite = subs(gateway.port, "mo/none", version=version, client_id=f"polite-{version}",
+                  extra=("--will-topic", "mo/will/polite", "--will-payload", "never", "--will-qos", "1"))
     polite.wait_subscribed(gateway)
     polite.stop()   # SIGTERM: DISCONNECT first
-    victim = subs(gateway.port, "mq/none", version=version, client_id=f"victim-{version}",
-                  extra=("--will-topic", "mq/will/victim", "--will-payload", "died", "--will-qos", "1",
+    victim = subs(gateway.port, "mo/none", version=version, client_id=f"victim-{version}",
+                  extra=("--will-topic", "mo/will/victim", "--will-payload", "died", "--will-qos", "1",
                          "--will-retain"))
     victim.wait_subscribed(gateway)
     victim.kill()   # SIGKILL: the socket just closes
     (m,) = watcher.wait_messages(1)
-    assert (m.topic, m.payload, m.qos) == ("mq/will/victim", "died", 1)
-    late = subs(gateway.port, "mq/will/#", version=version, qos=1, client_id=f"late-{version}")
+    assert (m.topic, m.payload, m.qos) == ("mo/will/victim", "died", 1)
+    late = subs(gateway.port, "mo/will/#", version=version, qos=1, client_id=f"late-{version}")
     (r,) = late.wait_messages(1)
-    assert (r.topic, r.payload, r.retain) == ("mq/will/victim", "died", True)
+    assert (r.topic, r.payload, r.retain) == ("mo/will/victim", "died", True)
     assert [x.payload for x in watcher.messages] == ["died"]
 
 
 def test_persistent_session_queues_qos1_not_qos0(gateway, subs, version):
     cid = f"persist-{version}"
-    s = subs(gateway.port, "mq/p/#", version=version, qos=1, client_id=cid, clean=False)
+    s = subs(gateway.port, "mo/p/#", version=version, qos=1, client_id=cid, clean=False)
     s.wait_subscribed(gateway)
     s.stop()
     wait_for(lambda: cid not in {c["client_id"] for c in gateway.admin("/connections")[1]}, 5, what="gone")
-    pub_ok(gateway.port, "mq/p/0", "qos0 while away", version=version, qos=0)
-    pub_ok(gateway.port, "mq/p/1", "qos1 while away", version=version, qos=1)
-    pub_ok(gateway.port, "mq/p/2", "qos2 while away", version=version, qos=2)
-    back = subs(gateway.port, "mq/p/#", version=version, qos=1, client_id=cid, clean=False)
+    pub_ok(gateway.port, "mo/p/0", "qos0 while away", version=version, qos=0)
+    pub_ok(gateway.port, "mo/p/1", "qos1 while away", version=version, qos=1)
+    pub_ok(gateway.port, "mo/p/2", "qos2 while away", version=version, qos=2)
+    back = subs(gateway.port, "mo/p/#", version=version, qos=1, client_id=cid, clean=False)
     got = back.wait_messages(2)
     back.wait_subscribed(gateway)
-    pub_ok(gateway.port, "mq/p/marker", "m", version=version, qos=1)
+    pub_ok(gateway.port, "mo/p/marker", "m", version=version, qos=1)
     got = back.wait_messages(3)
     assert [(m.payload, m.qos) for m in got] == [("qos1 while away", 1), ("qos2 while away", 1), ("m", 1)]
 
 
 def test_client_id_rules(gateway, version):
     long_id = "L" * 40
-    r = mosquitto_pub(gateway.port, "mq/id", "x", version=version, client_id=long_id)
+    r = mosquitto_pub(gateway.port, "mo/id", "x", version=version, client_id=long_id)
     if version == "mqttv31":
         assert r.returncode != 0 and "identifier rejected" in r.stderr
     else:
         assert r.returncode == 0, r.stderr
         assert f"client {long_id} connected" in gateway.log()
-    r = mosquitto_pub(gateway.port, "mq/id", "x", version=version, client_id="x" * 23)
+    r = mosquitto_pub(gateway.port, "mo/id", "x", version=version, client_id="x" * 23)
     assert r.returncode == 0, r.stderr
 
 
 def test_auth(gateway_factory, version):
     gw = gateway_factory({"broker": {"allow_anonymous": False,
                                      "users": {"dev": "sha256:" + hashlib.sha256(b"s3cret").hexdigest()}}})
-    ok = mosquitto_pub(gw.port, "mq/a", "x", version=version, extra=("-u", "dev", "-P", "s3cret"))
+    ok = mosquitto_pub(gw.port, "mo/a", "x", version=version, extra=("-u", "dev", "-P", "s3cret"))
     assert ok.returncode == 0, ok.stderr
-    bad = mosquitto_pub(gw.port, "mq/a", "x", version=version, extra=("-u", "dev", "-P", "nope"))
+    bad = mosquitto_pub(gw.port, "mo/a", "x", version=version, extra=("-u", "dev", "-P", "nope"))
     assert bad.returncode != 0 and "bad user name or password" in bad.stderr.lower()
-    anon = mosquitto_pub(gw.port, "mq/a", "x", version=version)
+    anon = mosquitto_pub(gw.port, "mo/a", "x", version=version)
     assert anon.returncode != 0 and "not authorised" in anon.stderr.lower().replace("authorized", "authorised")
 
 
 def test_wildcards_and_sys(gateway, subs, version):
-    plus = subs(gateway.port, "mq/+/temp", version=version, client_id=f"plus-{version}").wait_subscribed(gateway)
+    plus = subs(gateway.port, "mo/+/temp", version=version, client_id=f"plus-{version}").wait_subscribed(gateway)
     hash_ = subs(gateway.port, "#", version=version, client_id=f"hash-{version}").wait_subscribed(gateway)
-    for t in ("mq/room1/temp", "mq/room1/hum", "mq/a/b/temp"):
+    for t in ("mo/room1/temp", "mo/room1/hum", "mo/a/b/temp"):
         pub_ok(gateway.port, t, t, version=version, qos=1)
-    pub_ok(gateway.port, "mq/zz/temp", "marker", version=version, qos=1)
-    assert [m.topic for m in plus.wait_messages(2)] == ["mq/room1/temp", "mq/zz/temp"]
+    pub_ok(gateway.port, "mo/zz/temp", "marker", version=version, qos=1)
+    assert [m.topic for m in plus.wait_messages(2)] == ["mo/room1/temp", "mo/zz/temp"]
     got = hash_.wait_messages(4)
-    assert [m.topic for m in got] == ["mq/room1/temp", "mq/room1/hum", "mq/a/b/temp", "mq/zz/temp"]
+    assert [m.topic for m in got] == ["mo/room1/temp", "mo/room1/hum", "mo/a/b/temp", "mo/zz/temp"]
     assert not any(m.topic.startswith("$") for m in got)
     # once the first $SYS update has gone out (0.5 s after start), a subscription gets it retained
     wait_for(lambda: gateway.admin("/status")[1]["retained"] > 0, 5, what="the first $SYS update")
@@ -169,11 +174,11 @@ def test_wildcards_and_sys(gateway, subs, version):
 
 @pytest.mark.parametrize("paho_proto", [V31, V311], ids=["paho31", "paho311"])
 def test_interop_with_paho(gateway, subs, clients, version, paho_proto):
-    s = subs(gateway.port, "mq/x/#", version=version, qos=2, client_id=f"ix-{version}").wait_subscribed(gateway)
+    s = subs(gateway.port, "mo/x/#", version=version, qos=2, client_id=f"ix-{version}").wait_subscribed(gateway)
     p = clients(gateway.port, protocol=paho_proto).connect()
-    p.subscribe("mq/y/#", 2)
-    p.publish("mq/x/1", b"paho to mosquitto", qos=2)
-    pub_ok(gateway.port, "mq/y/1", "mosquitto to paho", version=version, qos=2)
+    p.subscribe("mo/y/#", 2)
+    p.publish("mo/x/1", b"paho to mosquitto", qos=2)
+    pub_ok(gateway.port, "mo/y/1", "mosquitto to paho", version=version, qos=2)
     (m,) = s.wait_messages(1)
     assert (m.payload, m.qos) == ("paho to mosquitto", 2)
     (n,) = p.wait_messages(1)
@@ -181,7 +186,7 @@ def test_interop_with_paho(gateway, subs, clients, version, paho_proto):
 
 
 def test_empty_client_id_311_is_assigned(gateway, version):
-    r = subprocess.run(["mosquitto_pub", "-h", "127.0.0.1", "-p", str(gateway.port), "-V", version, "-t", "mq/e",
+    r = subprocess.run(["mosquitto_pub", "-h", "127.0.0.1", "-p", str(gateway.port), "-V", version, "-t", "mo/e",
                         "-m", "x", "-q", "1"], capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr
     # mosquitto_pub sends an empty id at 3.1.1 (the broker assigns one) and makes one up at 3.1

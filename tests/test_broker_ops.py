@@ -12,10 +12,15 @@ import subprocess
 import pytest
 
 from bridge.mqtt import packets as P
+from tests.support import shared_gateway
 from tests.support.gateway import free_port, wait_for
 from tests.support.mosquitto import AVAILABLE as MOSQUITTO
 from tests.support.mosquitto import MosquittoSub, mosquitto_pub
 from tests.support.mqtt_clients import LEVEL, PROTOCOL_IDS, PROTOCOLS, RawClient
+
+# one gateway process per module, reset before each test (see tests/support/shared_gateway.py)
+module_gateway = shared_gateway.module_gateway
+gateway = shared_gateway.gateway
 
 
 @pytest.fixture(params=PROTOCOLS, ids=PROTOCOL_IDS)

@@ -58,6 +58,7 @@ class GatewayProcess:
         self.config_path = workdir / "mqbridge.yaml"
         self.log_path = workdir / "mqbridge.log"
         self.proc: subprocess.Popen[bytes] | None = None
+        self.log_offset = 0  # log() starts here (see mark_log)
         self.listener_ports: list[int] = []  # bound ports, in config order (from runtime.json)
 
     def write_config(self) -> None:
@@ -95,10 +96,20 @@ class GatewayProcess:
         return self
 
     def log(self) -> str:
+        """The gateway's log from ``log_offset`` (0: all of it; a shared gateway sets it per test)."""
         try:
-            return self.log_path.read_text(encoding="utf-8", errors="replace")
+            with open(self.log_path, "rb") as f:
+                f.seek(self.log_offset)
+                return f.read().decode("utf-8", errors="replace")
         except OSError:
             return ""
+
+    def mark_log(self) -> None:
+        """From now on ``log()`` returns only what is written after this call."""
+        try:
+            self.log_offset = self.log_path.stat().st_size
+        except OSError:
+            self.log_offset = 0
 
     def stop(self, timeout: float = 15.0) -> int:
         if self.proc is None:
