@@ -445,3 +445,42 @@ def test_transactional_batch_is_all_or_nothing(link_config: StompLinkConfig, jms
     assert [m["body"] for m in jmstool.receive(f"queue://{q}", 3)] == ["a", "b", "c"]
     with pytest.raises(Exception, match="received 0 of 1"):
         jmstool.receive(f"queue://{q}", 1, timeout=1)
+
+
+@activemq
+def test_durable_topic_subscription_keeps_messages_while_the_source_is_away(
+        link_config: StompLinkConfig, jmstool: JmsTool, unique_name: str) -> None:
+    """A route endpoint with ``subscription`` makes an ActiveMQ durable subscriber (CONNECT client-id +
+    SUBSCRIBE activemq.subscriptionName): what is published while the gateway is down is kept for it."""
+    import dataclasses
+
+    topic = f"dur.{unique_name}"
+    config = dataclasses.replace(link_config, client_id=f"mqbridge-{unique_name}"[:60])
+
+    async def attach(count: int) -> list[Inbound]:
+        source = JmsSource(config, f"topic:{topic}", subscription_name="route-sub")
+        await source.start()
+        items: list[Inbound] = []
+        try:
+            assert await asyncio.get_running_loop().run_in_executor(None, source.link.wait_until_up, 20)
+            async with asyncio.timeout(20):
+                while len(items) < count:
+                    items += await source.receive(10)
+            await source.confirm(items)
+        finally:
+            await source.close()
+        return items
+
+    async def subscribe_only() -> None:
+        source = JmsSource(config, f"topic:{topic}", subscription_name="route-sub")
+        await source.start()
+        try:
+            assert await asyncio.get_running_loop().run_in_executor(None, source.link.wait_until_up, 20)
+        finally:
+            await source.close()
+
+    run(subscribe_only())
+    jmstool.send(f"topic://{topic}", {"type": "Text", "body": "while away"})
+    (item,) = run(attach(1))
+    assert item.message.body == TextBody("while away")  # type: ignore[attr-defined]
+    assert item.destination == topic
