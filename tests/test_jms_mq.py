@@ -683,7 +683,7 @@ def with_delivery_count(message: JmsMessage) -> JmsMessage:
     return JmsMessage(message.headers, TypedMap((count, *message.properties.pairs), what="property"), message.body)
 
 
-@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(js.messages.map(with_delivery_count))
 def test_any_message_comes_back_equal_unless_reported(message):
     # About one example in eight has an empty report (measured): those must come back equal; the rest
@@ -743,7 +743,7 @@ def representable(draw: st.DrawFn) -> JmsMessage:
     return JmsMessage(headers, TypedMap(pairs, what="property"), body)
 
 
-@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(representable(), st.booleans())
 def test_representable_messages_round_trip_exactly(message, via_bytes):
     data, report = jms_to_mq_bytes(message, now_ms=NOW)
@@ -786,7 +786,7 @@ def mq_messages(draw: st.DrawFn) -> MqMessage:
     return with_rfh2(md, (F("mcd", ("Msd", "jms_text")), RfhFolder("usr", elements)), body_text.encode())
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(mq_messages())
 def test_mq_to_jms_to_mq_keeps_every_mapped_field(original):
     j, r1 = to_jms(decode_message(encode_message(original)))
@@ -845,7 +845,7 @@ _jms_folders = st.builds(
              max_size=5).map(tuple))
 
 
-@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(mqmds(version=2), st.lists(_jms_folders, max_size=4), rfh2s, st.binary(max_size=30),
        st.sampled_from([C.MQFMT_STRING, C.MQFMT_NONE, "MQADMIN "]), st.booleans(), st.booleans())
 def test_any_mq_message_converts_or_raises_mapping_error(md, jms_folders, extra, body, fmt, with_rfh2_header,
@@ -907,7 +907,7 @@ def mqmd_only(message: JmsMessage) -> JmsMessage:
     return JmsMessage(headers, TypedMap(keep, what="property"), body)
 
 
-@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(js.messages.map(with_delivery_count) | representable().map(mqmd_only))
 def test_target_client_mq_report_is_complete(message):
     try:
@@ -919,7 +919,7 @@ def test_target_client_mq_report_is_complete(message):
         assert same(to_jms(mq)[0], message)
 
 
-@settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(representable().map(mqmd_only))
 def test_target_client_mq_carries_mqmd_only_messages_exactly(message):
     mq, report = to_mq(message, options=JmsToMqOptions(with_rfh2=False))
