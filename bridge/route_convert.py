@@ -152,6 +152,11 @@ def backout_message(item: Inbound, route: str, reason: str) -> bytes:
         body = raw
     elif isinstance(raw, MqttPublication):
         body = raw.payload
+    elif isinstance(raw, JmsMessage):   # its body as an MQTT subscriber gets it (amlen Table 1)
+        try:
+            body = jms_to_mqtt(raw, topic="backout")[0].payload
+        except MappingError:
+            body = repr(raw).encode("utf-8", "replace")
     else:
         body = repr(raw).encode("utf-8", "replace")
     folder = RfhFolder("mqbridge", (

@@ -264,6 +264,7 @@ def test_conversion_failure_goes_to_jms_backout_queue_with_reason(
     assert "conversion failed" in props["mqbridgeReason"]["value"]
     assert "bad+name" in props["mqbridgeReason"]["value"]
     assert props["mqbridgeRoute"]["value"] == "bko" and props["mqbridgeSourceProtocol"]["value"] == "jms"
+    assert bytes.fromhex(dead_msg["body"]["hex"]) == b"poison"   # the original body, as bytes
     assert not any("bad+name" in m.topic for m in sub.messages)
     backout = wait_for(lambda: [r for r in records(gw) if r["status"] == "backout"], 10, what="a backout record")
     assert backout[0]["destination"] == dead
