@@ -100,10 +100,13 @@ def test_packet_ids_nonzero_and_unique_in_flight(gateway_factory, clients, proto
     pids = [p.packet_id for p in first]
     assert 0 not in pids and None not in pids
     assert len(set(pids)) == 8
-    # the window is full: a QoS 0 marker overtakes the queued QoS 1 messages and nothing else came
-    pub.publish("pid/marker", b"m", qos=0)
-    marker = raw.recv()
-    assert isinstance(marker, P.Publish) and marker.topic == "pid/marker", marker
+    # the window is full: the other 12 wait in the session's queue
+    def window() -> tuple[int, int]:
+        s = [x for x in gw.admin("/sessions")[1] if x["client_id"] == "pid-check"][0]
+        return s["inflight"], s["queued"]
+
+    wait_for(lambda: window() == (8, 12), 5, what="8 in flight, 12 queued")
+    assert not raw.pending
     # ack one: exactly one more arrives, with an id not among those still in flight
     raw.ack(P.PUBACK, pids[0])
     nxt = raw.recv()

@@ -283,3 +283,121 @@ def test_deleted_session_stays_deleted_after_restart(gateway, clients, proto):
     gateway.stop()
     gateway.start()
     assert "erased" not in sessions(gateway)
+
+
+def test_takeover_resends_inflight_with_dup_to_the_new_connection(gateway, clients, proto):
+    level = LEVEL[proto]
+    old = RawClient(gateway.port)
+    assert old.connect("handover", level, clean=False).return_code == 0
+    old.subscribe("ho/#", 1)
+    pub = clients(gateway.port, protocol=proto).connect()
+    pub.publish("ho/t", b"unacked at takeover", qos=1)
+    first = old.recv()
+    assert isinstance(first, P.Publish)
+    new = RawClient(gateway.port)   # the old socket is still open: this is a takeover
+    assert new.connect("handover", level, clean=False) == P.Connack(0, level == P.MQTT_311)
+    assert old.closed_by_peer()
+    again = new.recv()
+    assert isinstance(again, P.Publish)
+    assert (again.payload, again.packet_id, again.dup) == (b"unacked at takeover", first.packet_id, True)
+    new.ack(P.PUBACK, again.packet_id)
+    pub.publish("ho/t", b"next", qos=1)
+    assert [p.payload for p in new.receive_until(lambda p: p.payload == b"next")] == [b"next"]
+
+
+def test_window_and_queue_keep_order_across_reconnect(gateway_factory, clients, proto):
+    gw = gateway_factory({"broker": {"limits": {"max_inflight": 4}}})
+    level = LEVEL[proto]
+    raw = RawClient(gw.port)
+    raw.connect("window", level, clean=False)
+    raw.subscribe("win/#", 2)
+    pub = clients(gw.port, protocol=proto).connect()
+    for i in range(12):
+        pub.publish("win/t", str(i).encode(), qos=1 + i % 2)
+    first = [raw.recv() for _ in range(4)]
+    assert [p.payload for p in first] == [b"0", b"1", b"2", b"3"]
+    raw.close()
+    raw = RawClient(gw.port)
+    raw.connect("window", level, clean=False)
+    got = raw.receive_until(lambda p: p.payload == b"11")
+    assert [(p.payload, p.dup) for p in got[:4]] == [(p.payload, True) for p in first]
+    assert [p.payload for p in got] == [str(i).encode() for i in range(12)]
+    assert [p.qos for p in got] == [1 + i % 2 for i in range(12)]
+
+
+def test_inbound_qos2_state_survives_restart(gateway, clients, proto):
+    level = LEVEL[proto]
+    sub = clients(gateway.port, "in2-sub", protocol=proto, clean_session=False).connect()
+    sub.subscribe("in2/#", 2)
+    raw = RawClient(gateway.port)
+    raw.connect("in2-pub", level, clean=False)
+    raw.publish("in2/t", b"pubrel after restart", qos=2, packet_id=42)
+    assert raw.recv() == P.PacketIdOnly(P.PUBREC, 42)
+    raw.close()
+    sub.disconnect()
+    assert gateway.stop() == 0
+    gateway.start()
+    raw = RawClient(gateway.port)
+    raw.connect("in2-pub", level, clean=False)
+    raw.publish("in2/t", b"pubrel after restart", qos=2, packet_id=42, dup=True)   # a retry
+    assert raw.recv() == P.PacketIdOnly(P.PUBREC, 42)
+    raw.ack(P.PUBREL, 42)
+    assert raw.recv() == P.PacketIdOnly(P.PUBCOMP, 42)
+    raw.publish("in2/marker", b"m", qos=2, packet_id=43)
+    assert raw.recv() == P.PacketIdOnly(P.PUBREC, 43)
+    raw.ack(P.PUBREL, 43)
+    assert raw.recv() == P.PacketIdOnly(P.PUBCOMP, 43)
+    sub2 = clients(gateway.port, "in2-sub", protocol=proto, clean_session=False).connect()
+    got = sub2.wait_messages(2)
+    assert [m.payload for m in got] == [b"pubrel after restart", b"m"]
+
+
+def test_unsubscribe_of_a_persistent_session_survives_restart(gateway, clients, proto):
+    c = clients(gateway.port, "unsub", protocol=proto, clean_session=False).connect()
+    c.subscribe("us/a", 1)
+    c.subscribe("us/b", 1)
+    c.client.unsubscribe("us/a")
+    wait_for(lambda: sessions(gateway)["unsub"]["subscriptions"] == {"us/b": 1}, 5, what="unsubscribed")
+    c.disconnect()
+    wait_offline(gateway, "unsub")
+    gateway.stop()
+    gateway.start()
+    assert sessions(gateway)["unsub"]["subscriptions"] == {"us/b": 1}
+    pub = clients(gateway.port, protocol=proto).connect()
+    pub.publish("us/a", b"no", qos=1)
+    pub.publish("us/b", b"yes", qos=1)
+    c2 = clients(gateway.port, "unsub", protocol=proto, clean_session=False).connect()
+    assert [m.payload for m in c2.wait_messages(1)] == [b"yes"]
+    c2.subscribe("us/marker", 1)
+    pub.publish("us/marker", b"m", qos=1)
+    assert [m.payload for m in c2.wait_messages(2)] == [b"yes", b"m"]
+
+
+def test_max_queued_drops_beyond_the_limit(gateway_factory, clients, proto):
+    gw = gateway_factory({"broker": {"limits": {"max_queued": 5}}})
+    c = clients(gw.port, "bounded", protocol=proto, clean_session=False).connect()
+    c.subscribe("mq5/#", 1)
+    c.disconnect()
+    wait_offline(gw, "bounded")
+    pub = clients(gw.port, protocol=proto).connect()
+    for i in range(8):
+        pub.publish("mq5/t", str(i).encode(), qos=1)
+    s = sessions(gw)["bounded"]
+    assert (s["queued"], s["dropped"]) == (5, 3)
+    c2 = clients(gw.port, "bounded", protocol=proto, clean_session=False).connect()
+    c2.subscribe("mq5/marker", 1)
+    pub.publish("mq5/marker", b"m", qos=1)
+    got = c2.wait_messages(6)
+    assert [m.payload for m in got] == [b"0", b"1", b"2", b"3", b"4", b"m"]
+
+
+def test_admin_disconnect_keeps_a_persistent_session(gateway, clients, proto):
+    c = clients(gateway.port, "kept", protocol=proto, clean_session=False, reconnect=False).connect()
+    c.subscribe("kept/#", 1)
+    assert gateway.admin("/connections/kept", "DELETE")[0] == 200
+    assert c.disconnected.wait(5)
+    pub = clients(gateway.port, protocol=proto).connect()
+    pub.publish("kept/x", b"queued", qos=1)
+    wait_for(lambda: sessions(gateway)["kept"]["queued"] == 1, 5, what="queued while kicked out")
+    c2 = clients(gateway.port, "kept", protocol=proto, clean_session=False).connect()
+    assert [m.payload for m in c2.wait_messages(1)] == [b"queued"]
