@@ -10,6 +10,7 @@ from bridge.connectors.base import Inbound, Outbound
 from mappings import mqconst as C
 from mappings.errors import MappingError
 from mappings.jms import JmsMessage
+from mappings.jms_mq import jms_to_mq_bytes, mq_bytes_to_jms
 from mappings.mqmd import Mqmd
 from mappings.mqmessage import MqMessage, build_message, decode_message, encode_message
 from mappings.mqtt import MqttPublication
@@ -60,6 +61,8 @@ class RouteConverter:
             ("mq", "mqtt"): self._mq_to_mqtt,
             ("mqtt", "jms"): self._mqtt_to_jms,
             ("jms", "mqtt"): self._jms_to_mqtt,
+            ("mq", "jms"): self._mq_to_jms,
+            ("jms", "mq"): self._jms_to_mq,
         }
         convert = table.get((source_protocol, target_proto))
         if convert is None:
@@ -131,6 +134,28 @@ class RouteConverter:
                                             dest=item.destination))
         pub, report = jms_to_mqtt(jms, topic=topic, now_ms=int(time.time() * 1000))
         return Outbound(item.key, pub, topic, len(pub.payload)), "publish", report
+
+
+    # -- MQ <-> JMS: the seed's MQJMSTransform / JMSMQTransform tables, mq-wire-facts.md §6 ----------------
+
+    def _mq_to_jms(self, item: Inbound) -> Result:
+        raw = item.message
+        assert isinstance(raw, bytes)
+        jms, report = mq_bytes_to_jms(raw, now_ms=int(time.time() * 1000))
+        jms = _rename_properties(jms, self.route.options.property_map, report)
+        target = self.route.target
+        assert isinstance(target, QueueEndpoint)
+        return Outbound(item.key, jms, target.destination, len(raw)), type(jms.body).__name__, report
+
+    def _jms_to_mq(self, item: Inbound) -> Result:
+        jms = item.message
+        assert isinstance(jms, JmsMessage)
+        jms = _rename_properties(jms, self.route.options.property_map, report := ConversionReport())
+        data, conv = jms_to_mq_bytes(jms, now_ms=int(time.time() * 1000))
+        report.extend(conv)
+        target = self.route.target
+        assert isinstance(target, QueueEndpoint)
+        return Outbound(item.key, data, target.destination, item.size), C.MQFMT_RF_HEADER_2.strip(), report
 
 
 def _rename_properties(jms: JmsMessage, mapping: dict[str, str], report: ConversionReport) -> JmsMessage:
