@@ -345,3 +345,54 @@ def test_tls_listener_with_mosquitto_clients(tls_gateway, version):
         assert sub.wait_exit() == 0
     finally:
         sub.stop()
+
+
+def _self_signed(tmp_path, name: str) -> tuple:
+    cert, key = tmp_path / f"{name}.pem", tmp_path / f"{name}.key"
+    r = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                        "-keyout", str(key), "-out", str(cert), "-subj", f"/CN={name}",
+                        "-addext", "subjectAltName=IP:127.0.0.1"], capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        pytest.skip(f"openssl could not make a certificate: {r.stderr.strip()}")
+    return cert, key
+
+
+def test_tls_listener_requiring_client_certificates(gateway_factory, tls_cert, tmp_path):
+    server_cert, server_key = tls_cert
+    client_cert, client_key = _self_signed(tmp_path, "device-1")
+    port = free_port()
+    gateway_factory({"broker": {"listeners": [{"host": "127.0.0.1", "port": port, "tls": {
+        "cert": str(server_cert), "key": str(server_key), "ca": str(client_cert), "require_client_cert": True}}]}})
+
+    def mqtt_over_tls(certfile=None, keyfile=None) -> P.Connack:
+        ctx = ssl.create_default_context(cafile=str(server_cert))
+        if certfile is not None:
+            ctx.load_cert_chain(str(certfile), str(keyfile))
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s, \
+                ctx.wrap_socket(s, server_hostname="127.0.0.1") as tls:
+            tls.sendall(P.encode(P.Connect(P.MQTT_311, "tls-device")))
+            data = tls.recv(4)   # TLS 1.3: a missing client certificate shows up here
+            if not data:
+                raise ConnectionError("closed by broker")
+            (packet,) = P.PacketReader().feed(data)
+            return packet
+
+    assert mqtt_over_tls(client_cert, client_key) == P.Connack(0, False)
+    with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
+        mqtt_over_tls()
+    other_cert, other_key = _self_signed(tmp_path, "stranger")
+    with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
+        mqtt_over_tls(other_cert, other_key)
+
+
+def test_admin_with_odd_client_ids_and_admin_url(gateway, clients):
+    odd = "dev/42 ünï"
+    c = clients(gateway.port, odd, clean_session=False).connect()
+    c.disconnect()
+    wait_for(lambda: not gateway.admin("/connections")[1], 5, what="offline")
+    url = f"http://127.0.0.1:{gateway.admin_port}"
+    r = gateway.cli("admin", "--admin", url, "sessions")
+    assert r.returncode == 0 and odd in r.stdout
+    r = gateway.cli("admin", "--admin", url, "delete-session", odd)
+    assert r.returncode == 0, r.stderr
+    assert gateway.admin("/sessions")[1] == []
