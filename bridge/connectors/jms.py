@@ -13,8 +13,10 @@ Outbound (JMS model -> SEND frame), ``jms_to_frame``:
   ``amq-msg-type: text`` (still a TextMessage; both headers become String properties: finding).
   A null text is sent as "" (§2: the two are indistinguishable: finding).
 - BytesMessage: ``content-length`` (§1).
-- MapMessage: ``transformation: jms-map-json`` and the XStream JSON list form (§1, §4); the broker
+- MapMessage: ``transformation: jms-map-xml`` and the XStream XML form (§1, §4); the broker
   keeps ``transformation`` as a String property (finding). A null map value cannot be written: dropped.
+  ActiveMQ's XStream/Jettison turns a character above U+FFFF in a map key or String value into two
+  U+FFFD, on SEND and on receipt (tested): reported per entry on SEND, undetectable on receipt.
 - StreamMessage: **cannot be produced over STOMP** (§3: not even read). Decision: sent as a
   TextMessage holding the typed JSON array (docs/json-forms.md) with the String property
   ``MQBRIDGE_BODY_TYPE = jms_stream``; a finding says so, and ``frame_to_jms`` turns such a frame
@@ -103,7 +105,7 @@ from mappings.typed_xml import format_float
 log = logging.getLogger("mqbridge.jms")
 
 SUBSCRIBE_TRANSFORMATION = "jms-xml"       # §3/§4: Map -> jms-map-xml, Object -> jms-object-xml
-MAP_TRANSFORMATION = "jms-map-json"        # §1: SEND side of a MapMessage
+MAP_TRANSFORMATION = "jms-map-xml"        # §1: SEND side of a MapMessage (typed, §4)
 BODY_TYPE_PROPERTY = "MQBRIDGE_BODY_TYPE"  # marks a Stream/Object body carried in another type
 OBJECT_CLASS_PROPERTY = "MQBRIDGE_OBJECT_CLASS"
 DEFAULT_PREFETCH = 256
@@ -176,30 +178,57 @@ def destination_name(value: str) -> str:
 # ------------------------------------------------------------------------------ outbound
 
 
-def _xstream_json_value(value: JavaValue) -> tuple[str, object]:
-    """One typed value as its XStream element name and JSON value (§4)."""
+_XML_UNSAFE = re.compile("[\x00-\x1f&<>\ud800-\udfff\ufffe\uffff]")
+_XSTREAM_TAGS = {JavaType.STRING: "string", JavaType.BOOLEAN: "boolean", JavaType.BYTES: "byte-array"}
+
+
+def _xml_escape(text: str) -> str:
+    """Element text as XStream writes it: & < > escaped, control characters (and CR, which an XML
+    parser would normalise) as character references, which XStream's reader accepts (XML 1.1 style)."""
+    def one(m: re.Match[str]) -> str:
+        c = m.group()
+        return {"&": "&amp;", "<": "&lt;", ">": "&gt;"}.get(c) or f"&#x{ord(c):x};"
+
+    return _XML_UNSAFE.sub(one, text)
+
+
+def _xstream_xml_value(value: JavaValue) -> str:
+    """One typed value as its XStream XML element (§4 XML sample: ``<short>3</short>``)."""
     v = value.value
     t = value.type
+    tag = _XSTREAM_TAGS.get(t, t.value)
     if t is JavaType.BYTES:
-        return "byte-array", base64.b64encode(v).decode("ascii")  # type: ignore[arg-type]
-    if t in (JavaType.FLOAT, JavaType.DOUBLE):
+        text = base64.b64encode(v).decode("ascii")  # type: ignore[arg-type]
+    elif t in (JavaType.FLOAT, JavaType.DOUBLE):
         text = format_float(v, t)  # type: ignore[arg-type]
-        return t.value, text if text in ("NaN", "Infinity", "-Infinity") else float(text)
-    name = {JavaType.STRING: "string", JavaType.BOOLEAN: "boolean"}.get(t, t.value)
-    return name, v
+    elif t is JavaType.BOOLEAN:
+        text = "true" if v else "false"
+    elif t is JavaType.CHAR and v == "\x00":
+        text = ""   # XStream's own form for char 0
+    else:
+        text = _xml_escape(str(v))
+    return f"<{tag}>{text}</{tag}>"
 
 
-def map_body_to_xstream_json(body: MapBody, report: ConversionReport) -> str:
-    """MapMessage -> ``{"map":{"entry":[...]}}`` (§4, list form; a String value merges with its key)."""
-    entries: list[dict[str, object]] = []
+_NON_BMP = re.compile("[\U00010000-\U0010FFFF]")
+
+
+def map_body_to_xstream_xml(body: MapBody, report: ConversionReport) -> str:
+    """MapMessage -> XStream ``<map><entry><string>k</string><int>1</int></entry>...</map>`` for
+    ``transformation: jms-map-xml`` (§1, §4). Not the JSON form: Jettison fails on some maps (a key
+    ``null``) and ActiveMQ then silently makes a TextMessage of the JSON text (found by
+    test_map_bodies_keep_every_java_type_through_the_broker)."""
+    parts = ["<map>"]
     for key, value in body.entries.pairs:
         if value.value is None:
-            report.dropped(f"map:{key}", f"null {value.type.value}: the jms-map-json form has no null")
+            report.dropped(f"map:{key}", f"null {value.type.value}: not sent (XStream map form)")
             continue
-        tag, v = _xstream_json_value(value)
-        entries.append({"string": [key, v]} if tag == "string" else {"string": key, tag: v})
-    return json.dumps({"map": {"entry": entries}} if entries else {"map": ""}, ensure_ascii=False,
-                      separators=(",", ":"))
+        if _NON_BMP.search(key) or (value.type is JavaType.STRING and _NON_BMP.search(value.value)):  # type: ignore[arg-type]
+            report.coerced(f"map:{key}", "a character above U+FFFF becomes U+FFFD U+FFFD in ActiveMQ's "
+                                         "map transformation (both directions)")
+        parts.append(f"<entry><string>{_xml_escape(key)}</string>{_xstream_xml_value(value)}</entry>")
+    parts.append("</map>")
+    return "".join(parts)
 
 
 def _body_frame(msg: JmsMessage, headers: dict[str, str], report: ConversionReport) -> tuple[bytes, bool]:
@@ -225,8 +254,8 @@ def _body_frame(msg: JmsMessage, headers: dict[str, str], report: ConversionRepo
         return body.data, True
     if isinstance(body, MapBody):
         headers["transformation"] = MAP_TRANSFORMATION
-        report.coerced("transformation", "jms-map-json: the broker keeps it as a String property")
-        return map_body_to_xstream_json(body, report).encode("utf-8"), False
+        report.coerced("transformation", f"{MAP_TRANSFORMATION}: the broker keeps it as a String property")
+        return map_body_to_xstream_xml(body, report).encode("utf-8"), False
     if isinstance(body, StreamBody):
         headers[BODY_TYPE_PROPERTY] = "jms_stream"
         report.coerced("body", "StreamMessage cannot be sent over STOMP: sent as a TextMessage holding the "
@@ -331,6 +360,7 @@ _XSTREAM_CLASSES = {"map": "java.util.HashMap", "string": "java.lang.String"}
 
 
 _XML_ESCAPE = re.compile(r"&(#x[0-9A-Fa-f]+|#[0-9]+|lt|gt|amp|quot|apos);")
+_SURROGATES = re.compile("[\ud800-\udfff]")
 _XML_NAMED = {"lt": "<", "gt": ">", "amp": "&", "quot": '"', "apos": "'"}
 
 
@@ -344,7 +374,10 @@ def _xml_text(text: str) -> str:
         code = int(ref[2:], 16) if ref[1] == "x" else int(ref[1:])
         return chr(code) if code <= 0x10FFFF else "\ufffd"
 
-    return _XML_ESCAPE.sub(one, text)
+    out = _XML_ESCAPE.sub(one, text)
+    if _SURROGATES.search(out):   # XStream writes a non-BMP character as two UTF-16 references: pair them
+        out = out.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+    return out
 
 
 def _xstream_value(tag: str, text: str | None, where: str) -> JavaValue:
