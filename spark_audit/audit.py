@@ -209,7 +209,7 @@ def flag_keys(data: AuditData) -> DataFrame:
 
     kind: 'lost' (an ok ingress in the window, older than the grace period, and no egress at all) or
     'unexpected_egress' (egress in the window, no ingress); dup: more than one ok egress (split per
-    client later). The result is small and cached.
+    client later). The result is small.
     """
     config = data.config
     cutoff_us = (micros(data.as_of) if data.as_of is not None else 0) - int(config.grace_seconds * 1_000_000)
@@ -229,37 +229,32 @@ def flag_keys(data: AuditData) -> DataFrame:
     lost = (F.col("eligible_n") > 0) & (F.col("egress_n") == 0)
     unexpected = (F.col("ingress_n") == 0) & (F.col("egress_in_window") > 0)
     kind = F.when(lost, F.lit("lost")).when(unexpected, F.lit("unexpected_egress"))
-    return (
-        chains.select("message_key", "route", kind.alias("kind"), (F.col("egress_ok") > 1).alias("dup"))
-        .where(F.col("kind").isNotNull() | F.col("dup"))
-        .persist()
-    )
+    return chains.select(
+        "message_key", "route", kind.alias("kind"), (F.col("egress_ok") > 1).alias("dup")
+    ).where(F.col("kind").isNotNull() | F.col("dup"))
 
 
-def key_problems(data: AuditData, flagged: DataFrame) -> DataFrame:
-    """Lost ingress and unexpected egress records, with their details from the cached frame."""
+def flagged_records(data: AuditData, flagged: DataFrame) -> DataFrame:
+    """The records of the flagged keys (few), fetched in one pass with a broadcast join and cached."""
+    return data.frame.join(F.broadcast(flagged), ["message_key", "route"]).persist()
+
+
+def key_problems(data: AuditData, records: DataFrame) -> DataFrame:
+    """Lost ingress and unexpected egress records, with their details."""
     as_of_us = micros(data.as_of) if data.as_of is not None else 0
-    problems = flagged.where(F.col("kind").isNotNull()).drop("dup")
-    wanted = (F.col("kind") == "lost") & is_ingress() & is_ok() | (F.col("kind") == "unexpected_egress")
-    return (
-        data.frame.join(F.broadcast(problems), ["message_key", "route"])
-        .where(wanted)
-        .select(
-            "kind", "message_key", "route", "direction", "source_protocol", "target_protocol", "qos",
-            "client_id", "destination", ts_text("event_time").alias("event_time"),
-            F.when(F.col("kind") == "lost", (F.lit(as_of_us) - F.unix_micros("event_time")) / 1e6)
-            .alias("age_seconds"),
-        )
-        .persist()
+    kind = F.col("kind")
+    wanted = (kind == "lost") & is_ingress() & is_ok() | (kind == "unexpected_egress")
+    return records.where(kind.isNotNull() & wanted).select(
+        "kind", "message_key", "route", "direction", "source_protocol", "target_protocol", "qos",
+        "client_id", "destination", ts_text("event_time").alias("event_time"),
+        F.when(kind == "lost", (F.lit(as_of_us) - F.unix_micros("event_time")) / 1e6).alias("age_seconds"),
     )
 
 
-def duplicates(data: AuditData, flagged: DataFrame) -> DataFrame:
+def duplicates(data: AuditData, records: DataFrame) -> DataFrame:
     """More than one ok egress per key/route/client: allowed for QoS 1 redeliveries, else suspicious."""
-    candidates = flagged.where("dup").select("message_key", "route")
     per_client = (
-        data.frame.where(is_egress() & is_ok())
-        .join(F.broadcast(candidates), ["message_key", "route"], "left_semi")
+        records.where(F.col("dup") & is_egress() & is_ok())
         .groupBy("message_key", "route", "client_id")
         .agg(
             F.count(F.lit(1)).alias("copies"),
@@ -271,22 +266,26 @@ def duplicates(data: AuditData, flagged: DataFrame) -> DataFrame:
     )
     copies = F.col("copies")
     allowed = (F.col("qos") == 1) & (copies <= F.col("max_redelivery") + 1)
+    return per_client.where((copies > 1) & in_window(data.config, "first_egress_time")).select(
+        F.when(allowed, F.lit("allowed")).otherwise(F.lit("suspicious")).alias("kind"),
+        "message_key", "route", "client_id", "destination", "qos", "copies", "max_redelivery",
+        ts_text("first_egress_time").alias("first_egress_time"),
+    )
+
+
+def not_ok_records(data: AuditData) -> DataFrame:
+    """Records in the window whose status is not ok (few): one pass, cached for the three findings on them."""
     return (
-        per_client.where((copies > 1) & in_window(data.config, "first_egress_time"))
-        .select(
-            F.when(allowed, F.lit("allowed")).otherwise(F.lit("suspicious")).alias("kind"),
-            "message_key", "route", "client_id", "destination", "qos", "copies", "max_redelivery",
-            ts_text("first_egress_time").alias("first_egress_time"),
-        )
+        data.frame.where(F.col("in_window") & ~is_ok())
+        .select("status", "route", "reason", "client_id", "destination", "event_time")
         .persist()
     )
 
 
-def failures(data: AuditData) -> DataFrame:
+def failures(not_ok: DataFrame) -> DataFrame:
     """Failed, backed-out and dropped records by status, route and reason."""
     return (
-        data.frame.where(F.col("in_window") & ~is_ok())
-        .groupBy("status", "route", F.coalesce("reason", F.lit("(no reason)")).alias("reason"))
+        not_ok.groupBy("status", "route", F.coalesce("reason", F.lit("(no reason)")).alias("reason"))
         .agg(
             F.count(F.lit(1)).alias("records"),
             ts_text(F.min("event_time")).alias("first_seen"),
@@ -295,18 +294,18 @@ def failures(data: AuditData) -> DataFrame:
     )
 
 
-def top_offenders(data: AuditData, column: str) -> DataFrame:
+def top_offenders(not_ok: DataFrame, column: str, top_n: int) -> DataFrame:
     """The top-N clients or destinations by records that were not ok, split by status."""
     statuses = [s.value for s in Status if s is not Status.OK]
     return (
-        data.frame.where(F.col("in_window") & ~is_ok() & F.col(column).isNotNull())
+        not_ok.where(F.col(column).isNotNull())
         .groupBy(column)
         .agg(
             F.count(F.lit(1)).alias("problems"),
             *[F.sum((F.col("status") == s).cast("long")).alias(s) for s in statuses],
         )
         .orderBy(F.desc("problems"), column)
-        .limit(data.config.top_n)
+        .limit(top_n)
     )
 
 
@@ -321,43 +320,46 @@ def conversion_changes(data: AuditData) -> DataFrame:
     )
 
 
-def route_stats(data: AuditData) -> tuple[DataFrame, DataFrame]:
-    """Latency p50/p95/p99/max of ok egress per route; payload size histogram per route and direction."""
-    w = data.frame.where("in_window")
-    pct = F.percentile_approx("latency_us", list(PERCENTILES), PERCENTILE_ACCURACY)
-    latency = (
-        w.where(is_egress() & is_ok() & F.col("latency_us").isNotNull())
-        .groupBy("route")
-        .agg(F.count(F.lit(1)).alias("samples"), pct.alias("p"), F.max("latency_us").alias("max_us"),
-             F.avg("latency_us").alias("mean_us"))
-        .select("route", "samples", F.col("p")[0].alias("p50_us"), F.col("p")[1].alias("p95_us"),
-                F.col("p")[2].alias("p99_us"), "max_us", "mean_us")
-    )
+def route_stats(data: AuditData) -> tuple[DataFrame, DataFrame, DataFrame]:
+    """One pass per route and direction: latency p50/p95/p99/max of ok egress, payload size histogram.
+
+    Returns (latency per route, sizes per route and direction, the cached aggregate both come from).
+    """
     size = F.when(is_ingress(), F.col("source_size")).otherwise(F.col("target_size"))
     bucket = F.lit(len(SIZE_EDGES) - 1)
     for i in range(len(SIZE_EDGES) - 2, -1, -1):
         bucket = F.when(size < F.lit(SIZE_EDGES[i + 1]), F.lit(i)).otherwise(bucket)
-    sizes = (
-        w.where(size.isNotNull())
-        .select("route", "direction", size.alias("size"), bucket.alias("bucket"))
+    latency = F.when(is_egress() & is_ok(), F.col("latency_us"))
+    stats = (
+        data.frame.where("in_window")
+        .select("route", "direction", size.alias("size"), bucket.alias("bucket"), latency.alias("lat"))
         .groupBy("route", "direction")
         .agg(
-            F.count(F.lit(1)).alias("messages"),
+            F.count("size").alias("messages"),
             F.min("size").alias("min_bytes"),
             F.max("size").alias("max_bytes"),
             F.avg("size").alias("mean_bytes"),
             F.sum("size").alias("total_bytes"),
             *[F.count_if(F.col("bucket") == i).alias(f"b{i}") for i in range(len(SIZE_EDGES))],
+            F.count("lat").alias("samples"),
+            F.percentile_approx("lat", list(PERCENTILES), PERCENTILE_ACCURACY).alias("p"),
+            F.max("lat").alias("max_us"),
+            F.avg("lat").alias("mean_us"),
         )
-        .select(
-            "route", "direction", "messages", "min_bytes", "max_bytes", "mean_bytes", "total_bytes",
-            F.array(*[
-                F.struct(F.lit(label).alias("bucket"), F.col(f"b{i}").alias("messages"))
-                for i, label in enumerate(SIZE_LABELS)
-            ]).alias("histogram"),
-        )
+        .persist()
     )
-    return latency, sizes
+    latency_table = stats.where(F.col("samples") > 0).select(
+        "route", "samples", F.col("p")[0].alias("p50_us"), F.col("p")[1].alias("p95_us"),
+        F.col("p")[2].alias("p99_us"), "max_us", "mean_us",
+    )
+    sizes = stats.where(F.col("messages") > 0).select(
+        "route", "direction", "messages", "min_bytes", "max_bytes", "mean_bytes", "total_bytes",
+        F.array(*[
+            F.struct(F.lit(label).alias("bucket"), F.col(f"b{i}").alias("messages"))
+            for i, label in enumerate(SIZE_LABELS)
+        ]).alias("histogram"),
+    )
+    return latency_table, sizes, stats
 
 
 # How each finding's rows are ordered in the summary ("-" = descending); Spark does not sort them.
@@ -416,24 +418,34 @@ def _count_kinds(result: AuditResult, name: str, collected: tuple[list[Row], int
 def run_audit(data: AuditData, parallel: int = 4) -> AuditResult:
     """Build every finding from the cached frame and collect the (small) results, jobs in parallel."""
     result = AuditResult(data)
-    flagged = flag_keys(data)
-    result.cached.append(flagged)
-    latency, sizes = route_stats(data)
+    records = flagged_records(data, flag_keys(data))
+    result.cached.append(records)
+    latency, sizes, stats = route_stats(data)
+    not_ok = not_ok_records(data)
+    result.cached.extend([not_ok, stats])
     result.tables = {
         "volume_hourly": volume(data),
-        "key_problems": key_problems(data, flagged),
-        "duplicates": duplicates(data, flagged),
-        "failures": failures(data),
-        "top_clients": top_offenders(data, "client_id"),
-        "top_destinations": top_offenders(data, "destination"),
+        "key_problems": key_problems(data, records),
+        "duplicates": duplicates(data, records),
+        "failures": failures(not_ok),
+        "top_clients": top_offenders(not_ok, "client_id", data.config.top_n),
+        "top_destinations": top_offenders(not_ok, "destination", data.config.top_n),
         "conversion_changes": conversion_changes(data),
         "latency": latency,
         "payload_sizes": sizes,
     }
     limit = data.config.max_items
+    tables = result.tables
+
+    def collect_group(names: tuple[str, ...]) -> dict[str, tuple[list[Row], int]]:
+        return {name: _collect(name, tables[name], limit) for name in names}
+
+    # Findings built on one cached intermediate run one after the other in one thread (the first fills
+    # the cache); the groups run in parallel.
+    sequential = [CAPPED, ("failures", "top_clients", "top_destinations"), ("latency", "payload_sizes")]
+    groups = [*sequential, *[(name,) for name in tables if all(name not in g for g in sequential)]]
     with ThreadPoolExecutor(max_workers=parallel) as pool:
-        futures = {name: pool.submit(_collect, name, df, limit) for name, df in result.tables.items()}
-        collected = {name: f.result() for name, f in futures.items()}
+        collected = {k: v for f in [pool.submit(collect_group, g) for g in groups] for k, v in f.result().items()}
     result.rows = {name: rows for name, (rows, _total) in collected.items()}
     hourly = result.rows["volume_hourly"]
     result.rows["volume_hourly"] = with_trend(hourly, "hour")

@@ -20,7 +20,8 @@ def session_conf(master: str = DEFAULT_MASTER) -> dict[str, str]:
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.adaptive.enabled": "true",
         "spark.sql.sources.partitionOverwriteMode": "static",
-        "spark.driver.extraJavaOptions": DRIVER_JAVA_OPTIONS,
+        # Override for long jobs on big logs, where C2-compiled code pays back its warm-up.
+        "spark.driver.extraJavaOptions": os.environ.get("MQB_SPARK_DRIVER_JAVA_OPTIONS", DRIVER_JAVA_OPTIONS),
         "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
     }
     if master.startswith("local"):
