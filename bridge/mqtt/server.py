@@ -43,7 +43,8 @@ class Listener:
         return self.server is not None
 
     def label(self) -> str:
-        return self.config.name or f"{'mqtts' if self.config.tls else 'mqtt'}:{self.config.host}:{self.port}"
+        port = self.port or self.config.port   # a listener not started yet has no bound port
+        return self.config.name or f"{'mqtts' if self.config.tls else 'mqtt'}:{self.config.host}:{port}"
 
     def admits(self, host: str) -> bool:
         try:
