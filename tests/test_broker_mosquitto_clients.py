@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from tests.support import shared_gateway
-from tests.support.gateway import wait_for
+from tests.support.gateway import free_port, wait_for
 from tests.support.mosquitto import AVAILABLE, VERSIONS, MosquittoSub, mosquitto_pub
 from tests.support.mqtt_clients import V31, V311
 
@@ -192,3 +192,25 @@ def test_empty_client_id_311_is_assigned(gateway, version):
     # mosquitto_pub sends an empty id at 3.1.1 (the broker assigns one) and makes one up at 3.1
     if version == "mqttv311":
         assert "client auto-" in gateway.log()
+
+
+def test_listener_control_with_mosquitto_pub(gateway_factory, version):
+    p1, p2 = free_port(), free_port()
+    gw = gateway_factory({"broker": {"listeners": [{"host": "127.0.0.1", "port": p1},
+                                                   {"host": "127.0.0.1", "port": p2}],
+                                     "listener_control_clients": ["scada-op"]}})
+
+    def running() -> dict[int, bool]:
+        return {lst["port"]: lst["running"] for lst in gw.admin("/status")[1]["listeners"]}
+
+    r = mosquitto_pub(p1, f"$SYS/SCADA/MQIsdpListener/{p2}", "OFF", version=version, client_id="someone")
+    assert r.returncode == 0
+    wait_for(lambda: "may not control listeners" in gw.log(), 5, what="refusal logged")
+    assert running() == {p1: True, p2: True}
+    pub_ok(p1, f"$SYS/SCADA/MQIsdpListener/{p2}", "OFF", version=version, client_id="scada-op", qos=1)
+    wait_for(lambda: running() == {p1: True, p2: False}, 5, what=f"{p2} stopped")
+    r = mosquitto_pub(p2, "mo/x", "x", version=version)
+    assert r.returncode != 0
+    pub_ok(p1, f"$SYS/SCADA/MQIsdpListener/{p2}", "ON", version=version, client_id="scada-op", qos=1)
+    wait_for(lambda: running() == {p1: True, p2: True}, 5, what=f"{p2} started")
+    pub_ok(p2, "mo/x", "x", version=version)

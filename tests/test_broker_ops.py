@@ -396,3 +396,18 @@ def test_admin_with_odd_client_ids_and_admin_url(gateway, clients):
     r = gateway.cli("admin", "--admin", url, "delete-session", odd)
     assert r.returncode == 0, r.stderr
     assert gateway.admin("/sessions")[1] == []
+
+
+def test_listener_configured_off_is_started_by_listener_control(gateway_factory, clients, proto):
+    p1, p2 = free_port(), free_port()
+    gw = gateway_factory({"broker": {
+        "listeners": [{"host": "127.0.0.1", "port": p1}, {"host": "127.0.0.1", "port": p2, "start": False}],
+        "listener_control_clients": ["operator"]}})
+    assert listener_state(gw)[p2]["running"] is False
+    assert not can_connect(p2)
+    r = gw.cli("status", "-c", str(gw.config_path))
+    assert f"mqtt:127.0.0.1:{p2}" in r.stdout and "stopped" in r.stdout
+    op = clients(p1, "operator", protocol=proto).connect()
+    op.publish(f"$SYS/SCADA/MQIsdpListener/{p2}", b"ON", qos=1)
+    wait_for(lambda: listener_state(gw)[p2]["running"], 5, what=f"listener {p2} started")
+    assert can_connect(p2)
