@@ -484,7 +484,10 @@ class Broker:
         will = conn.will
         conn.will = None
         session = conn.session
-        if will is not None:
+        if will is not None and will.topic.startswith("$"):
+            # like any client publication: $ topics are reserved (else a will could forge $SYS values)
+            log.warning("client %s: will to %s not published: $ topics are reserved", client_id, will.topic)
+        elif will is not None:
             log.info("client %s: publishing will to %s (%s)", client_id, will.topic, reason)
             self.publish(Message(will.topic, will.payload, will.qos, will.retain, client_id))
         if session is None:
