@@ -145,3 +145,22 @@ def test_no_will_on_clean_broker_shutdown(gateway, clients, proto):
     pub = clients(gateway.port, protocol=proto).connect()
     pub.publish("will/marker", b"m", qos=0)
     assert [x.payload for x in late.wait_messages(1)] == [b"m"]
+
+
+def test_will_cannot_publish_into_dollar_topics(gateway, clients, proto):
+    """Clients may not publish into `$` topics; a will is a publication by the client."""
+    sys = clients(gateway.port, protocol=proto).connect()
+    sys.subscribe("$SYS/fake/#", 1)
+    sys.subscribe("will/marker", 1)
+    c = clients(gateway.port, protocol=proto, will=("$SYS/fake/status", b"forged", 1, True)).connect()
+    c.drop()
+    wait_for(lambda: c.client_id not in {x["client_id"] for x in gateway.admin("/connections")[1]}, 5,
+             what="client gone")
+    pub = clients(gateway.port, protocol=proto).connect()
+    pub.publish("will/marker", b"m", qos=1)
+    assert [m.payload for m in sys.wait_messages(1)] == [b"m"]
+    late = clients(gateway.port, protocol=proto).connect()
+    late.subscribe("$SYS/fake/#", 1)
+    late.subscribe("will/marker", 1)
+    pub.publish("will/marker", b"m2", qos=1)
+    assert [m.payload for m in late.wait_messages(1)] == [b"m2"]
