@@ -180,3 +180,18 @@ def test_refused_connect_does_not_disturb_the_session_of_that_id(gateway, client
     good.publish("keep/1", b"still here", qos=1)
     assert good.wait_messages(1)[0].payload == b"still here"
     wait_for(lambda: "keeper" in connected_ids(gateway), 5, what="keeper still connected")
+
+
+@pytest.mark.parametrize("proto", PROTOCOLS, ids=PROTOCOL_IDS)
+def test_refused_connect_does_not_take_over_a_connected_client(auth_gateway, clients, proto):
+    alice = clients(auth_gateway.port, "alice-dev", protocol=proto, username="alice", password="wonderland",
+                    will=("auth/will", b"alice lost", 0, False), reconnect=False).connect()
+    assert alice.rc == 0
+    alice.subscribe("auth/#", 1)
+    impostor = clients(auth_gateway.port, "alice-dev", protocol=proto, username="alice", password="guess",
+                       reconnect=False).connect()
+    assert impostor.rc == 4
+    other = clients(auth_gateway.port, protocol=proto, username="bob", password="builder").connect()
+    other.publish("auth/still", b"there", qos=1)
+    assert [m.payload for m in alice.wait_messages(1)] == [b"there"]   # no will, still subscribed
+    assert not alice.disconnected.is_set()

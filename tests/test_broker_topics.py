@@ -168,3 +168,14 @@ def test_sys_broker_topics_are_readable(gateway, clients, proto):
     d.subscribe("$SYS/broker/clients/connected", 0)
     (m,) = d.wait_messages(1)[:1]
     assert m.retain is True and int(m.payload) >= 1   # the last update's value, replayed
+
+
+def test_sys_clients_connected_follows_connections(gateway, clients, proto):
+    watch = clients(gateway.port, protocol=proto).connect()
+    watch.subscribe("$SYS/broker/clients/connected", 0)
+    others = [clients(gateway.port, protocol=proto).connect() for _ in range(3)]
+    wait_for(lambda: any(m.payload == b"4" and not m.retain for m in watch.messages), 10,
+             what="$SYS/broker/clients/connected = 4")
+    for o in others:
+        o.disconnect()
+    wait_for(lambda: watch.messages[-1].payload == b"1", 10, what="$SYS/broker/clients/connected = 1")
