@@ -267,3 +267,31 @@ def test_qos1_outbound_unacked_is_not_resent_on_the_same_connection(gateway, cli
     pub.publish("nr/marker", b"m", qos=0)
     marker = raw.recv()
     assert isinstance(marker, P.Publish) and marker.topic == "nr/marker"
+
+
+@pytest.mark.parametrize("qos", [0, 1, 2])
+def test_empty_and_large_payloads(gateway, clients, proto, qos):
+    sub = clients(gateway.port, protocol=proto).connect()
+    sub.subscribe("size/#", qos)
+    pub = clients(gateway.port, protocol=proto).connect()
+    big = bytes(range(256)) * 4096   # 1 MiB, every byte value
+    pub.publish("size/empty", b"", qos=qos)
+    pub.publish("size/big", big, qos=qos)
+    got = sub.wait_messages(2, timeout=20)
+    assert [(m.topic, m.payload) for m in got] == [("size/empty", b""), ("size/big", big)]
+
+
+def test_large_queued_message_survives_restart(gateway, clients, proto):
+    c = clients(gateway.port, "bigq", protocol=proto, clean_session=False).connect()
+    c.subscribe("bigq/#", 2)
+    c.disconnect()
+    wait_for(lambda: not gateway.admin("/connections")[1], 5, what="offline")
+    big = bytes(range(256)) * 8192   # 2 MiB
+    pub = clients(gateway.port, protocol=proto).connect()
+    pub.publish("bigq/t", big, qos=2)
+    pub.disconnect()
+    gateway.stop()
+    gateway.start()
+    c2 = clients(gateway.port, "bigq", protocol=proto, clean_session=False).connect()
+    (m,) = c2.wait_messages(1, timeout=20)
+    assert m.payload == big and m.qos == 2

@@ -179,3 +179,18 @@ def test_sys_clients_connected_follows_connections(gateway, clients, proto):
     for o in others:
         o.disconnect()
     wait_for(lambda: watch.messages[-1].payload == b"1", 10, what="$SYS/broker/clients/connected = 1")
+
+
+def test_unicode_and_odd_topics(gateway, clients, proto):
+    c = clients(gateway.port, protocol=proto).connect()
+    c.subscribe("capteur/+/température", 1)
+    c.subscribe("with space/#", 1)
+    c.subscribe("日本/#", 1)
+    pub = clients(gateway.port, protocol=proto).connect()
+    sent = ["capteur/salle-1/température", "with space/a b", "日本/東京/🌸", "capteur/x/temperature"]
+    for t in sent:
+        pub.publish(t, t.encode(), qos=1)
+    pub.publish("日本/marker", b"m", qos=1)
+    got = c.wait_messages(4)
+    assert [m.topic for m in got] == sent[:3] + ["日本/marker"]
+    assert all(m.payload == m.topic.encode() for m in got[:3])
