@@ -411,3 +411,29 @@ def test_listener_configured_off_is_started_by_listener_control(gateway_factory,
     op.publish(f"$SYS/SCADA/MQIsdpListener/{p2}", b"ON", qos=1)
     wait_for(lambda: listener_state(gw)[p2]["running"], 5, what=f"listener {p2} started")
     assert can_connect(p2)
+
+
+def test_json_logs_and_configured_packet_trace(gateway_factory, clients, proto):
+    gw = gateway_factory({"logging": {"level": "INFO", "json": True, "trace_clients": ["traced"]}})
+    c = clients(gw.port, "traced", protocol=proto).connect()
+    c.subscribe("tr/#", 1)
+    c.publish("tr/x", b"traced payload", qos=1)
+    c.wait_messages(1)
+    quiet = clients(gw.port, "untraced", protocol=proto).connect()
+    quiet.publish("tr/y", b"not traced", qos=1)
+    c.wait_messages(2)
+
+    def records() -> list[dict]:
+        out = []
+        for line in gw.log().splitlines():
+            if line.startswith("{"):
+                out.append(json.loads(line))
+        return out
+
+    wait_for(lambda: any("traced <- " in json.dumps(r) for r in records()), 5, what="JSON trace records")
+    text = "\n".join(json.dumps(r) for r in records())
+    assert "tr/x" in text
+    assert "untraced <- " not in text
+    # every line the gateway wrote is one JSON object
+    bad = [line for line in gw.log().splitlines() if line.strip() and not line.startswith("{")]
+    assert bad == []
