@@ -8,6 +8,7 @@ import shutil
 import socket
 import ssl
 import subprocess
+import time
 
 import pytest
 
@@ -437,3 +438,13 @@ def test_json_logs_and_configured_packet_trace(gateway_factory, clients, proto):
     # every line the gateway wrote is one JSON object
     bad = [line for line in gw.log().splitlines() if line.strip() and not line.startswith("{")]
     assert bad == []
+
+
+def test_keepalive_grace_is_one_and_a_half_periods(gateway, proto):
+    """Seed: disconnected when nothing is received within 1.5 x the Keep Alive period, not sooner."""
+    raw = RawClient(gateway.port)
+    assert raw.connect("ka-grace", LEVEL[proto], keepalive=2).return_code == 0
+    t0 = time.monotonic()
+    assert raw.closed_by_peer(timeout=8)
+    elapsed = time.monotonic() - t0
+    assert 3.0 <= elapsed <= 5.0, f"closed after {elapsed:.2f} s (keepalive 2 s: expected 3 s + sweep)"
