@@ -174,22 +174,6 @@ def test_connect_timeout(gateway_factory):
     assert ok.recv() == P.Bare(P.PINGRESP)
 
 
-def test_keepalive_expiry_and_zero_disables(gateway, clients, proto):
-    level = LEVEL[proto]
-    silent = RawClient(gateway.port)
-    assert silent.connect("ka-1", level, keepalive=1).return_code == 0
-    forever = RawClient(gateway.port)
-    assert forever.connect("ka-0", level, keepalive=0).return_code == 0
-    pinging = clients(gateway.port, protocol=proto, keepalive=1, reconnect=False).connect()
-    assert silent.closed_by_peer(timeout=6)          # 1.5 x 1 s, checked every 0.5 s
-    wait_for(lambda: "keepalive expired" in gateway.log(), 5, what="reason logged")
-    forever.send(P.PINGREQ_BYTES)                    # silent just as long, but keepalive 0
-    assert forever.recv() == P.Bare(P.PINGRESP)
-    assert not pinging.disconnected.is_set()         # paho pings every second: kept
-    ids = {c["client_id"] for c in gateway.admin("/connections")[1]}
-    assert {"ka-0", pinging.client_id} <= ids and "ka-1" not in ids
-
-
 # -- status, admin, monitoring ----------------------------------------------------------------------
 
 
@@ -440,11 +424,22 @@ def test_json_logs_and_configured_packet_trace(gateway_factory, clients, proto):
     assert bad == []
 
 
-def test_keepalive_grace_is_one_and_a_half_periods(gateway, proto):
+def test_keepalive_grace_is_one_and_a_half_periods_and_zero_disables(gateway, clients, proto):
     """Seed: disconnected when nothing is received within 1.5 x the Keep Alive period, not sooner."""
+    level = LEVEL[proto]
     raw = RawClient(gateway.port)
-    assert raw.connect("ka-grace", LEVEL[proto], keepalive=2).return_code == 0
+    assert raw.connect("ka-grace", level, keepalive=2).return_code == 0
     t0 = time.monotonic()
+    forever = RawClient(gateway.port)
+    assert forever.connect("ka-0", level, keepalive=0).return_code == 0
+    pinging = clients(gateway.port, protocol=proto, keepalive=1, reconnect=False).connect()
     assert raw.closed_by_peer(timeout=8)
     elapsed = time.monotonic() - t0
     assert 3.0 <= elapsed <= 5.0, f"closed after {elapsed:.2f} s (keepalive 2 s: expected 3 s + sweep)"
+    assert "keepalive expired" in gateway.log()
+    # keepalive 0 disables the check: silent just as long, still connected
+    forever.send(P.PINGREQ_BYTES)
+    assert forever.recv() == P.Bare(P.PINGRESP)
+    assert not pinging.disconnected.is_set()         # paho pings every second: kept
+    ids = {c["client_id"] for c in gateway.admin("/connections")[1]}
+    assert {"ka-0", pinging.client_id} <= ids and "ka-grace" not in ids

@@ -45,16 +45,6 @@ def test_will_on_keepalive_expiry(gateway, clients, proto):
     assert "keepalive expired" in gateway.log()
 
 
-def test_will_on_keepalive_expiry_raw(gateway, clients, proto):
-    w = watcher(gateway, clients, proto)
-    raw = RawClient(gateway.port)
-    assert raw.connect("silent", LEVEL[proto], keepalive=1,
-                       will=P.Will("will/raw", b"raw timed out", 2, False)).return_code == 0
-    assert raw.closed_by_peer(timeout=6)
-    (m,) = w.wait_messages(1)
-    assert (m.topic, m.payload, m.qos) == ("will/raw", b"raw timed out", 2)
-
-
 def test_will_on_takeover(gateway, clients, proto):
     w = watcher(gateway, clients, proto)
     old = clients(gateway.port, "twin", protocol=proto, will=("will/twin", b"taken over", 1, False),
