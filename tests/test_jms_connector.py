@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from bridge.connectors.base import ConnectorError, Inbound, Outbound
 from bridge.connectors.jms import (
     BODY_TYPE_PROPERTY,
+    STOMP_HEADERS,
     JmsSource,
     JmsTarget,
     backout_to_jms,
@@ -42,6 +43,7 @@ from mappings.jms import (
     StreamBody,
     TextBody,
     TypedMap,
+    identifier_problem,
     jboolean,
     jbyte,
     jbytes,
@@ -128,6 +130,14 @@ def test_typed_properties_become_strings_with_a_finding_each() -> None:
     assert frame.headers["priority"] == "4"   # the JMS header, not the property
     assert sorted(names(report, Change.COERCED)) == ["b", "c", "d", "f", "i", "l"]
     assert sorted(names(report, Change.DROPPED)) == ["n", "priority", "raw"]
+
+
+def test_nul_in_a_header_value_is_dropped_not_sent() -> None:
+    report = ConversionReport()
+    frame = jms_to_frame(JmsMessage(JmsHeaders(type="a\x00b"), TypedMap([("p", jstring("\x00"))], what="property"),
+                                    TextBody("x")), "q", report)
+    assert "type" not in frame.headers and "p" not in frame.headers
+    assert sorted(names(report, Change.DROPPED)) == ["JMSType", "p"]
 
 
 def test_map_body_uses_the_xstream_xml_form() -> None:
@@ -574,3 +584,36 @@ def test_activemq_map_transformation_loses_characters_above_the_bmp(link_config:
         link.close()
     back = frame_to_jms(frames[0].headers, frames[0].body)
     assert back.body == MapBody(TypedMap([("k", jstring("\ufffd\ufffdx"))]))
+
+
+@activemq
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(props=st.dictionaries(st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,8}", fullmatch=True).filter(
+           lambda n: n not in STOMP_HEADERS and identifier_problem(n) is None),
+           st.text(max_size=20), max_size=5),
+       corr=st.none() | st.text(max_size=20), jtype=st.none() | st.text(max_size=20))
+def test_string_properties_and_headers_survive_the_broker(link_config: StompLinkConfig, props: dict[str, str],
+                                                         corr: str | None, jtype: str | None) -> None:
+    """Whatever a String property or header holds, it arrives the same or is reported (never a broken
+    frame that would block the route)."""
+    q = f"props.{uuid.uuid4().hex}"
+    msg = JmsMessage(JmsHeaders(correlation_id=corr, type=jtype),
+                     TypedMap([(k, jstring(v)) for k, v in props.items()], what="property"), TextBody("x"))
+    report = ConversionReport()
+    f = jms_to_frame(msg, q, report)
+    frames: list[InboundFrame] = []
+    got = threading.Event()
+    link = StompLink(link_config)
+    link.subscribe(f.destination, lambda fr: (frames.append(fr), got.set()), ack="auto",
+                   headers={"transformation": "jms-xml"})
+    link.start(timeout=20)
+    try:
+        link.send_many([(f.destination, f.body, f.headers, f.content_length)])
+        assert got.wait(20)
+    finally:
+        link.close()
+    back = frame_to_jms(frames[0].headers, frames[0].body)
+    reported = {x.name for x in report.findings if x.change is Change.DROPPED}
+    assert {k: v.value for k, v in back.properties.items()} == {k: v for k, v in props.items() if k not in reported}
+    assert back.headers.correlation_id == (None if "JMSCorrelationID" in reported else corr)
+    assert back.headers.type == (None if "JMSType" in reported else jtype)

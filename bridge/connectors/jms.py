@@ -313,6 +313,9 @@ def _property_frame(props: TypedMap, headers: dict[str, str], report: Conversion
         headers[name] = text
 
 
+_JMS_NAMES = {"correlation-id": "JMSCorrelationID", "type": "JMSType", "reply-to": "JMSReplyTo"}
+
+
 def jms_to_frame(msg: JmsMessage, destination: str, report: ConversionReport | None = None) -> SendFrame:
     """A JMS message as the SEND frame that makes ActiveMQ build the closest JMS message."""
     report = report if report is not None else ConversionReport()
@@ -320,6 +323,9 @@ def jms_to_frame(msg: JmsMessage, destination: str, report: ConversionReport | N
     _property_frame(msg.properties, headers, report)
     _header_frame(msg.headers, headers, report)
     data, content_length = _body_frame(msg, headers, report)
+    for name in [n for n, v in headers.items() if "\x00" in v]:   # NUL would end the frame early
+        report.dropped(_JMS_NAMES.get(name, name), "contains U+0000, which a STOMP header cannot carry")
+        del headers[name]
     return SendFrame(stomp_destination(destination), headers, data, content_length)
 
 
