@@ -23,7 +23,8 @@ def ingest_new_files(
     totals = IngestResult()
 
     def handle(batch: DataFrame, batch_id: int) -> None:
-        totals.merge(ingest_frame(batch, parquet_dir, "append"))
+        # No shuffle: a micro-batch appends its rows as they come (one file per task and hour).
+        totals.merge(ingest_frame(batch, parquet_dir, "append", compact=False))
 
     query = (
         stream_logs(spark, logs_dir)

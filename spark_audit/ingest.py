@@ -176,20 +176,17 @@ def describe_problems(tagged: DataFrame, result: IngestResult) -> None:
         bad.unpersist()
 
 
-def write_parquet(valid: DataFrame, parquet_dir: str, mode: str) -> None:
-    """Write valid rows compacted to one file per date/hour partition."""
-    (
-        valid.repartition(*PARTITION_COLUMNS)
-        .write.mode(mode)
-        .partitionBy(*PARTITION_COLUMNS)
-        .parquet(parquet_dir)
-    )
+def write_parquet(valid: DataFrame, parquet_dir: str, mode: str, compact: bool = True) -> None:
+    """Write valid rows partitioned by date/hour; compact: one file per partition (costs a shuffle)."""
+    if compact:
+        valid = valid.repartition(*PARTITION_COLUMNS)
+    valid.write.mode(mode).partitionBy(*PARTITION_COLUMNS).parquet(parquet_dir)
 
 
-def ingest_frame(tagged: DataFrame, parquet_dir: str, mode: str) -> IngestResult:
+def ingest_frame(tagged: DataFrame, parquet_dir: str, mode: str, compact: bool = True) -> IngestResult:
     """Write the valid rows of a tagged frame to Parquet, counting every problem in the same pass."""
     observation = Observation("ingest")
-    write_parquet(valid_rows(observed_metrics(tagged, observation)), parquet_dir, mode)
+    write_parquet(valid_rows(observed_metrics(tagged, observation)), parquet_dir, mode, compact)
     result = result_from_metrics(observation.get)
     if result.bad:
         describe_problems(tagged, result)

@@ -33,7 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="conversion log files (JSON Lines) or directories of them")
     parser.add_argument("--since", type=parse_time, help="audit records at or after this time (ISO 8601)")
     parser.add_argument("--until", type=parse_time, help="audit records before this time (ISO 8601)")
-    parser.add_argument("--master", default="local[2]", help="Spark master URL (default: local[2])")
+    parser.add_argument("--master", default=None,
+                        help="Spark master URL (default: spark-submit's --master, else local[2])")
     parser.add_argument("--out", default=DEFAULT_OUT,
                         help=f"directory for summary.json, report.html, tables/ (default: {DEFAULT_OUT})")
     parser.add_argument("--grace", type=non_negative, default=DEFAULT_GRACE_SECONDS, metavar="SECONDS",

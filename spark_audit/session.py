@@ -30,12 +30,22 @@ def session_conf(master: str = DEFAULT_MASTER) -> dict[str, str]:
     return conf
 
 
-def build_session(master: str = DEFAULT_MASTER, app_name: str = "mqbridge-audit") -> SparkSession:
-    """Create (or reuse) the SparkSession for an audit run."""
-    if master.startswith("local"):
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # before the JVM starts: no hostname lookup
-    builder = SparkSession.builder.master(master).appName(app_name)
-    for key, value in session_conf(master).items():
+def resolve_master(master: str | None) -> str | None:
+    """The master asked for; else None under spark-submit (its --master applies); else local[2]."""
+    if master:
+        return master
+    return None if "PYSPARK_GATEWAY_PORT" in os.environ else DEFAULT_MASTER
+
+
+def build_session(master: str | None = DEFAULT_MASTER, app_name: str = "mqbridge-audit") -> SparkSession:
+    """Create (or reuse) the SparkSession for an audit run (master None: see resolve_master)."""
+    resolved = resolve_master(master)
+    builder = SparkSession.builder.appName(app_name)
+    if resolved is not None:
+        builder = builder.master(resolved)
+        if resolved.startswith("local"):
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # before the JVM starts: no hostname lookup
+    for key, value in session_conf(resolved or "").items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

@@ -20,6 +20,7 @@ def test_audit_command_parses_the_shared_arguments():
                                       "--master", "spark://h:7077", "--out", "o", "--grace", "30"])
     assert args.logs == ["logs/", "more.jsonl"]
     assert (args.master, args.out, args.grace) == ("spark://h:7077", "o", 30.0)
+    assert build_parser().parse_args(["audit", "logs/"]).master is None  # spark-submit decides, else local[2]
     assert args.since.isoformat() == "2026-03-01T10:00:00+00:00"
 
 
