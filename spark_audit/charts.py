@@ -1,6 +1,7 @@
 """Inline SVG charts (pure Python, no dependencies) for the self-contained HTML report."""
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from html import escape
 
@@ -61,9 +62,9 @@ def stacked_columns(
 
 def grouped_bars(
     categories: Sequence[str], series: dict[str, Sequence[float]], title: str, unit: str = "",
-    width: int = 760,
+    width: int = 760, log: bool = False,
 ) -> str:
-    """Horizontal grouped bars (e.g. p50/p95/p99 latency per route)."""
+    """Horizontal grouped bars (e.g. p50/p95/p99 latency per route); log: bar length on a log scale."""
     left, top, row_gap = 160, 24, 8
     k = max(len(series), 1)
     bar_h = 10
@@ -79,7 +80,7 @@ def grouped_bars(
             f"{escape(cat)}</text>"
         )
         for j, (name, values) in enumerate(series.items()):
-            w = values[i] / vmax * plot_w
+            w = (math.log10(1 + values[i]) / math.log10(1 + vmax) if log else values[i] / vmax) * plot_w
             y = y0 + j * bar_h
             parts.append(
                 f'<rect x="{left}" y="{y}" width="{w:.1f}" height="{bar_h - 1}" '

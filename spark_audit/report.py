@@ -154,7 +154,7 @@ def _latency_chart(summary: dict[str, Any]) -> str:
     routes = [r["route"] for r in lat]
     series = {p: [float(r[f"{p}_us"]) / 1000 for r in lat] for p in ("p50", "p95", "p99")}
     series["max"] = [float(r["max_us"]) / 1000 for r in lat]
-    return grouped_bars(routes, series, "Latency per route (ms)", unit=" ms")
+    return grouped_bars(routes, series, "Latency per route (ms, log scale)", unit=" ms", log=True)
 
 
 def _failure_chart(summary: dict[str, Any]) -> str:
