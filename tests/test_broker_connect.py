@@ -12,7 +12,7 @@ import pytest
 
 from bridge.mqtt import packets as P
 from tests.support import shared_gateway
-from tests.support.gateway import wait_for
+from tests.support.gateway import GatewayProcess, wait_for
 from tests.support.mqtt_clients import LEVEL, PROTOCOL_IDS, PROTOCOLS, V31, V311, RawClient
 
 # one gateway process per module, reset before each test (see tests/support/shared_gateway.py)
@@ -80,7 +80,7 @@ def test_client_id_31_one_to_23_characters(gateway, clients):
 
 
 def test_client_id_31_of_24_characters_gets_rc_2(gateway, clients):
-    c = clients(gateway.port, "y" * 24, protocol=V31).connect()
+    c = clients(gateway.port, "y" * 24, protocol=V31, reconnect=False).connect()
     assert c.rc == 2
     assert c.disconnected.wait(5)
     assert "y" * 24 not in connected_ids(gateway)
@@ -136,9 +136,18 @@ def test_client_id_311_empty_without_clean_session_gets_rc_2(gateway):
 USERS = {"alice": "wonderland", "bob": "sha256:" + hashlib.sha256(b"builder").hexdigest()}
 
 
+@pytest.fixture(scope="module")
+def module_auth_gateway(tmp_path_factory):
+    gw = GatewayProcess(tmp_path_factory.mktemp("auth-gw"),
+                        {"broker": {"users": USERS, "allow_anonymous": False}}).start()
+    yield gw
+    gw.stop()
+
+
 @pytest.fixture
-def auth_gateway(gateway_factory):
-    return gateway_factory({"broker": {"users": USERS, "allow_anonymous": False}})
+def auth_gateway(module_auth_gateway):
+    shared_gateway.reset(module_auth_gateway, username="alice", password=b"wonderland")
+    return module_auth_gateway
 
 
 @pytest.mark.parametrize("proto", PROTOCOLS, ids=PROTOCOL_IDS)
@@ -151,7 +160,8 @@ def auth_gateway(gateway_factory):
     (None, None, 5),                       # anonymous, not allowed
 ])
 def test_auth_with_broker_users(auth_gateway, clients, proto, username, password, rc):
-    c = clients(auth_gateway.port, protocol=proto, username=username, password=password).connect()
+    c = clients(auth_gateway.port, protocol=proto, username=username, password=password,
+                reconnect=False).connect()
     assert c.rc == rc
     if rc == 0:
         conn = connected_ids(auth_gateway)[c.client_id]
@@ -166,7 +176,7 @@ def test_anonymous_allowed_beside_users_by_default(gateway_factory, clients):
     gw = gateway_factory({"broker": {"users": USERS}})
     anon = clients(gw.port).connect()
     assert anon.rc == 0
-    bad = clients(gw.port, username="alice", password="nope").connect()
+    bad = clients(gw.port, username="alice", password="nope", reconnect=False).connect()
     assert bad.rc == 4
 
 

@@ -149,8 +149,16 @@ class PahoClient:
 
     def drop(self) -> None:
         """Close the TCP connection without DISCONNECT (an abnormal end: the will fires)."""
-        self.client.loop_stop()
+        # End paho's network thread without waiting out its 1 s select: mark it to terminate (as
+        # loop_stop does, so it does not reconnect), then shut the socket down, which wakes it.
+        self.client._thread_terminate = True
         sock = self.client.socket()
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)   # FIN, no DISCONNECT
+            except OSError:
+                pass
+        self.client.loop_stop()
         if sock is not None:
             sock.close()
 

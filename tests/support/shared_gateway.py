@@ -26,7 +26,8 @@ from tests.support.gateway import GatewayProcess, wait_for
 from tests.support.mqtt_clients import RawClient
 
 
-def reset(gw: GatewayProcess) -> None:
+def reset(gw: GatewayProcess, username: str | None = None, password: bytes | None = None) -> None:
+    """Back to a fresh state; ``username``/``password`` for the reset client when auth is on."""
     if gw.proc is None or gw.proc.poll() is not None:
         gw.proc = None
         gw.start()
@@ -42,7 +43,8 @@ def reset(gw: GatewayProcess) -> None:
     cid = f"reset-{uuid.uuid4().hex[:8]}"
     raw = RawClient(gw.port)
     try:
-        assert raw.connect(cid).return_code == 0
+        raw.send(P.encode(P.Connect(P.MQTT_311, cid, True, 60, None, username, password)))
+        assert raw.recv() == P.Connack(0, False)
         assert raw.subscribe("#", 0).return_codes == (0,)
         marker = f"reset-marker/{uuid.uuid4().hex}"
         raw.publish(marker, b"", qos=0)
