@@ -14,7 +14,7 @@ import pytest
 
 from bridge.mqtt import packets as P
 from tests.support import shared_gateway
-from tests.support.gateway import free_port, wait_for
+from tests.support.gateway import GatewayProcess, free_port, wait_for
 from tests.support.mosquitto import AVAILABLE as MOSQUITTO
 from tests.support.mosquitto import MosquittoSub, mosquitto_pub
 from tests.support.mqtt_clients import LEVEL, PROTOCOL_IDS, PROTOCOLS, RawClient
@@ -140,8 +140,23 @@ def test_allow_and_deny_lists(gateway_factory):
     assert "refused by allow/deny list" in gw.log()
 
 
-def test_max_message_size_disconnects_with_logged_reason(gateway_factory, clients, proto):
-    gw = gateway_factory({"broker": {"limits": {"max_message_size": 1024}}})
+@pytest.fixture(scope="module")
+def module_limits_gateway(tmp_path_factory):
+    gw = GatewayProcess(tmp_path_factory.mktemp("limits-gw"),
+                        {"broker": {"limits": {"max_message_size": 1024, "connect_timeout": 1.0}}}).start()
+    yield gw
+    gw.stop()
+
+
+@pytest.fixture
+def limits_gateway(module_limits_gateway):
+    """max_message_size 1024, connect_timeout 1 s; shared by this module's tests, reset for each."""
+    shared_gateway.reset(module_limits_gateway)
+    return module_limits_gateway
+
+
+def test_max_message_size_disconnects_with_logged_reason(limits_gateway, clients, proto):
+    gw = limits_gateway
     sub = clients(gw.port, protocol=proto).connect()
     sub.subscribe("big/#", 1)
     big = clients(gw.port, protocol=proto, reconnect=False).connect()
@@ -154,8 +169,8 @@ def test_max_message_size_disconnects_with_logged_reason(gateway_factory, client
     assert [len(m.payload) for m in got] == [900]
 
 
-def test_oversize_header_closes_before_the_body_arrives(gateway_factory, proto):
-    gw = gateway_factory({"broker": {"limits": {"max_message_size": 1024}}})
+def test_oversize_header_closes_before_the_body_arrives(limits_gateway, proto):
+    gw = limits_gateway
     raw = RawClient(gw.port)
     assert raw.connect("hdr", LEVEL[proto]).return_code == 0
     raw.send(bytes((0x30,)) + P.encode_length(5_000_000))   # only the fixed header of a 5 MB PUBLISH
@@ -163,8 +178,8 @@ def test_oversize_header_closes_before_the_body_arrives(gateway_factory, proto):
     assert "exceeds the limit" in gw.log()
 
 
-def test_connect_timeout(gateway_factory):
-    gw = gateway_factory({"broker": {"limits": {"connect_timeout": 1.0}}})
+def test_connect_timeout(limits_gateway):
+    gw = limits_gateway
     mute = RawClient(gw.port)
     ok = RawClient(gw.port)
     assert ok.connect("in-time").return_code == 0
@@ -260,13 +275,12 @@ def test_monitoring_counters(gateway, clients, proto):
 # -- TLS --------------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def tls_cert(tmp_path):
+def _self_signed(directory, name: str) -> tuple:
     if shutil.which("openssl") is None:
         pytest.skip("the openssl CLI is not installed (needed to make a self-signed certificate)")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert, key = directory / f"{name}.pem", directory / f"{name}.key"
     r = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                        "-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost",
+                        "-keyout", str(key), "-out", str(cert), "-subj", f"/CN={name}",
                         "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
                        capture_output=True, text=True, timeout=60)
     if r.returncode != 0:
@@ -274,15 +288,28 @@ def tls_cert(tmp_path):
     return cert, key
 
 
-@pytest.fixture
-def tls_gateway(gateway_factory, tls_cert):
+@pytest.fixture(scope="module")
+def tls_cert(tmp_path_factory):
+    """A self-signed server certificate for 127.0.0.1, made by the openssl CLI."""
+    return _self_signed(tmp_path_factory.mktemp("tls"), "localhost")
+
+
+@pytest.fixture(scope="module")
+def module_tls_gateway(tmp_path_factory, tls_cert):
     cert, key = tls_cert
     plain, secure = free_port(), free_port()
-    gw = gateway_factory({"broker": {"listeners": [
+    gw = GatewayProcess(tmp_path_factory.mktemp("tls-gw"), {"broker": {"listeners": [
         {"host": "127.0.0.1", "port": plain},
         {"host": "127.0.0.1", "port": secure, "tls": {"cert": str(cert), "key": str(key)}},
-    ]}})
-    return gw, plain, secure, cert
+    ]}}).start()
+    yield gw, plain, secure, cert
+    gw.stop()
+
+
+@pytest.fixture
+def tls_gateway(module_tls_gateway):
+    shared_gateway.reset(module_tls_gateway[0])
+    return module_tls_gateway
 
 
 def test_tls_listener_with_paho(tls_gateway, clients, proto):
@@ -331,15 +358,6 @@ def test_tls_listener_with_mosquitto_clients(tls_gateway, version):
     finally:
         sub.stop()
 
-
-def _self_signed(tmp_path, name: str) -> tuple:
-    cert, key = tmp_path / f"{name}.pem", tmp_path / f"{name}.key"
-    r = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                        "-keyout", str(key), "-out", str(cert), "-subj", f"/CN={name}",
-                        "-addext", "subjectAltName=IP:127.0.0.1"], capture_output=True, text=True, timeout=60)
-    if r.returncode != 0:
-        pytest.skip(f"openssl could not make a certificate: {r.stderr.strip()}")
-    return cert, key
 
 
 def test_tls_listener_requiring_client_certificates(gateway_factory, tls_cert, tmp_path):
