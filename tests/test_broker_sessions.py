@@ -245,6 +245,13 @@ def test_persistent_sessions_expire(gateway_factory, clients, proto):
     _, status = gw.admin("/status")
     assert status["messages"]["queued"] == 0
     assert "expired" in gw.log()
+    # cleaned up in the store too: a restart does not bring it back
+    stay.disconnect()
+    pub.disconnect()
+    gw.stop()
+    gw.start()
+    assert "short-lived" not in sessions(gw)
+    pub = clients(gw.port, protocol=proto).connect()
     back = clients(gw.port, "short-lived", protocol=proto, clean_session=False).connect()
     assert back.session_present is False
     back.subscribe("exp/marker", 0)
