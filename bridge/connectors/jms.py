@@ -13,7 +13,8 @@ Outbound (JMS model -> SEND frame), ``jms_to_frame``:
   ``amq-msg-type: text`` (still a TextMessage; both headers become String properties: finding).
   A null text is sent as "" (§2: the two are indistinguishable: finding).
 - BytesMessage: ``content-length`` (§1).
-- MapMessage: ``transformation: jms-map-xml`` and the XStream XML form (§1, §4); the broker
+- MapMessage: ``transformation: jms-map-xml`` and the XStream XML form (§1, §4; not the JSON form,
+  which ActiveMQ silently turns into a TextMessage for some maps, §9); the broker
   keeps ``transformation`` as a String property (finding). A null map value cannot be written: dropped.
   ActiveMQ's XStream/Jettison turns a character above U+FFFF in a map key or String value into two
   U+FFFD, on SEND and on receipt (tested): reported per entry on SEND, undetectable on receipt.
@@ -34,7 +35,7 @@ Outbound (JMS model -> SEND frame), ``jms_to_frame``:
 - Properties (§1): every property becomes a STOMP header, i.e. a **String** property on the JMS side;
   each non-String one is reported as coerced (``int -> String``). byte[] and null values cannot be
   headers: dropped. Names that are STOMP/ActiveMQ headers (``priority``, ``receipt``, ...) would be
-  read as such: dropped.
+  read as such: dropped. Any header value holding NUL would end the frame (§9): dropped.
 
 Inbound (MESSAGE frame -> JMS model), ``frame_to_jms``; subscriptions ask for ``transformation:
 jms-xml`` (§3, §4: XStream XML keeps every Map value's Java type, where Jettison's JSON turns
@@ -42,10 +43,10 @@ numeric-looking Strings into numbers):
 
 - ``content-length`` present -> BytesMessage (§2); ``transformation: jms-map-xml`` -> MapMessage
   with typed entries; ``jms-object-xml`` -> ObjectMessage whose data is the object as JSON (a
-  HashMap or String) or as the broker's XStream XML (other classes) - never Java serialization
-  (finding); otherwise TextMessage (UTF-8). An empty TextMessage may really have been a
-  StreamMessage or a plain Message (§3): finding. A frame carrying ``MQBRIDGE_BODY_TYPE:
-  jms_stream`` is read back as a StreamMessage.
+  HashMap or String, written like amlen Table 1's "MapMessage -> JSON") or as the broker's XStream
+  XML (other classes) - never Java serialization (finding); otherwise TextMessage (UTF-8). An empty
+  TextMessage may really have been a StreamMessage or a plain Message (§3): finding. A frame
+  carrying ``MQBRIDGE_BODY_TYPE: jms_stream`` is read back as a StreamMessage.
 - Headers: ``message-id``, ``destination``, ``correlation-id``, ``reply-to``, ``type``, ``priority``,
   ``persistent`` (absent = NON_PERSISTENT, §2), ``expires``, ``timestamp``, ``redelivered``.
 - Every other header is a property, read as a String (§2: the Java type is lost: one finding per
