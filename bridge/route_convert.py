@@ -133,6 +133,7 @@ class RouteConverter:
         topic = _checked_topic(render_topic(target.mqtt, topic=item.destination.replace(".", "/"),
                                             dest=item.destination))
         pub, report = jms_to_mqtt(jms, topic=topic, now_ms=int(time.time() * 1000))
+        _mqtt5_only_losses(pub, report)
         return Outbound(item.key, pub, topic, len(pub.payload)), "publish", report
 
 
@@ -156,6 +157,20 @@ class RouteConverter:
         target = self.route.target
         assert isinstance(target, QueueEndpoint)
         return Outbound(item.key, data, target.destination, item.size), C.MQFMT_RF_HEADER_2.strip(), report
+
+
+# What jms_to_mqtt maps to MQTT 5 publish properties; the built-in broker delivers MQTT 3.1/3.1.1 only
+# (MqttTarget publishes topic, payload, QoS and retain), so each of them is reported as lost.
+_MQTT5_FIELDS = (("response_topic", "JMSReplyTo"), ("correlation_data", "JMSCorrelationID"),
+                 ("content_type", "JMSType"), ("message_expiry_interval", "JMSExpiration"))
+
+
+def _mqtt5_only_losses(pub: MqttPublication, report: ConversionReport) -> None:
+    for attr, jms_name in _MQTT5_FIELDS:
+        if getattr(pub, attr) is not None:
+            report.dropped(jms_name, f"MQTT 5 {attr.replace('_', ' ')}: the built-in broker speaks MQTT 3.1.1")
+    for name, _ in pub.user_properties:
+        report.dropped(name, "MQTT 5 user property: the built-in broker speaks MQTT 3.1.1")
 
 
 def _rename_properties(jms: JmsMessage, mapping: dict[str, str], report: ConversionReport) -> JmsMessage:

@@ -204,6 +204,8 @@ def test_request_reply_over_mqtt_311(
     assert req.payload == b"req-1"        # the 3.1.1 subscriber sees no reply-to and no correlation id
     rec = egress(gw, 1, "req")[0]
     assert rec["source_type"] == "TextMessage" and rec["status"] == "ok"
+    lost = {(f["change"], f["name"]) for f in rec["findings"]}
+    assert {("dropped", "JMSReplyTo"), ("dropped", "JMSCorrelationID")} <= lost   # and the log says so
     service.publish("svc/reply/c-42", b"rep-1", qos=1)   # a 3.1.1 responder: correlation in the topic
     (rep,) = jmstool.receive(f"queue://{replies}", 1, timeout=20)
     assert rep["body"] == "rep-1" and rep["class"] == TEXT
