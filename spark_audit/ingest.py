@@ -5,8 +5,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
-from pyspark.sql import DataFrame, Observation, SparkSession
+from py4j.protocol import Py4JJavaError
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamReader
 
@@ -129,25 +131,38 @@ def problem_names() -> list[str]:
     return [MALFORMED, FUTURE_VERSION, *[INVALID_PREFIX + f.name for f in FIELDS]]
 
 
-def observed_metrics(tagged: DataFrame, observation: Observation) -> DataFrame:
-    """Attach row counts per problem and the valid rows' time span, gathered while the rows are written."""
+def metric_columns() -> list[Column]:
+    """Row counts per problem and the valid rows' time span (epoch microseconds)."""
     problem = F.col(PROBLEM_COLUMN)
     valid_micros = F.when(problem.isNull(), F.unix_micros("event_time"))
-    return tagged.observe(
-        observation,
+    return [
         F.count(F.lit(1)).alias("rows"),
         F.count_if(problem.isNull()).alias("valid"),
         F.min(valid_micros).alias("lo"),
         F.max(valid_micros).alias("hi"),
         *[F.count_if(problem == F.lit(name)).alias(name) for name in problem_names()],
-    )
+    ]
+
+
+def observed_metrics(tagged: DataFrame, observation: Observation) -> DataFrame:
+    """Attach the metric columns to the frame: gathered while the rows are written, no extra pass."""
+    return tagged.observe(observation, *metric_columns())
+
+
+def collect_metrics(tagged: DataFrame, observation: Observation) -> dict[str, Any]:
+    """The observed metrics; a counting pass when Spark dropped them (no valid row: the write was empty)."""
+    try:
+        return dict(observation.get)
+    except Py4JJavaError:
+        row = tagged.agg(*metric_columns()).first()
+        return row.asDict() if row is not None else {}
 
 
 def _from_micros(value: int | None) -> datetime | None:
     return None if value is None else EPOCH + timedelta(microseconds=value)
 
 
-def result_from_metrics(metrics: dict[str, int | None]) -> IngestResult:
+def result_from_metrics(metrics: dict[str, Any]) -> IngestResult:
     result = IngestResult(rows_read=int(metrics.get("rows") or 0), valid=int(metrics.get("valid") or 0))
     result.problems = {name: int(metrics[name] or 0) for name in problem_names() if metrics.get(name)}
     result.min_time, result.max_time = _from_micros(metrics.get("lo")), _from_micros(metrics.get("hi"))
@@ -187,7 +202,7 @@ def ingest_frame(tagged: DataFrame, parquet_dir: str, mode: str, compact: bool =
     """Write the valid rows of a tagged frame to Parquet, counting every problem in the same pass."""
     observation = Observation("ingest")
     write_parquet(valid_rows(observed_metrics(tagged, observation)), parquet_dir, mode, compact)
-    result = result_from_metrics(observation.get)
+    result = result_from_metrics(collect_metrics(tagged, observation))
     if result.bad:
         describe_problems(tagged, result)
     return result

@@ -228,3 +228,13 @@ def test_unusable_arguments_exit_2(spark, tmp_path):
     assert isinstance(parser.parse_args([str(FIXTURE_LOGS), "--since", "2026-03-01T10:00:00Z"]).since,
                       datetime)
     assert isinstance(args, argparse.Namespace)
+
+
+def test_a_log_of_only_bad_lines_is_reported_not_a_crash(spark, tmp_path):
+    log = tmp_path / "bad.jsonl"
+    log.write_text('garbage\n{"schema_version":9,"event_time":"2026-03-01T10:00:00.000000Z"}\n\n')
+    args = build_parser().parse_args([str(log), "--out", str(tmp_path / "out"), "--no-parquet-tables"])
+    assert run(args, spark) == 0
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["input"]["problems"] == {"future_version": 1, "malformed": 1}
+    assert (summary["input"]["valid"], summary["records"]["in_window"]) == (0, 0)
