@@ -3,6 +3,8 @@ QoS 0 no), session present, in-flight re-sent with DUP on reconnect, takeover, s
 restart, expiry, and admin deletion."""
 from __future__ import annotations
 
+import sqlite3
+
 import pytest
 
 from bridge.mqtt import packets as P
@@ -408,3 +410,69 @@ def test_admin_disconnect_keeps_a_persistent_session(gateway, clients, proto):
     wait_for(lambda: sessions(gateway)["kept"]["queued"] == 1, 5, what="queued while kicked out")
     c2 = clients(gateway.port, "kept", protocol=proto, clean_session=False).connect()
     assert [m.payload for m in c2.wait_messages(1)] == [b"queued"]
+
+
+def test_pubrel_state_survives_restart(gateway, clients, proto):
+    """After PUBREC the broker owes only PUBREL: after a restart it must not re-send the PUBLISH."""
+    level = LEVEL[proto]
+    raw = RawClient(gateway.port)
+    raw.connect("rel-restart", level, clean=False)
+    raw.subscribe("rr/#", 2)
+    pub = clients(gateway.port, protocol=proto).connect()
+    pub.publish("rr/t", b"half done", qos=2)
+    p = raw.recv()
+    assert isinstance(p, P.Publish)
+    raw.ack(P.PUBREC, p.packet_id)
+    assert raw.recv() == P.PacketIdOnly(P.PUBREL, p.packet_id)
+    pub.disconnect()
+    assert gateway.stop() == 0
+    raw.close()
+    gateway.start()
+    raw = RawClient(gateway.port)
+    raw.connect("rel-restart", level, clean=False)
+    assert raw.recv() == P.PacketIdOnly(P.PUBREL, p.packet_id)
+    raw.ack(P.PUBCOMP, p.packet_id)
+    pub = clients(gateway.port, protocol=proto).connect()
+    pub.publish("rr/marker", b"m", qos=0)
+    assert [x.payload for x in raw.receive_until(lambda x: x.topic == "rr/marker")] == [b"m"]
+
+
+def test_one_stored_message_shared_by_two_sessions_across_restarts(gateway, clients, proto):
+    a = clients(gateway.port, "share-a", protocol=proto, clean_session=False).connect()
+    a.subscribe("share/#", 1)
+    b = clients(gateway.port, "share-b", protocol=proto, clean_session=False).connect()
+    b.subscribe("share/#", 1)
+    b.disconnect()
+    wait_offline(gateway, "share-b")
+    pub = clients(gateway.port, protocol=proto).connect()
+    pub.publish("share/t", b"for both", qos=1)
+    assert [m.payload for m in a.wait_messages(1)] == [b"for both"]   # a acks it
+    a.disconnect()
+    pub.disconnect()
+    gateway.stop()
+    gateway.start()
+    b2 = clients(gateway.port, "share-b", protocol=proto, clean_session=False).connect()
+    assert [m.payload for m in b2.wait_messages(1)] == [b"for both"]   # still there for b
+    b2.disconnect()
+    wait_offline(gateway, "share-b")
+    gateway.stop()
+    gateway.start()
+    assert {s["client_id"]: s["queued"] + s["inflight"] for s in gateway.admin("/sessions")[1]} == \
+        {"share-a": 0, "share-b": 0}
+    a2 = clients(gateway.port, "share-a", protocol=proto, clean_session=False).connect()
+    a2.subscribe("share/marker", 1)
+    pub = clients(gateway.port, protocol=proto).connect()
+    pub.publish("share/marker", b"m", qos=1)
+    assert [m.payload for m in a2.wait_messages(1)] == [b"m"]   # nothing delivered twice
+    # and the store holds no message nobody needs any more (only the marker, queued for share-b)
+    a2.disconnect()
+    pub.disconnect()
+    wait_offline(gateway, "share-a")
+    gateway.stop()
+    with sqlite3.connect(f"file:{gateway.data_dir / 'broker.sqlite3'}?mode=ro", uri=True) as db:
+        assert db.execute("SELECT COUNT(*) FROM messages WHERE id NOT IN "
+                          "(SELECT message_id FROM outbound)").fetchone() == (0,)
+        rows = db.execute("SELECT o.client_id, m.payload FROM outbound o JOIN messages m "
+                          "ON m.id = o.message_id").fetchall()
+        assert rows == [("share-b", b"m")]
+    gateway.start()
