@@ -34,7 +34,6 @@ Row = dict[str, object]
 TS_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'"
 
 
-
 def is_ingress() -> Column:
     return F.col("direction") == F.lit(Direction.INGRESS.value)
 
@@ -61,7 +60,7 @@ class AuditConfig:
 
 @dataclass(slots=True)
 class AuditData:
-    """The cached frame (window widened by the grace period for matching) and its bounds."""
+    """The pruned frame (window widened by the grace period for matching), its counts and "as of"."""
 
     frame: DataFrame
     rows_loaded: int
@@ -107,7 +106,7 @@ def ts_text(col: Column | str) -> Column:
 
 
 def _window_filter(config: AuditConfig, widen: timedelta) -> Column:
-    """Rows inside [since - widen, until + widen), with partition pruning on the date column."""
+    """Rows inside [since - widen, until + widen), with partition pruning on date and hour."""
     cond = F.lit(True)
     date, hour = F.col("date"), F.col("hour")
     if config.since is not None:
