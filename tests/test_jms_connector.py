@@ -637,3 +637,55 @@ def test_string_properties_and_headers_survive_the_broker(link_config: StompLink
     assert {k: v.value for k, v in back.properties.items()} == {k: v for k, v in props.items() if k not in reported}
     assert back.headers.correlation_id == (None if "JMSCorrelationID" in reported else corr)
     assert back.headers.type == (None if "JMSType" in reported else jtype)
+
+
+@activemq
+def test_source_and_target_survive_a_broker_restart(own_activemq: Any) -> None:
+    """Persistent broker stopped and started on the same ports: the target fails with ConnectorError
+    while it is down (the router retries) and works after; an unconfirmed message comes again with the
+    same key, and nothing sent is lost."""
+    ep = own_activemq.endpoints
+    config = StompLinkConfig(ep.host, ep.stomp_port, heartbeat_send_ms=1000, heartbeat_receive_ms=1000,
+                             backoff_max=0.5)
+    q = "restart.q"
+
+    def msg(text: str) -> Outbound:
+        return Outbound(text, JmsMessage(body=TextBody(text)), q)
+
+    async def scenario() -> tuple[list[str], list[int], int]:
+        loop = asyncio.get_running_loop()
+        target = JmsTarget(config)
+        source = JmsSource(config, q)
+        await target.start()
+        await source.start()
+        try:
+            assert await loop.run_in_executor(None, target.link.wait_until_up, 20)
+            await target.send([msg("before")])
+            (first,) = await source.receive(10)          # delivered, never confirmed
+            await loop.run_in_executor(None, own_activemq.restart)
+            refused = 0
+            async with asyncio.timeout(30):
+                while True:
+                    try:
+                        await target.send([msg("after")])
+                        break
+                    except ConnectorError:
+                        refused += 1
+                        await loop.run_in_executor(None, target.link.wait_until_up, 1)
+            items: list[Inbound] = []
+            async with asyncio.timeout(30):
+                while len(items) < 2:
+                    items += await source.receive(10)
+            await source.confirm(items)
+            assert first.key == next(i.key for i in items if i.message.body == TextBody("before"))  # type: ignore[attr-defined]
+            return ([i.message.body.text for i in items], [i.redelivery_count for i in items],  # type: ignore[attr-defined]
+                    refused)
+        finally:
+            await source.close()
+            await target.close()
+
+    texts, counts, _refused = run(scenario())
+    assert sorted(texts) == ["after", "before"]
+    # ActiveMQ does not persist the redelivered mark across its own restart (persistJMSRedelivered is off
+    # by default), so the message that comes again may say 0: the route sees it as new (a duplicate).
+    assert counts[texts.index("after")] == 0
