@@ -237,7 +237,12 @@ class Session:
             if journal is not None and not journal.amend(out.op, self._outbound_row(out)):
                 journal.write("UPDATE outbound SET state=2 WHERE client_id=? AND seq=?", (self.client_id, out.seq))
         if self.link is not None:
-            self.link.send(P.encode_ack(P.PUBREL, pid))
+            if self.journal is not None:
+                # PUBREL only once "released" is durable: else a crash after the client's PUBCOMP
+                # restores state SENT, the PUBLISH is re-sent and the client delivers it again
+                self.link.send_durable(P.encode_ack(P.PUBREL, pid))
+            else:
+                self.link.send(P.encode_ack(P.PUBREL, pid))
 
     def on_pubcomp(self, pid: int) -> None:
         out = self.inflight.get(pid)
