@@ -45,8 +45,12 @@ class ConversionLog:
         self._thread.start()
 
     def record(self, rec: ConversionRecord) -> None:
+        self.record_line(rec.to_json_line())
+
+    def record_line(self, line: str) -> None:
+        """Queue one JSON line (from ConversionRecord.to_json_line or convlog_schema.trusted_json_line)."""
         try:
-            self._queue.put_nowait(rec.to_json_line())
+            self._queue.put_nowait(line)
         except queue.Full:
             self.dropped += 1
             if self.dropped in (1, 1000, 100000):
