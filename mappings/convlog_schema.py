@@ -1,6 +1,7 @@
 """The versioned conversion-log record schema shared by the bridge's writer and spark_audit (pure)."""
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Mapping
@@ -291,7 +292,12 @@ def epoch_timestamp(seconds: float) -> str:
     micros = int(round((seconds - whole) * 1_000_000))
     if micros == 1_000_000:
         whole, micros = whole + 1, 0
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{micros:06d}Z"
+    return _second_text(whole) + f".{micros:06d}Z"
+
+
+@functools.lru_cache(maxsize=4)
+def _second_text(whole: int) -> str:  # records come in bursts within one second: format it once
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
 
 
 def trusted_json_line(values: Mapping[str, Any]) -> str:
