@@ -11,6 +11,7 @@ import paho.mqtt.client as mqtt
 import pytest
 
 from tests.support.gateway import GatewayProcess, wait_for
+from tests.support.mqtt_clients import keep_pubrel_across_reconnects
 
 N = 1500  # per QoS level
 
@@ -32,6 +33,7 @@ def _client(port: int, cid: str, rec: Recorder) -> mqtt.Client:
     c.reconnect_delay_set(min_delay=0.05, max_delay=0.3)
     c.max_inflight_messages_set(64)
     c.max_queued_messages_set(0)
+    keep_pubrel_across_reconnects(c)  # else paho itself re-publishes QoS 2 messages after a failed reconnect
 
     def on_connect(client: mqtt.Client, userdata: object, flags: object, rc: object, props: object) -> None:
         with rec.lock:

@@ -27,6 +27,23 @@ LEVEL = {V31: P.MQTT_31, V311: P.MQTT_311}
 _V5_TO_V3_CONNACK = {0: 0, 132: 1, 133: 2, 136: 3, 134: 4, 135: 5}
 
 
+def keep_pubrel_across_reconnects(client: mqtt.Client) -> None:
+    """Work around paho-mqtt 2.x: ``reconnect()`` resets outgoing message states before every
+    attempt, and a second reset (after a failed attempt, e.g. while the broker restarts) turns an
+    owed PUBREL (RESEND_PUBREL) into PUBLISH, so a QoS 2 message whose PUBREL was already sent is
+    published again as a new message. Keep RESEND_PUBREL as it is."""
+    reset_out = client._messages_reconnect_reset_out
+    owed_state = mqtt.MessageState.MQTT_MS_RESEND_PUBREL
+
+    def reset_out_keeping_pubrel() -> None:
+        owed = [m for m in client._out_messages.values() if m.state == owed_state]
+        reset_out()
+        for m in owed:
+            m.state = owed_state
+
+    client._messages_reconnect_reset_out = reset_out_keeping_pubrel  # type: ignore[method-assign]
+
+
 @dataclass(frozen=True)
 class Received:
     topic: str
@@ -63,6 +80,7 @@ class PahoClient:
             clean_session=clean_session,
             reconnect_on_failure=reconnect,  # False: a lost connection stays lost (takeover tests)
         )
+        keep_pubrel_across_reconnects(self.client)
         self.keepalive = keepalive
         self.messages: list[Received] = []
         self.lock = threading.Lock()
