@@ -210,3 +210,19 @@ def test_sigkill_with_routes_loses_nothing_acknowledged(
     got = bodies()
     store.close()
     assert got == expected
+
+
+def test_user_identifier_from_user_name(gateway_factory: Callable[..., GatewayProcess], tmp_path: Path,
+                                        clients: Callable[..., PahoClient]) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("routes:\n  - {name: u, from: {mqtt: 'u/#'}, to: {queue: QU},"
+                     " options: {user_identifier: user_name}}\n")
+    gw = gateway_factory({"rules": str(rules)})
+    pub = clients(gw.port, "device-99", username="alice").connect()
+    pub.publish("u/1", b"x", qos=1)
+    store = _queue(gw)
+    wait_for(lambda: store.depth("QU") == 1, 10, what="the message on QU")
+    msg = decode_message(store.browse("QU")[0].data)
+    store.close()
+    assert msg.md.user_identifier.strip() == "alice"          # seed Table 1: MqttConnectOptions.UserName
+    assert msg.rfh2_folder("mqtt").value("clientId") == "device-99"   # type: ignore[union-attr]

@@ -152,7 +152,7 @@ class MqttSource(Source):
                  pid: int | None, key: str) -> None:
         origin = msg.origin if msg is not None else None
         pub = MqttPublication(topic=topic, payload=payload, qos=qos, retain=retain, dup=dup, packet_id=pid,
-                              client_id=origin)
+                              client_id=origin, username=msg.username if msg is not None else None)
         self._queue.put_nowait(Inbound(
             key=key, protocol="mqtt", message=pub, source_type="publish", size=len(payload),
             destination=topic, received=msg.ts if msg is not None else time.time(), client_id=origin,

@@ -73,7 +73,7 @@ class Broker:
     def recover(self, state: RecoveredState) -> None:
         """Rebuild sessions, queues and retained messages from the store after a (re)start."""
         self._next_message_id = state.next_message_id
-        messages = {mid: Message(m.topic, m.payload, m.qos, m.retain, m.origin, store_id=mid)
+        messages = {mid: Message(m.topic, m.payload, m.qos, m.retain, m.origin, store_id=mid, username=m.username)
                     for mid, m in state.messages.items()}
         for topic, (payload, qos, origin) in state.retained.items():
             self.retained[topic] = Message(topic, payload, qos, True, origin)
@@ -280,12 +280,13 @@ class Broker:
                 conn.send(P.encode_ack(P.PUBREC, packet.packet_id))  # type: ignore[arg-type]
             return
         if qos == 0:
-            self.publish(Message(topic, packet.payload, 0, packet.retain, conn.client_id))
+            self.publish(Message(topic, packet.payload, 0, packet.retain, conn.client_id, username=conn.username))
             return
         pid = packet.packet_id
         assert pid is not None
         if qos == 1:
-            writes = self.publish(Message(topic, packet.payload, 1, packet.retain, conn.client_id))
+            writes = self.publish(Message(topic, packet.payload, 1, packet.retain, conn.client_id,
+                                          username=conn.username))
             ack = P.encode_ack(P.PUBACK, pid)
             if writes:
                 conn.send_durable(ack)
@@ -297,7 +298,7 @@ class Broker:
         if pid in session.inbound_qos2:
             conn.send(ack)   # a re-sent PUBLISH (DUP): acknowledge again, publish nothing
             return
-        msg = Message(topic, packet.payload, 2, packet.retain, conn.client_id)
+        msg = Message(topic, packet.payload, 2, packet.retain, conn.client_id, username=conn.username)
         session.inbound_qos2[pid] = msg
         if session.persistent:
             session.inbound_ops[pid] = self.store.write(
@@ -367,9 +368,10 @@ class Broker:
         mid = self._next_message_id
         self._next_message_id += 1
         msg.store_id = mid
-        msg.store_op = self.store.write("INSERT INTO messages (id, topic, payload, qos, retain, origin, created) "
-                         "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                         (mid, msg.topic, msg.payload, msg.qos, int(msg.retain), msg.origin, self.clock()))
+        msg.store_op = self.store.write(
+            "INSERT INTO messages (id, topic, payload, qos, retain, origin, created, username) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (mid, msg.topic, msg.payload, msg.qos, int(msg.retain), msg.origin, self.clock(), msg.username))
 
     def _set_retained(self, msg: Message, persist: bool = True) -> bool:
         topic = msg.topic
@@ -489,7 +491,7 @@ class Broker:
             log.warning("client %s: will to %s not published: $ topics are reserved", client_id, will.topic)
         elif will is not None:
             log.info("client %s: publishing will to %s (%s)", client_id, will.topic, reason)
-            self.publish(Message(will.topic, will.payload, will.qos, will.retain, client_id))
+            self.publish(Message(will.topic, will.payload, will.qos, will.retain, client_id, username=conn.username))
         if session is None:
             return
         session.detach()

@@ -39,17 +39,18 @@ class Journal(Protocol):
 class Message:
     """A publication as the broker routes it: encoded topic cached, stored once when durable."""
 
-    __slots__ = ("topic", "topic_b", "payload", "qos", "retain", "origin", "store_id", "store_op", "refs", "ts",
-                 "_qos0")
+    __slots__ = ("topic", "topic_b", "payload", "qos", "retain", "origin", "username", "store_id", "store_op",
+                 "refs", "ts", "_qos0")
 
     def __init__(self, topic: str, payload: bytes, qos: int, retain: bool = False,
-                 origin: str | None = None, store_id: int | None = None) -> None:
+                 origin: str | None = None, store_id: int | None = None, username: str | None = None) -> None:
         self.topic = topic
         self.topic_b = topic.encode("utf-8")
         self.payload = payload
         self.qos = qos
         self.retain = retain
-        self.origin = origin
+        self.origin = origin          # publishing client id
+        self.username = username      # its user name (CONNECT), for MQ UserIdentifier / JMSXUserID
         self.store_id = store_id
         self.store_op: list[object] | None = None   # the queued INSERT, while the writer has not taken it
         self.refs = 0

@@ -43,7 +43,8 @@ CREATE TABLE IF NOT EXISTS messages (
     qos INTEGER NOT NULL,
     retain INTEGER NOT NULL,
     origin TEXT,
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    username TEXT
 );
 CREATE TABLE IF NOT EXISTS outbound (
     client_id TEXT NOT NULL,
@@ -98,6 +99,7 @@ class StoredMessage:
     qos: int
     retain: bool
     origin: str | None
+    username: str | None = None
 
 
 @dataclass(slots=True)
@@ -302,9 +304,9 @@ class Store:
             if cid in sessions:
                 sessions[cid].inbound_qos2[pid] = (topic, bytes(payload), bool(retain))
         messages: dict[int, StoredMessage] = {}
-        for mid, topic, payload, qos, retain, origin in conn.execute(
-                "SELECT id, topic, payload, qos, retain, origin FROM messages"):
-            messages[mid] = StoredMessage(mid, topic, bytes(payload), qos, bool(retain), origin)
+        for mid, topic, payload, qos, retain, origin, username in conn.execute(
+                "SELECT id, topic, payload, qos, retain, origin, username FROM messages"):
+            messages[mid] = StoredMessage(mid, topic, bytes(payload), qos, bool(retain), origin, username)
         retained = {topic: (bytes(payload), qos, origin) for topic, payload, qos, origin in
                     conn.execute("SELECT topic, payload, qos, origin FROM retained")}
         row = conn.execute("SELECT MAX(id) FROM messages").fetchone()
