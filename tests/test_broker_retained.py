@@ -28,9 +28,9 @@ def fresh_subscription(gateway, clients, proto, topic_filter: str, qos: int = 2,
     before it. The retained messages are sent right after SUBACK, so all of them precede the marker."""
     c = clients(gateway.port, protocol=proto).connect()
     c.subscribe(topic_filter, qos)
-    c.subscribe(marker, 0)
+    c.subscribe(marker, 2)   # QoS 2 like the retained ones: paho hands QoS 2 over at PUBREL, in order
     pub = clients(gateway.port, protocol=proto).connect()
-    pub.publish(marker, b"M", qos=0)
+    pub.publish(marker, b"M", qos=2)
     got = c.wait_messages(1)
     while got[-1].topic != marker:
         got = c.wait_messages(len(got) + 1)
