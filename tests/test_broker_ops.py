@@ -453,7 +453,7 @@ def test_keepalive_grace_is_one_and_a_half_periods_and_zero_disables(gateway, cl
     pinging = clients(gateway.port, protocol=proto, keepalive=1, reconnect=False).connect()
     assert raw.closed_by_peer(timeout=8)
     elapsed = time.monotonic() - t0
-    assert 3.0 <= elapsed <= 5.0, f"closed after {elapsed:.2f} s (keepalive 2 s: expected 3 s + sweep)"
+    assert 3.0 <= elapsed <= 6.0, f"closed after {elapsed:.2f} s (keepalive 2 s: expected 3 s + sweep)"
     assert "keepalive expired" in gateway.log()
     # keepalive 0 disables the check: silent just as long, still connected
     forever.send(P.PINGREQ_BYTES)
