@@ -179,7 +179,7 @@ class AdminServer:
 
     def subscriptions(self) -> list[dict[str, Any]]:
         return [{"topic_filter": sub.topic_filter, "client_id": sub.client_id, "qos": sub.qos,
-                 "matched": sub.matched} for sub in self.broker.trie.subscriptions()]
+                 "matched": sub.matched, "rate": round(sub.rate, 1)} for sub in self.broker.trie.subscriptions()]
 
     def disconnect(self, client_id: str) -> tuple[int, Any]:
         conn = self.broker.connections.get(client_id)

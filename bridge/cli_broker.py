@@ -193,7 +193,7 @@ def cmd_admin_list(args: argparse.Namespace) -> int:
     keys = {"connections": ["client_id", "peer", "protocol_level", "clean_session", "keepalive",
                             "received", "sent", "inflight", "queued"],
             "sessions": ["client_id", "persistent", "connected", "queued", "inflight", "last_seen"],
-            "subscriptions": ["client_id", "topic_filter", "qos", "matched"]}[args.what]
+            "subscriptions": ["client_id", "topic_filter", "qos", "matched", "rate"]}[args.what]
     print("  ".join(k.upper() for k in keys))
     for row in body:
         print("  ".join(str(row.get(k)) for k in keys))

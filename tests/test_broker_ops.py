@@ -264,12 +264,16 @@ def test_monitoring_counters(gateway, clients, proto):
     assert conns["mon-sub"]["sent"] == 25
     assert conns["mon-pub"]["packets_in"] >= 26 and conns["mon-sub"]["bytes_out"] > 0
     subs = [s for s in gateway.admin("/subscriptions")[1] if s["client_id"] == "mon-sub"]
-    assert subs == [{"topic_filter": "mon/#", "client_id": "mon-sub", "qos": 1, "matched": 25}]
+    assert [{k: v for k, v in s.items() if k != "rate"} for s in subs] == [
+        {"topic_filter": "mon/#", "client_id": "mon-sub", "qos": 1, "matched": 25}]
     _, status = gateway.admin("/status")
     assert status["messages"]["received"] >= 25
     # rates are smoothed msgs/s, computed once a second
     wait_for(lambda: {c["client_id"]: c for c in gateway.admin("/connections")[1]}["mon-pub"]["rate_in"] > 0
              or gateway.admin("/status")[1]["rates"]["received_per_s"] > 0, 5, what="a non-zero rate")
+    # per subscription too
+    wait_for(lambda: [s for s in gateway.admin("/subscriptions")[1] if s["client_id"] == "mon-sub"][0]["rate"] > 0,
+             5, what="a non-zero subscription rate")
 
 
 # -- TLS --------------------------------------------------------------------------------------------

@@ -343,6 +343,8 @@ class MqttServer:
             self._last_rates = mono
             for session in self.broker.sessions.values():
                 session.stats.tick(dt)
+            for sub in self.broker.trie.subscriptions():
+                sub.tick(dt)
         # every minute, or more often when sessions expire sooner (else they outlive expiry by ~60 s)
         if mono - self._last_expiry >= min(60.0, self.broker.limits.session_expiry_hours * 1800):
             self._last_expiry = mono

@@ -12,13 +12,19 @@ __all__ = ["SubscriptionTrie", "Subscription", "TopicError", "topic_matches", "v
 class Subscription:
     """One client's subscription to one filter, with its delivery counter (for monitoring)."""
 
-    __slots__ = ("topic_filter", "client_id", "qos", "matched")
+    __slots__ = ("topic_filter", "client_id", "qos", "matched", "rate", "_last")
 
     def __init__(self, topic_filter: str, client_id: str, qos: int) -> None:
         self.topic_filter = topic_filter
         self.client_id = client_id
         self.qos = qos
         self.matched = 0  # publications this subscription matched
+        self.rate = 0.0   # matched per second, smoothed (updated by the server's sweep)
+        self._last = 0
+
+    def tick(self, dt: float) -> None:
+        self.rate = 0.5 * (self.matched - self._last) / dt + 0.5 * self.rate
+        self._last = self.matched
 
 
 class _Node:
