@@ -8,8 +8,10 @@ import asyncio
 import logging
 import re
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Executor
+from dataclasses import dataclass
 
 from bridge.connectors.base import ConnectorError, Inbound, Outbound, Source, Target
 from bridge.connectors.embedded import EmbeddedSource, EmbeddedTarget, QueueStore
@@ -40,6 +42,21 @@ class RouteSetupError(Exception):
 def backout_queue_name(route: str) -> str:
     """Default backout queue of a route: BACKOUT.<route>, cut to MQ's 48-character names."""
     return ("BACKOUT." + re.sub(r"[^A-Za-z0-9._/%]", "_", route))[:48]
+
+
+@dataclass(slots=True)
+class _Batch:
+    """A batch in a route's pipeline: what came from the source, what was submitted to the target, and
+    the target's acceptance of it."""
+    items: list[Inbound]
+    good: list[tuple[Inbound, Outbound, str, ConversionReport]]
+    accepted: asyncio.Future[None]
+
+
+def _settled() -> asyncio.Future[None]:
+    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    done.set_result(None)
+    return done
 
 
 class RouteWorker:
@@ -81,20 +98,51 @@ class RouteWorker:
             await self.backout.close()   # e.g. an mq backout destination holds its own connection
 
     async def _run(self) -> None:
-        while True:
-            items = await self.source.receive(BATCH)
-            try:
-                await self._process(items)
-            except asyncio.CancelledError:
-                await asyncio.shield(self.source.backout(items))
-                raise
-            except Exception as exc:   # a bug must not kill the route: back the batch out, go on
-                log.exception("route %s: batch failed", self.route.name)
-                self.last_error = str(exc)
-                await self.source.backout(items)
-                await asyncio.sleep(RETRY_MIN)
+        """Keep up to ``pipeline`` batches in flight at the target (each converted and submitted while
+        the ones before it wait for the target's acceptance) and confirm them at the source strictly in
+        order, each only once the target accepted it."""
+        depth = self.route.options.pipeline
+        inflight: deque[_Batch] = deque()
+        receiving: asyncio.Future[list[Inbound]] | None = None
+        try:
+            while True:
+                if receiving is None and len(inflight) < depth:
+                    receiving = asyncio.ensure_future(self.source.receive(BATCH))
+                head = inflight[0].accepted if inflight else None
+                await asyncio.wait([f for f in (head, receiving) if f is not None],
+                                   return_when=asyncio.FIRST_COMPLETED)
+                if head is not None and head.done():
+                    try:
+                        await self._finish(inflight)
+                    except Exception as exc:   # a bug must not kill the route: back out what is unconfirmed
+                        await asyncio.gather(*(b.accepted for b in inflight), return_exceptions=True)
+                        unconfirmed = [item for batch in inflight for item in batch.items]
+                        inflight.clear()
+                        await self._failed(exc, unconfirmed)
+                elif receiving is not None and receiving.done():
+                    items = receiving.result()
+                    receiving = None
+                    try:
+                        inflight.append(await self._start(items))
+                    except Exception as exc:   # nothing of it was submitted: the batches before it go on
+                        await self._failed(exc, items)
+        except asyncio.CancelledError:
+            unconfirmed = [item for batch in inflight for item in batch.items]
+            if (receiving is not None and not receiving.cancel() and not receiving.cancelled()
+                    and receiving.exception() is None):
+                unconfirmed += receiving.result()
+            if unconfirmed:
+                await asyncio.shield(self.source.backout(unconfirmed))
+            raise
 
-    async def _process(self, items: list[Inbound]) -> None:
+    async def _failed(self, exc: Exception, items: list[Inbound]) -> None:
+        log.error("route %s: batch failed", self.route.name, exc_info=exc)
+        self.last_error = str(exc)
+        await self.source.backout(items)
+        await asyncio.sleep(RETRY_MIN)
+
+    async def _start(self, items: list[Inbound]) -> _Batch:
+        """Convert a batch, deliver its poison messages to the backout destination and submit the rest."""
         route = self.route
         threshold = route.options.backout_threshold
         good: list[tuple[Inbound, Outbound, str, ConversionReport]] = []
@@ -111,15 +159,6 @@ class RouteWorker:
             if item.findings:   # losses of the source's own reading (e.g. JMS over STOMP) come first
                 report.findings[:0] = item.findings
             good.append((item, out, target_type, report))
-        if good:
-            await self._deliver([g[1] for g in good])
-            now = time.time()
-            for item, out, target_type, report in good:
-                report.findings.extend(out.extra.get("findings", ()))  # type: ignore[arg-type]  # target's losses
-                self.router.record(route, item, self.converter.target_protocol, Direction.EGRESS, Status.OK,
-                                   target_type=target_type, target_size=out.size, report=report, now=now,
-                                   destination=out.destination)
-            self.moved += len(good)
         if poison:
             outs = [Outbound(item.key, backout_message(item, route.name, reason), self.backout_dest)
                     for item, reason in poison]
@@ -130,7 +169,47 @@ class RouteWorker:
                 self.router.record(route, item, "mq", Direction.EGRESS, Status.BACKOUT, reason=reason, now=now,
                                    destination=self.backout_dest)
             self.backed_out += len(poison)
-        await self.source.confirm(items)
+        accepted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if not good:
+            accepted.set_result(None)
+            return _Batch(items, good, accepted)
+        try:
+            accepted = await self.target.submit([g[1] for g in good])
+        except (ConnectorError, OSError) as exc:
+            accepted.set_exception(exc)   # retried in order when this batch is the oldest in flight
+        return _Batch(items, good, accepted)
+
+    async def _finish(self, inflight: deque[_Batch]) -> None:
+        """The oldest batch in flight is settled at the target: log it and confirm it at the source. If
+        the target refused it, every batch in flight is delivered again, in order, before that."""
+        batch = inflight[0]
+        exc = batch.accepted.exception()
+        if exc is not None:
+            if not isinstance(exc, (ConnectorError, OSError)):
+                raise exc
+            self._refused(exc, len(batch.good))
+            await asyncio.gather(*(b.accepted for b in inflight), return_exceptions=True)
+            await asyncio.sleep(RETRY_MIN)
+            for later in inflight:   # later ones may have reached the target already: at least once
+                await self._deliver([g[1] for g in later.good])
+                later.accepted = _settled()
+        self.last_error = None
+        now = time.time()
+        route = self.route
+        for item, out, target_type, report in batch.good:
+            report.findings.extend(out.extra.get("findings", ()))  # type: ignore[arg-type]  # target's losses
+            self.router.record(route, item, self.converter.target_protocol, Direction.EGRESS, Status.OK,
+                               target_type=target_type, target_size=out.size, report=report, now=now,
+                               destination=out.destination)
+        self.moved += len(batch.good)
+        await self.source.confirm(batch.items)
+        inflight.popleft()
+
+    def _refused(self, exc: BaseException, count: int) -> None:
+        self.failed += 1
+        if self.last_error != str(exc):
+            log.warning("route %s: target refused a batch of %d, retrying: %s", self.route.name, count, exc)
+        self.last_error = str(exc)
 
     async def _deliver(self, outs: list[Outbound], target: Target | None = None) -> None:
         target = target or self.target
@@ -141,11 +220,7 @@ class RouteWorker:
                 self.last_error = None
                 return
             except (ConnectorError, OSError) as exc:
-                self.failed += 1
-                if self.last_error != str(exc):
-                    log.warning("route %s: target refused a batch of %d, retrying: %s", self.route.name,
-                                len(outs), exc)
-                self.last_error = str(exc)
+                self._refused(exc, len(outs))
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RETRY_MAX)
 

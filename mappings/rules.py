@@ -121,6 +121,7 @@ class RouteOptions(_Model):
     property_map: dict[str, str] = Field(default_factory=dict)        # source name -> target name
     selector: str | None = None                                       # JMS selector on the source
     backout_threshold: int = Field(3, ge=1)
+    pipeline: int = Field(4, ge=1, le=64)   # batches in flight at the target, confirmed in order
     backout_destination: QueueEndpoint | None = None
     admin_topics: dict[str, str] = Field(default_factory=dict)        # topic object -> topic string
     default_qos: int = Field(2, ge=0, le=2)                           # seed Table 4: DEFAULT.QoS

@@ -2,6 +2,7 @@
 the target accepted them; a Target accepts a batch or raises. Messages travel as Inbound/Outbound."""
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
@@ -72,6 +73,16 @@ class Target(ABC):
     @abstractmethod
     async def send(self, items: list[Outbound]) -> None:
         """Deliver every item durably (committed / receipted) or raise ConnectorError."""
+
+    async def submit(self, items: list[Outbound]) -> asyncio.Future[None]:
+        """Start delivering ``items``; the future returned ends when the target accepted them all
+        (or raises ConnectorError). A target that can keep several batches in flight (the router's
+        pipeline) returns as soon as the batch is on its way, and batches submitted one after another
+        must reach the target in that order. By default the whole send happens here."""
+        await self.send(items)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        return done
 
     async def close(self) -> None:
         return None

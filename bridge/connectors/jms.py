@@ -573,6 +573,7 @@ class JmsTarget(Target):
         self.link = StompLink(config)
         self.receipt_timeout = receipt_timeout
         self._io = ThreadPoolExecutor(1, thread_name_prefix="jms-target")
+        self._receipts = ThreadPoolExecutor(1, thread_name_prefix="jms-receipts")
 
     async def start(self) -> None:
         self.link.start(timeout=None)   # connects in the background; sends fail (and are retried) until up
@@ -592,17 +593,31 @@ class JmsTarget(Target):
         return out
 
     async def send(self, items: list[Outbound]) -> None:
+        await (await self.submit(items))
+
+    async def submit(self, items: list[Outbound]) -> asyncio.Future[None]:
+        """Write the batch's transaction now (on the one I/O thread, so batches reach the provider in
+        the order of the calls) and return a task that ends when its COMMIT receipt is in; receipts
+        are waited for in order on a thread of their own, so a route can keep batches in flight."""
         frames = self.frames(items)
         batch = [(f.destination, f.body, f.headers, f.content_length) for f in frames]
+        loop = asyncio.get_running_loop()
         try:
-            await asyncio.get_running_loop().run_in_executor(
-                self._io, lambda: self.link.send_many(batch, timeout=self.receipt_timeout, transactional=True))
+            wait = await loop.run_in_executor(self._io, lambda: self.link.submit_many(batch, transactional=True))
+        except StompLinkError as exc:
+            raise ConnectorError(f"JMS provider: {exc}") from exc
+        return loop.create_task(self._accepted(wait))
+
+    async def _accepted(self, wait: Callable[[float | None], None]) -> None:
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._receipts, wait, self.receipt_timeout)
         except StompLinkError as exc:
             raise ConnectorError(f"JMS provider: {exc}") from exc
 
     async def close(self) -> None:
         await asyncio.get_running_loop().run_in_executor(self._io, self.link.close)
         self._io.shutdown(wait=False)
+        self._receipts.shutdown(wait=False)
 
 
 @dataclass

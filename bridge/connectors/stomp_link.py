@@ -287,6 +287,18 @@ class StompLink:
         asking for the one RECEIPT: the provider commits the batch at once (one store sync) and sends
         one frame back, which also avoids Nagle/delayed-ACK stalls on many small receipts. An ERROR
         frame that arrives while a transactional batch is in flight fails the batch."""
+        self.submit_many(frames, transactional=transactional)(timeout)
+
+    def submit_many(
+        self,
+        frames: Sequence[tuple[str, bytes, Mapping[str, str], bool]],
+        *,
+        transactional: bool = False,
+    ) -> Callable[[float | None], None]:
+        """``send_many`` in two halves: write the frames now (raises ``LinkDown`` if that fails) and
+        return ``wait(timeout)``, which returns once the provider accepted them or raises like
+        ``send_many``. Batches submitted one after another on this link reach the provider in that
+        order, so a caller may keep several in flight and wait for them in order."""
         with self._lock:
             conn = self._conn
             if self._state is not LinkState.UP or conn is None:
@@ -332,17 +344,21 @@ class StompLink:
             forget()
             self._mark_down(generation, f"SEND failed: {e!r}")
             raise LinkDown(f"SEND to {self._where()} failed: {e!r}") from e
-        deadline = time.monotonic() + (self.config.receipt_timeout if timeout is None else timeout)
-        for receipt, pending in waiting:
-            if not pending.done.wait(max(0.0, deadline - time.monotonic())):
-                forget()
-                raise SendUnconfirmed(f"no RECEIPT for SEND {receipt} from {self._where()} in time")
-            if pending.error is not None:
-                forget()
-                raise pending.error
-        if transaction is not None and self.errors_seen != errors_before:
-            raise SendRejected(f"{self._where()} sent an ERROR during transaction {transaction}: "
-                               f"{self.last_error}", {}, b"")
+
+        def wait(timeout: float | None = None) -> None:
+            deadline = time.monotonic() + (self.config.receipt_timeout if timeout is None else timeout)
+            for receipt, pending in waiting:
+                if not pending.done.wait(max(0.0, deadline - time.monotonic())):
+                    forget()
+                    raise SendUnconfirmed(f"no RECEIPT for SEND {receipt} from {self._where()} in time")
+                if pending.error is not None:
+                    forget()
+                    raise pending.error
+            if transaction is not None and self.errors_seen != errors_before:
+                raise SendRejected(f"{self._where()} sent an ERROR during transaction {transaction}: "
+                                   f"{self.last_error}", {}, b"")
+
+        return wait
 
     def _with_receipt(
         self,
