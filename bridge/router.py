@@ -245,7 +245,8 @@ class Router:
                   role: str) -> Source | Target:
         if isinstance(ep, MqttEndpoint):
             if role == "source":
-                return MqttSource(self.broker, route.name, ep.mqtt)
+                return MqttSource(self.broker, route.name, ep.mqtt,
+                                  max_inflight=max(256, BATCH * route.options.pipeline))
             return MqttTarget(self.broker, route.name, ep.client_id)
         ctype = self._connector_type(rules, ep)
         if ctype == EMBEDDED:

@@ -1,6 +1,7 @@
 """The JMS message model: typed Java values, property names, destinations, headers and the six body types."""
 from __future__ import annotations
 
+import functools
 import math
 import struct
 import unicodedata
@@ -196,6 +197,11 @@ def identifier_problem(name: object) -> str | None:
     """Why ``name`` is not a valid JMS property identifier, or None when it is."""
     if not isinstance(name, str):
         return f"expected str, got {type(name).__name__}"
+    return _str_identifier_problem(name)
+
+
+@functools.lru_cache(maxsize=4096)   # the same few property names come with every message of a route
+def _str_identifier_problem(name: str) -> str | None:
     if not name:
         return "empty name"
     if unicodedata.category(name[0]) not in _ID_START:
