@@ -1,16 +1,34 @@
-"""The audit: every finding is a small aggregate of the pruned Parquet log, no UDFs; jobs run in parallel."""
+"""The audit: three Spark jobs over the pruned Parquet log (no UDFs, no cache of the raw rows).
+
+1. "as of" (only without --until): max event time, read from the newest date/hour partition only;
+2. per message key: one integer-only aggregation flags lost / unexpected / duplicated keys, and the
+   records of those few keys are fetched by a broadcast join (losses and duplicates come from them);
+3. everything else (volume, failures, top offenders, conversions, latency, payload sizes) from one
+   aggregation over tagged group keys, collected once and finished in Python.
+Jobs 2 and 3 run concurrently.
+"""
 from __future__ import annotations
 
+import math
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
-from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import LongType, StringType, StructField, StructType
+from pyspark.sql.types import (
+    ArrayType,
+    BooleanType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 from mappings.convlog_schema import Direction, Status, format_timestamp, parse_timestamp
 from spark_audit.schema import record_schema
@@ -31,6 +49,7 @@ PERCENTILE_ACCURACY = 1000  # rank error <= 0.1%; exact below 1000 samples per r
 MAX_ITEMS = 1000  # list findings (losses, duplicates) kept in the JSON summary; Parquet has them all
 
 Row = dict[str, object]
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 TS_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'"
 
 
@@ -55,18 +74,23 @@ class AuditConfig:
     grace_seconds: float = 300.0
     top_n: int = 10
     max_items: int = MAX_ITEMS
-    cache: bool = False  # cache the raw frame once instead of pruned Parquet scans per finding
+    # Rows before count_since only serve to match keys (incremental runs: the reopened grace period was
+    # counted by the previous run); volume, failures, conversions, latency, sizes count the rest.
+    count_since: datetime | None = None
 
 
 @dataclass(slots=True)
 class AuditData:
-    """The pruned frame (window widened by the grace period for matching), its counts and "as of"."""
+    """The pruned frame (window widened by the grace period for matching), "as of", and its counts.
+
+    The counts are filled in by run_audit (from the window aggregate: no extra pass).
+    """
 
     frame: DataFrame
-    rows_loaded: int
-    rows_in_window: int
     as_of: datetime | None
     config: AuditConfig
+    rows_loaded: int = 0
+    rows_in_window: int = 0
 
 
 @dataclass(slots=True)
@@ -87,7 +111,6 @@ class AuditResult:
     def cleanup(self) -> None:
         for df in [*self.tables.values(), *self.cached]:
             df.unpersist()
-        self.data.frame.unpersist()
 
 
 def micros(value: datetime) -> int:
@@ -133,30 +156,52 @@ def in_window(config: AuditConfig, col: Column | str = "event_time") -> Column:
     return cond
 
 
-def load(spark: SparkSession, parquet_dir: str, config: AuditConfig) -> AuditData:
-    """Define the pruned Parquet frame (window plus grace), count it and find "as of"; cache on request.
+def _newest_partition(parquet_dir: str) -> Column | None:
+    """The condition selecting the newest date/hour partition directory (None when there is none)."""
+    parts = []
+    for d in Path(parquet_dir).glob("date=*/hour=*"):
+        try:
+            parts.append((d.parent.name.split("=", 1)[1], int(d.name.split("=", 1)[1])))
+        except ValueError:
+            continue
+    if not parts:
+        return None
+    date, hour = max(parts)
+    return (F.col("date") == F.lit(date).cast("date")) & (F.col("hour") == F.lit(hour))
 
-    Not caching is the default: measured on local[2], building the columnar cache of 1M rows costs
-    more than the pruned Parquet scans it saves (see bench/README.md).
+
+def _max_event_time(frame: DataFrame) -> datetime | None:
+    row = frame.agg(F.unix_micros(F.max("event_time")).alias("hi")).first()
+    return None if row is None or row["hi"] is None else EPOCH + timedelta(microseconds=row["hi"])
+
+
+def load(spark: SparkSession, parquet_dir: str, config: AuditConfig) -> AuditData:
+    """Define the pruned Parquet frame (window plus grace) and find "as of" (until, else the newest row).
+
+    Nothing is cached: measured on local[2], Spark's columnar cache of 1M rows costs more than the
+    pruned Parquet scans it saves (see bench/README.md). The newest row is looked for in the newest
+    partition first (a scan of one hour), the whole window only when that partition has no row in it.
     """
+    widened = None
     if Path(parquet_dir).exists() and any(Path(parquet_dir).glob("date=*")):
-        source = spark.read.parquet(parquet_dir)
-        source = source.where(_window_filter(config, timedelta(seconds=config.grace_seconds)))
+        widened = spark.read.parquet(parquet_dir).where(
+            _window_filter(config, timedelta(seconds=config.grace_seconds))
+        )
+        source = widened
     else:
         source = spark.createDataFrame([], record_schema())
-    frame = source.select(*AUDIT_COLUMNS, in_window(config).alias("in_window"))
-    if config.cache:
-        frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
-    stats = frame.agg(
-        F.count(F.lit(1)).alias("n"),
-        F.coalesce(F.sum(F.col("in_window").cast("long")), F.lit(0)).alias("w"),
-        F.unix_micros(F.max("event_time")).alias("hi"),
-    ).first()
-    assert stats is not None
+    counted = in_window(config)
+    if config.count_since is not None:
+        counted = counted & (F.col("event_time") >= ts_lit(config.count_since))
+    frame = source.select(*AUDIT_COLUMNS, in_window(config).alias("in_window"), counted.alias("counted"))
     as_of = config.until
-    if as_of is None and stats["hi"] is not None:
-        as_of = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=stats["hi"])
-    return AuditData(frame, int(stats["n"]), int(stats["w"]), as_of, config)
+    if as_of is None and widened is not None:
+        newest = _newest_partition(parquet_dir)
+        if newest is not None:
+            as_of = _max_event_time(widened.where(newest))
+        if as_of is None:
+            as_of = _max_event_time(widened)
+    return AuditData(frame, as_of, config)
 
 
 VOLUME_SCHEMA = StructType(
@@ -164,16 +209,6 @@ VOLUME_SCHEMA = StructType(
     + [StructField(d, StringType()) for d in VOLUME_DIMS]
     + [StructField(c, LongType()) for c in ("records", "source_bytes", "previous_records", "change")]
 )
-
-
-def volume(data: AuditData) -> DataFrame:
-    """Records and bytes per hour for each route/direction/protocol/type/status (days are rolled up)."""
-    return (
-        data.frame.where("in_window")
-        .groupBy(F.date_trunc("hour", "event_time").alias("window_start"), *VOLUME_DIMS)
-        .agg(F.count(F.lit(1)).alias("records"), F.sum("source_size").alias("source_bytes"))
-        .withColumn("window_start", ts_text("window_start"))
-    )
 
 
 def roll_up_days(hourly: list[Row]) -> list[Row]:
@@ -202,7 +237,6 @@ def with_trend(rows: list[Row], unit: str) -> list[Row]:
                     "previous_records": prev, "change": records - prev})
     return sort_rows(out, SORT_KEYS["volume_hourly"])
 
-
 def flag_keys(data: AuditData) -> DataFrame:
     """One aggregation per (message_key, route), integer sums only, keeping just the keys with a problem.
 
@@ -222,11 +256,11 @@ def flag_keys(data: AuditData) -> DataFrame:
         count(is_ingress()).alias("ingress_n"),
         count(eligible).alias("eligible_n"),
         count(is_egress()).alias("egress_n"),
-        count(is_egress() & window).alias("egress_in_window"),
+        count(is_egress() & F.col("counted")).alias("egress_counted"),
         count(is_egress() & is_ok()).alias("egress_ok"),
     )
     lost = (F.col("eligible_n") > 0) & (F.col("egress_n") == 0)
-    unexpected = (F.col("ingress_n") == 0) & (F.col("egress_in_window") > 0)
+    unexpected = (F.col("ingress_n") == 0) & (F.col("egress_counted") > 0)
     kind = F.when(lost, F.lit("lost")).when(unexpected, F.lit("unexpected_egress"))
     return chains.select(
         "message_key", "route", kind.alias("kind"), (F.col("egress_ok") > 1).alias("dup")
@@ -261,105 +295,251 @@ def duplicates(data: AuditData, records: DataFrame) -> DataFrame:
             F.max("qos").alias("qos"),
             F.min("destination").alias("destination"),
             F.min("event_time").alias("first_egress_time"),
+            F.max("event_time").alias("last_egress_time"),
         )
     )
     copies = F.col("copies")
     allowed = (F.col("qos") == 1) & (copies <= F.col("max_redelivery") + 1)
-    return per_client.where((copies > 1) & in_window(data.config, "first_egress_time")).select(
+    shown = (copies > 1) & in_window(data.config, "first_egress_time")
+    if data.config.count_since is not None:  # reported by an earlier run unless a copy is new
+        shown = shown & (F.col("last_egress_time") >= ts_lit(data.config.count_since))
+    return per_client.where(shown).select(
         F.when(allowed, F.lit("allowed")).otherwise(F.lit("suspicious")).alias("kind"),
         "message_key", "route", "client_id", "destination", "qos", "copies", "max_redelivery",
         ts_text("first_egress_time").alias("first_egress_time"),
     )
 
 
-def not_ok_records(data: AuditData) -> DataFrame:
-    """Records in the window whose status is not ok (few): one pass, cached for the three findings on them."""
-    return (
-        data.frame.where(F.col("in_window") & ~is_ok())
-        .select("status", "route", "reason", "client_id", "destination", "event_time")
-        .persist()
+# The window aggregate: four small aggregations (volume and sizes, latency histogram, not-ok records,
+# conversion findings), each reading only its columns, unioned into one job whose result is collected
+# once and finished in Python (the same numbers separate Spark jobs gave, without their overhead).
+TAG_VOLUME, TAG_LATENCY, TAG_NOT_OK, TAG_FINDING = 0, 1, 2, 3
+GROUP_STRINGS = (*VOLUME_DIMS, "reason", "client_id", "destination", "change", "name", "detail")
+GROUP_FIELDS = [StructField("tag", IntegerType()), StructField("hour_us", LongType()),
+                StructField("in_window", BooleanType()), StructField("counted", BooleanType()),
+                StructField("bucket", IntegerType()), StructField("lat", LongType()),
+                *[StructField(name, StringType()) for name in GROUP_STRINGS]]
+AGG_FIELDS = [StructField(name, LongType()) for name in (
+    "n", "source_bytes", "sized", "size_sum", "size_min", "size_max", "lat_sum", "lat_max", "t_min", "t_max")]
+LATENCY_DIGITS = 3  # latency histogram keeps 3 significant digits (values below 1000 us are exact)
+
+
+def round_latency(lat: Column) -> Column:
+    """Latency rounded half up to LATENCY_DIGITS significant digits (exact below 10**LATENCY_DIGITS)."""
+    step = F.pow(F.lit(10), F.floor(F.log10(lat)) - F.lit(LATENCY_DIGITS - 1)).cast("long")
+    return F.when(lat < F.lit(10**LATENCY_DIGITS), lat).otherwise(
+        F.floor((lat + F.floor(step / 2)) / step).cast("long") * step
     )
 
 
-def failures(not_ok: DataFrame) -> DataFrame:
-    """Failed, backed-out and dropped records by status, route and reason."""
-    return (
-        not_ok.groupBy("status", "route", F.coalesce("reason", F.lit("(no reason)")).alias("reason"))
-        .agg(
-            F.count(F.lit(1)).alias("records"),
-            ts_text(F.min("event_time")).alias("first_seen"),
-            ts_text(F.max("event_time")).alias("last_seen"),
-        )
-    )
-
-
-def top_offenders(not_ok: DataFrame, column: str, top_n: int) -> DataFrame:
-    """The top-N clients or destinations by records that were not ok, split by status."""
-    statuses = [s.value for s in Status if s is not Status.OK]
-    return (
-        not_ok.where(F.col(column).isNotNull())
-        .groupBy(column)
-        .agg(
-            F.count(F.lit(1)).alias("problems"),
-            *[F.sum((F.col("status") == s).cast("long")).alias(s) for s in statuses],
-        )
-        .orderBy(F.desc("problems"), column)
-        .limit(top_n)
-    )
-
-
-def conversion_changes(data: AuditData) -> DataFrame:
-    """What conversion dropped, coerced, truncated, defaulted or renamed, per route and property name."""
-    return (
-        data.frame.where(F.col("in_window") & (F.size("findings") > 0))
-        .select("route", F.explode("findings").alias("f"))
-        .groupBy("route", F.col("f.change").alias("change"), F.col("f.name").alias("name"),
-                 F.col("f.detail").alias("detail"))
-        .agg(F.count(F.lit(1)).alias("occurrences"))
-    )
-
-
-def route_stats(data: AuditData) -> tuple[DataFrame, DataFrame, DataFrame]:
-    """One pass per route and direction: latency p50/p95/p99/max of ok egress, payload size histogram.
-
-    Returns (latency per route, sizes per route and direction, the cached aggregate both come from).
-    """
-    size = F.when(is_ingress(), F.col("source_size")).otherwise(F.col("target_size"))
+def size_bucket(size: Column) -> Column:
+    """The SIZE_EDGES bucket of a size (null for a null size)."""
     bucket = F.lit(len(SIZE_EDGES) - 1)
     for i in range(len(SIZE_EDGES) - 2, -1, -1):
         bucket = F.when(size < F.lit(SIZE_EDGES[i + 1]), F.lit(i)).otherwise(bucket)
-    latency = F.when(is_egress() & is_ok(), F.col("latency_us"))
-    stats = (
-        data.frame.where("in_window")
-        .select("route", "direction", size.alias("size"), bucket.alias("bucket"), latency.alias("lat"))
-        .groupBy("route", "direction")
-        .agg(
-            F.count("size").alias("messages"),
-            F.min("size").alias("min_bytes"),
-            F.max("size").alias("max_bytes"),
-            F.avg("size").alias("mean_bytes"),
-            F.sum("size").alias("total_bytes"),
-            *[F.count_if(F.col("bucket") == i).alias(f"b{i}") for i in range(len(SIZE_EDGES))],
-            F.count("lat").alias("samples"),
-            F.percentile_approx("lat", list(PERCENTILES), PERCENTILE_ACCURACY).alias("p"),
-            F.max("lat").alias("max_us"),
-            F.avg("lat").alias("mean_us"),
-        )
-        .persist()
-    )
-    latency_table = stats.where(F.col("samples") > 0).select(
-        "route", "samples", F.col("p")[0].alias("p50_us"), F.col("p")[1].alias("p95_us"),
-        F.col("p")[2].alias("p99_us"), "max_us", "mean_us",
-    )
-    sizes = stats.where(F.col("messages") > 0).select(
-        "route", "direction", "messages", "min_bytes", "max_bytes", "mean_bytes", "total_bytes",
-        F.array(*[
-            F.struct(F.lit(label).alias("bucket"), F.col(f"b{i}").alias("messages"))
-            for i, label in enumerate(SIZE_LABELS)
-        ]).alias("histogram"),
-    )
-    return latency_table, sizes, stats
+    return F.when(size.isNotNull(), bucket)
 
+
+def _aggregate(frame: DataFrame, tag: int, keys: dict[str, Column], aggs: dict[str, Column]) -> DataFrame:
+    """Group frame by keys, aggregate, and pad to the common GROUP_FIELDS + AGG_FIELDS layout."""
+    grouped = frame.groupBy(*[c.alias(k) for k, c in keys.items()]).agg(
+        *[c.alias(k) for k, c in aggs.items()])
+    out = []
+    for f in [*GROUP_FIELDS, *AGG_FIELDS]:
+        col = F.lit(tag) if f.name == "tag" else F.col(f.name) if f.name in keys or f.name in aggs else F.lit(None)
+        out.append(col.cast(f.dataType).alias(f.name))
+    return grouped.select(*out)
+
+
+def window_aggregates(data: AuditData) -> DataFrame:
+    """The one job behind volume, sizes, latency, failures, top offenders and conversions."""
+    frame = data.frame
+    size = F.when(is_ingress(), F.col("source_size")).otherwise(F.col("target_size"))
+    one = F.count(F.lit(1))
+    volume = _aggregate(
+        frame.select(*VOLUME_DIMS, "in_window", "counted", "source_size", size.alias("size"),
+                     (F.floor(F.unix_micros("event_time") / 3_600_000_000) * 3_600_000_000).alias("hour_us")),
+        TAG_VOLUME,
+        {"hour_us": F.col("hour_us"), "in_window": F.col("in_window"), "counted": F.col("counted"),
+         "bucket": size_bucket(F.col("size")), **{d: F.col(d) for d in VOLUME_DIMS}},
+        {"n": one, "source_bytes": F.sum("source_size"), "sized": F.count("size"), "size_sum": F.sum("size"),
+         "size_min": F.min("size"), "size_max": F.max("size")},
+    )
+    counted = frame.where("counted")
+    latency = _aggregate(
+        counted.where(is_egress() & is_ok() & F.col("latency_us").isNotNull()), TAG_LATENCY,
+        {"route": F.col("route"), "lat": round_latency(F.col("latency_us"))},
+        {"n": one, "lat_sum": F.sum("latency_us"), "lat_max": F.max("latency_us")},
+    )
+    t_us = F.unix_micros("event_time")
+    not_ok = _aggregate(
+        counted.where(~is_ok()), TAG_NOT_OK,
+        {c: F.col(c) for c in ("status", "route", "reason", "client_id", "destination")},
+        {"n": one, "t_min": F.min(t_us), "t_max": F.max(t_us)},
+    )
+    findings = _aggregate(
+        counted.where(F.size("findings") > 0).select("route", F.explode("findings").alias("f")), TAG_FINDING,
+        {"route": F.col("route"), "change": F.col("f.change"), "name": F.col("f.name"),
+         "detail": F.col("f.detail")},
+        {"n": one},
+    )
+    return volume.unionByName(latency).unionByName(not_ok).unionByName(findings)
+
+
+def _ts(us: int) -> str:
+    return format_timestamp(EPOCH + timedelta(microseconds=us))
+
+
+def _volume_rows(groups: list[Row]) -> tuple[list[Row], int, int]:
+    """Hourly volume of the counted rows; and the rows loaded and in the window."""
+    hourly: dict[tuple[object, ...], Row] = {}
+    loaded = in_window = 0
+    for g in groups:
+        n = int(g["n"])  # type: ignore[call-overload]
+        loaded += n
+        in_window += n if g["in_window"] else 0
+        if not g["counted"]:
+            continue
+        key = (g["hour_us"], *(g[d] for d in VOLUME_DIMS))
+        row = hourly.setdefault(key, {"window_start": _ts(int(g["hour_us"])),  # type: ignore[call-overload]
+                                      **{d: g[d] for d in VOLUME_DIMS}, "records": 0, "source_bytes": None})
+        row["records"] = int(row["records"]) + n  # type: ignore[call-overload]
+        if g["source_bytes"] is not None:
+            row["source_bytes"] = int(row["source_bytes"] or 0) + int(g["source_bytes"])  # type: ignore[call-overload]
+    return list(hourly.values()), loaded, in_window
+
+
+def _size_rows(groups: list[Row]) -> list[Row]:
+    """Payload size statistics and histogram per route and direction (counted rows with a size)."""
+    out: dict[tuple[object, object], dict[str, Any]] = {}
+    for g in groups:
+        if not g["counted"] or g["bucket"] is None:
+            continue
+        r = out.setdefault((g["route"], g["direction"]), {
+            "route": g["route"], "direction": g["direction"], "messages": 0, "min_bytes": None,
+            "max_bytes": None, "total_bytes": 0, "buckets": [0] * len(SIZE_EDGES)})
+        r["messages"] += g["sized"]
+        r["total_bytes"] += g["size_sum"]
+        r["min_bytes"] = g["size_min"] if r["min_bytes"] is None else min(r["min_bytes"], g["size_min"])
+        r["max_bytes"] = g["size_max"] if r["max_bytes"] is None else max(r["max_bytes"], g["size_max"])
+        r["buckets"][g["bucket"]] += g["sized"]
+    rows = []
+    for r in out.values():
+        buckets = r.pop("buckets")
+        rows.append({**r, "mean_bytes": r["total_bytes"] / r["messages"], "histogram": [
+            {"bucket": label, "messages": buckets[i]} for i, label in enumerate(SIZE_LABELS)]})
+        rows[-1] = {k: rows[-1][k] for k in SIZE_FIELDS}
+    return rows
+
+
+def percentile(histogram: list[tuple[int, int]], total: int, p: float) -> int:
+    """The value at rank ceil(p * n) of a sorted (value, count) histogram (percentile_approx's rule)."""
+    if p <= 1 / PERCENTILE_ACCURACY:
+        return histogram[0][0]
+    if p >= 1 - 1 / PERCENTILE_ACCURACY:
+        return histogram[-1][0]
+    rank, seen = math.ceil(p * total), 0
+    for value, count in histogram:
+        seen += count
+        if seen >= rank:
+            return value
+    return histogram[-1][0]
+
+
+def _latency_rows(groups: list[Row]) -> list[Row]:
+    """p50/p95/p99 (from the rounded histogram), exact max and mean of ok egress latency per route."""
+    per_route: dict[str, list[Row]] = {}
+    for g in groups:
+        per_route.setdefault(str(g["route"]), []).append(g)
+    rows = []
+    for route, gs in per_route.items():
+        histogram = sorted((int(g["lat"]), int(g["n"])) for g in gs)  # type: ignore[call-overload]
+        n = sum(c for _, c in histogram)
+        p50, p95, p99 = (percentile(histogram, n, p) for p in PERCENTILES)
+        rows.append({"route": route, "samples": n, "p50_us": p50, "p95_us": p95, "p99_us": p99,
+                     "max_us": max(int(g["lat_max"]) for g in gs),  # type: ignore[call-overload]
+                     "mean_us": sum(int(g["lat_sum"]) for g in gs) / n})  # type: ignore[call-overload]
+    return rows
+
+
+def _failure_rows(groups: list[Row]) -> list[Row]:
+    """Not-ok records by status, route and reason, with first and last time seen."""
+    out: dict[tuple[object, ...], Row] = {}
+    for g in groups:
+        key = (g["status"], g["route"], g["reason"] if g["reason"] is not None else "(no reason)")
+        r = out.setdefault(key, {"status": key[0], "route": key[1], "reason": key[2], "records": 0,
+                                 "t_min": g["t_min"], "t_max": g["t_max"]})
+        r["records"] = int(r["records"]) + int(g["n"])  # type: ignore[call-overload]
+        r["t_min"] = min(r["t_min"], g["t_min"])  # type: ignore[type-var]
+        r["t_max"] = max(r["t_max"], g["t_max"])  # type: ignore[type-var]
+    return [{"status": r["status"], "route": r["route"], "reason": r["reason"], "records": r["records"],
+             "first_seen": _ts(int(r.pop("t_min"))), "last_seen": _ts(int(r.pop("t_max")))}  # type: ignore[call-overload]
+            for r in out.values()]
+
+
+def _top_rows(groups: list[Row], column: str, top_n: int) -> list[Row]:
+    """The top-N clients or destinations by records that were not ok, split by status."""
+    statuses = [s.value for s in Status if s is not Status.OK]
+    out: dict[object, Row] = {}
+    for g in groups:
+        if g[column] is None:
+            continue
+        r = out.setdefault(g[column], {column: g[column], "problems": 0, **{s: 0 for s in statuses}})
+        r["problems"] = int(r["problems"]) + int(g["n"])  # type: ignore[call-overload]
+        r[str(g["status"])] = int(r[str(g["status"])]) + int(g["n"])  # type: ignore[call-overload]
+    return sort_rows(list(out.values()), SORT_KEYS["top_clients" if column == "client_id" else
+                                                   "top_destinations"])[:top_n]
+
+
+def _change_rows(groups: list[Row]) -> list[Row]:
+    return [{"route": g["route"], "change": g["change"], "name": g["name"], "detail": g["detail"],
+             "occurrences": g["n"]} for g in groups]
+
+
+def window_findings(groups: list[Row], top_n: int) -> tuple[dict[str, list[Row]], int, int]:
+    """Split the collected window aggregate into the findings' rows; and rows loaded / in window."""
+    by_tag: dict[int, list[Row]] = {t: [] for t in (TAG_VOLUME, TAG_LATENCY, TAG_NOT_OK, TAG_FINDING)}
+    for g in groups:
+        by_tag[int(g["tag"])].append(g)  # type: ignore[call-overload]
+    hourly, loaded, in_window = _volume_rows(by_tag[TAG_VOLUME])
+    not_ok = by_tag[TAG_NOT_OK]
+    rows = {
+        "volume_hourly": hourly,
+        "failures": _failure_rows(not_ok),
+        "top_clients": _top_rows(not_ok, "client_id", top_n),
+        "top_destinations": _top_rows(not_ok, "destination", top_n),
+        "conversion_changes": _change_rows(by_tag[TAG_FINDING]),
+        "latency": _latency_rows(by_tag[TAG_LATENCY]),
+        "payload_sizes": _size_rows(by_tag[TAG_VOLUME]),
+    }
+    return {name: sort_rows(r, SORT_KEYS[name]) for name, r in rows.items()}, loaded, in_window
+
+
+_STATUS_COLUMNS = [StructField(s.value, LongType()) for s in Status if s is not Status.OK]
+SIZE_FIELDS = ("route", "direction", "messages", "min_bytes", "max_bytes", "mean_bytes", "total_bytes",
+               "histogram")
+TABLE_SCHEMAS: dict[str, StructType] = {
+    "failures": StructType([StructField(c, StringType()) for c in ("status", "route", "reason")]
+                           + [StructField("records", LongType()), StructField("first_seen", StringType()),
+                              StructField("last_seen", StringType())]),
+    "top_clients": StructType([StructField("client_id", StringType()), StructField("problems", LongType()),
+                               *_STATUS_COLUMNS]),
+    "top_destinations": StructType([StructField("destination", StringType()),
+                                    StructField("problems", LongType()), *_STATUS_COLUMNS]),
+    "conversion_changes": StructType([StructField(c, StringType()) for c in ("route", "change", "name",
+                                                                           "detail")]
+                                     + [StructField("occurrences", LongType())]),
+    "latency": StructType([StructField("route", StringType())]
+                          + [StructField(c, LongType()) for c in ("samples", "p50_us", "p95_us", "p99_us",
+                                                                  "max_us")]
+                          + [StructField("mean_us", DoubleType())]),
+    "payload_sizes": StructType(
+        [StructField("route", StringType()), StructField("direction", StringType())]
+        + [StructField(c, LongType()) for c in ("messages", "min_bytes", "max_bytes")]
+        + [StructField("mean_bytes", DoubleType()), StructField("total_bytes", LongType()),
+           StructField("histogram", ArrayType(StructType([StructField("bucket", StringType()),
+                                                          StructField("messages", LongType())])))]),
+}
 
 # How each finding's rows are ordered in the summary ("-" = descending); Spark does not sort them.
 SORT_KEYS: dict[str, tuple[str, ...]] = {
@@ -414,44 +594,34 @@ def _count_kinds(result: AuditResult, name: str, collected: tuple[list[Row], int
     return dict(Counter(str(r["kind"]) for r in rows))
 
 
-def run_audit(data: AuditData, parallel: int = 4) -> AuditResult:
-    """Build every finding from the cached frame and collect the (small) results, jobs in parallel."""
+def run_audit(data: AuditData) -> AuditResult:
+    """Run the per-key job and the window aggregate concurrently; build every finding's rows and table."""
     result = AuditResult(data)
     records = flagged_records(data, flag_keys(data))
     result.cached.append(records)
-    latency, sizes, stats = route_stats(data)
-    not_ok = not_ok_records(data)
-    result.cached.extend([not_ok, stats])
-    result.tables = {
-        "volume_hourly": volume(data),
-        "key_problems": key_problems(data, records),
-        "duplicates": duplicates(data, records),
-        "failures": failures(not_ok),
-        "top_clients": top_offenders(not_ok, "client_id", data.config.top_n),
-        "top_destinations": top_offenders(not_ok, "destination", data.config.top_n),
-        "conversion_changes": conversion_changes(data),
-        "latency": latency,
-        "payload_sizes": sizes,
-    }
+    result.tables = {"key_problems": key_problems(data, records), "duplicates": duplicates(data, records)}
     limit = data.config.max_items
-    tables = result.tables
 
-    def collect_group(names: tuple[str, ...]) -> dict[str, tuple[list[Row], int]]:
-        return {name: _collect(name, tables[name], limit) for name in names}
+    def per_key() -> dict[str, tuple[list[Row], int]]:
+        return {name: _collect(name, result.tables[name], limit) for name in CAPPED}
 
-    # Findings built on one cached intermediate run one after the other in one thread (the first fills
-    # the cache); the groups run in parallel.
-    sequential = [CAPPED, ("failures", "top_clients", "top_destinations"), ("latency", "payload_sizes")]
-    groups = [*sequential, *[(name,) for name in tables if all(name not in g for g in sequential)]]
-    with ThreadPoolExecutor(max_workers=parallel) as pool:
-        collected = {k: v for f in [pool.submit(collect_group, g) for g in groups] for k, v in f.result().items()}
-    result.rows = {name: rows for name, (rows, _total) in collected.items()}
-    hourly = result.rows["volume_hourly"]
+    def per_window() -> list[Row]:
+        return [r.asDict() for r in window_aggregates(data).collect()]
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        keyed, windowed = pool.submit(per_key), pool.submit(per_window)
+        collected, groups = keyed.result(), windowed.result()
+    rows, data.rows_loaded, data.rows_in_window = window_findings(groups, data.config.top_n)
+    result.rows = {name: found for name, (found, _total) in collected.items()}
+    hourly = rows.pop("volume_hourly")
     result.rows["volume_hourly"] = with_trend(hourly, "hour")
     result.rows["volume_daily"] = with_trend(roll_up_days(hourly), "day")
+    result.rows.update(rows)
     spark = data.frame.sparkSession
     for name in ("volume_hourly", "volume_daily"):
         result.tables[name] = spark.createDataFrame(result.rows[name], VOLUME_SCHEMA)
+    for name, schema in TABLE_SCHEMAS.items():
+        result.tables[name] = spark.createDataFrame(result.rows[name], schema)
     problems = _count_kinds(result, "key_problems", collected["key_problems"])
     dups = _count_kinds(result, "duplicates", collected["duplicates"])
     result.counts["losses"] = problems.get("lost", 0)

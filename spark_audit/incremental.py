@@ -55,7 +55,13 @@ def _write_state(checkpoint_dir: str, as_of: datetime | None) -> None:
 
 
 def audit_window(new: IngestResult, last_as_of: datetime | None, config: AuditConfig) -> AuditConfig:
-    """The window the new rows cover, reopened by the grace period so pending ingress gets re-checked."""
+    """The window the new rows cover, reopened by the grace period so pending ingress gets re-checked.
+
+    The reopened part (before the last run's "as of") only serves to match keys: it was counted by the
+    last run, so count_since keeps volume, failures, conversions, latency and sizes from counting it
+    twice, and unexpected egress or duplicates already reported there are not reported again. (Rows a
+    late file adds before the last "as of" are matched but not counted.)
+    """
     grace = timedelta(seconds=config.grace_seconds)
     starts = [t for t in (new.min_time, last_as_of - grace if last_as_of else None) if t is not None]
     if new.max_time is None:  # nothing new: an empty window
@@ -66,7 +72,19 @@ def audit_window(new: IngestResult, last_as_of: datetime | None, config: AuditCo
         since = max(since, config.since)
     if config.until is not None:
         until = min(until, config.until)
-    return replace(config, since=since, until=until)
+    count_since = last_as_of if config.since is None else max(filter(None, (last_as_of, config.since)))
+    return replace(config, since=since, until=until, count_since=count_since)
+
+
+def audit_new(
+    spark: SparkSession, parquet_dir: str, checkpoint_dir: str, new: IngestResult, config: AuditConfig
+) -> AuditResult:
+    """Audit the window the newly ingested rows cover (plus pending grace) and remember its "as of"."""
+    window = audit_window(new, _read_state(checkpoint_dir), config)
+    result = run_audit(load(spark, parquet_dir, window))
+    if new.valid:
+        _write_state(checkpoint_dir, result.data.as_of)
+    return result
 
 
 def run_incremental(
@@ -74,8 +92,4 @@ def run_incremental(
 ) -> tuple[IngestResult, AuditResult]:
     """Ingest only new files, then audit the time window they cover (plus pending grace)."""
     new = ingest_new_files(spark, logs_dir, parquet_dir, checkpoint_dir)
-    window = audit_window(new, _read_state(checkpoint_dir), config)
-    result = run_audit(load(spark, parquet_dir, window))
-    if new.valid:
-        _write_state(checkpoint_dir, result.data.as_of)
-    return new, result
+    return new, audit_new(spark, parquet_dir, checkpoint_dir, new, config)

@@ -28,6 +28,7 @@ def test_each_run_ingests_only_new_files(spark, tmp_path):
     result.cleanup()
     assert (new.rows_read, new.valid, new.bad) == (46, 46, 0)
     assert result.data.rows_in_window == 46
+    assert sum(int(r["records"]) for r in result.rows["volume_hourly"]) == 46
     assert result.counts == {"losses": 1, "unexpected_egress": 1, "duplicates_allowed": 1,
                              "duplicates_suspicious": 2, "failed": 2, "backout": 2, "dropped": 0}
 
@@ -40,6 +41,9 @@ def test_each_run_ingests_only_new_files(spark, tmp_path):
     # The window reopens one grace period before the last run's "as of" (j3 at 10:52) and runs to the
     # newest row; p1 is still pending, m4 was dropped, nothing from gateway-a is reported again.
     assert result.data.rows_in_window == 11
+    # The two reopened rows were counted by the first run: volume counts only gateway-b's 9 rows.
+    assert sum(int(r["records"]) for r in result.rows["volume_hourly"]) == 9
+    assert sum(int(r["messages"]) for r in result.rows["payload_sizes"]) == 8  # dropped m4 has no size
     assert result.counts == {"losses": 0, "unexpected_egress": 0, "duplicates_allowed": 0,
                              "duplicates_suspicious": 0, "failed": 0, "backout": 0, "dropped": 1}
 
