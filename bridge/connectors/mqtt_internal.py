@@ -16,7 +16,7 @@ import time
 from bridge.connectors.base import Inbound, Outbound, Source, Target
 from bridge.mqtt import packets as P
 from bridge.mqtt.broker import ROUTE_CLIENT_PREFIX, Broker
-from bridge.mqtt.session import Message, Session
+from bridge.mqtt.session import Message, OutMsg, Session
 from mappings.mqtt import MqttPublication
 
 QOS0_BACKLOG = 10_000     # QoS 0 publications a route may have waiting before new ones are dropped
@@ -78,6 +78,7 @@ class MqttSource(Source):
                           (self.client_id, self.topic_filter, 2))
         self._session = session
         session.direct = self._on_qos0
+        session.direct_out = self._on_delivery
         b.connections.pop(self.client_id, None)
         session.resume(self)   # replays in-flight (DUP) and queued deliveries into our queue
 
@@ -115,10 +116,8 @@ class MqttSource(Source):
     # -- Link (what the session writes to) ------------------------------------------------------------
 
     def send(self, data: bytes) -> None:
-        for packet in self._reader.feed(data):
-            if isinstance(packet, P.Publish):
-                self._on_publish(packet)
-            elif isinstance(packet, P.PacketIdOnly) and packet.type == P.PUBREL:
+        for packet in self._reader.feed(data):   # only PUBREL arrives encoded; deliveries come direct
+            if isinstance(packet, P.PacketIdOnly) and packet.type == P.PUBREL:
                 session = self._session
                 if session is not None and self._loop is not None:
                     self._loop.call_soon(session.on_pubcomp, packet.packet_id)
@@ -136,17 +135,13 @@ class MqttSource(Source):
             return
         self._enqueue(msg, msg.topic, msg.payload, 0, retain, False, None, f"mqtt:{_boot}:{next(_qos0_keys)}")
 
-    def _on_publish(self, packet: P.Publish) -> None:
-        msg: Message | None = None
-        if packet.qos and self._session is not None:
-            out = self._session.inflight.get(packet.packet_id)  # type: ignore[arg-type]
-            msg = out.msg if out is not None else None
-        if msg is not None and msg.store_id is not None:
-            key = f"mqtt:{msg.store_id}"
-        else:
-            key = f"mqtt:{_boot}:{next(_qos0_keys)}"
-        self._enqueue(msg, packet.topic, packet.payload, packet.qos, packet.retain, packet.dup, packet.packet_id,
-                      key)
+    def _on_delivery(self, out: OutMsg, dup: bool, durable: bool) -> None:
+        if durable:   # QoS 2: the packet id is committed first (see Session._send_new)
+            self.broker.store.after_commit(lambda: self._on_delivery(out, dup, False))
+            return
+        msg = out.msg
+        key = f"mqtt:{msg.store_id}" if msg.store_id is not None else f"mqtt:{_boot}:{next(_qos0_keys)}"
+        self._enqueue(msg, msg.topic, msg.payload, out.qos, out.retain, dup, out.packet_id, key)
 
     def _enqueue(self, msg: Message | None, topic: str, payload: bytes, qos: int, retain: bool, dup: bool,
                  pid: int | None, key: str) -> None:

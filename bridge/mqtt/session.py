@@ -122,7 +122,10 @@ class Session:
         self.inbound_qos2: dict[int, Message] = {}
         self.inbound_ops: dict[int, list[object]] = {}   # their queued INSERTs, for Journal.cancel
         self.link: Link | None = None
+        # in-process consumers (a route) take messages without the wire encoding: QoS 0 as (msg, retain),
+        # QoS 1/2 as (delivery, dup, durable) — durable: only once the store has committed
         self.direct: Callable[[Message, bool], None] | None = None
+        self.direct_out: Callable[[OutMsg, bool, bool], None] | None = None
         self.last_seen = 0.0
         self.expiry_seconds = 0
         self.stats = SessionStats()
@@ -187,8 +190,6 @@ class Session:
         out.packet_id = pid
         out.state = SENT
         self.inflight[pid] = out
-        msg = out.msg
-        data = P.encode_publish(msg.topic_b, msg.payload, out.qos, out.retain, False, pid)
         self.stats.sent += 1
         journal = self.journal
         if journal is not None:
@@ -198,9 +199,21 @@ class Session:
             if out.qos == 2:
                 # the packet id must be durable before the PUBLISH leaves, or a crash could make us
                 # send the same message again under a new id: a QoS 2 duplicate.
-                link.send_durable(data)
+                self._emit(link, out, dup=False, durable=True)
                 return
-        link.send(data)
+        self._emit(link, out, dup=False, durable=False)
+
+    def _emit(self, link: Link, out: OutMsg, *, dup: bool, durable: bool) -> None:
+        """Hand a QoS 1/2 delivery to the link: encoded, or as it is to an in-process consumer."""
+        if self.direct_out is not None:
+            self.direct_out(out, dup, durable)
+            return
+        msg = out.msg
+        data = P.encode_publish(msg.topic_b, msg.payload, out.qos, out.retain, dup, out.packet_id)
+        if durable:
+            link.send_durable(data)
+        else:
+            link.send(data)
 
     def _fill_window(self) -> None:
         link = self.link
@@ -257,11 +270,10 @@ class Session:
         """The client (re)connected to this session: re-send in-flight with DUP, then the queue."""
         self.link = link
         for pid, out in self.inflight.items():
-            msg = out.msg
             if out.state == RELEASED:
                 link.send(P.encode_ack(P.PUBREL, pid))
             else:
-                link.send(P.encode_publish(msg.topic_b, msg.payload, out.qos, out.retain, True, pid))
+                self._emit(link, out, dup=True, durable=False)
                 self.stats.sent += 1
         self._fill_window()
 
