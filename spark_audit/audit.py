@@ -74,9 +74,9 @@ class AuditConfig:
     grace_seconds: float = 300.0
     top_n: int = 10
     max_items: int = MAX_ITEMS
-    # Rows before count_since only serve to match keys (incremental runs: the reopened grace period was
-    # counted by the previous run); volume, failures, conversions, latency, sizes count the rest.
-    count_since: datetime | None = None
+    # Incremental runs: only rows from these Parquet files (the new ones) are counted; the rest of the
+    # window (the reopened grace period, counted by the previous run) only serves to match keys.
+    count_files: frozenset[str] | None = None
 
 
 @dataclass(slots=True)
@@ -191,8 +191,9 @@ def load(spark: SparkSession, parquet_dir: str, config: AuditConfig) -> AuditDat
     else:
         source = spark.createDataFrame([], record_schema())
     counted = in_window(config)
-    if config.count_since is not None:
-        counted = counted & (F.col("event_time") >= ts_lit(config.count_since))
+    if config.count_files is not None:
+        new_file = F.col("_metadata.file_name").isin(sorted(config.count_files)) if widened else F.lit(False)
+        counted = counted & new_file
     frame = source.select(*AUDIT_COLUMNS, in_window(config).alias("in_window"), counted.alias("counted"))
     as_of = config.until
     if as_of is None and widened is not None:
@@ -295,14 +296,14 @@ def duplicates(data: AuditData, records: DataFrame) -> DataFrame:
             F.max("qos").alias("qos"),
             F.min("destination").alias("destination"),
             F.min("event_time").alias("first_egress_time"),
-            F.max("event_time").alias("last_egress_time"),
+            F.max(F.col("counted").cast("int")).alias("new_copies"),
         )
     )
     copies = F.col("copies")
     allowed = (F.col("qos") == 1) & (copies <= F.col("max_redelivery") + 1)
     shown = (copies > 1) & in_window(data.config, "first_egress_time")
-    if data.config.count_since is not None:  # reported by an earlier run unless a copy is new
-        shown = shown & (F.col("last_egress_time") >= ts_lit(data.config.count_since))
+    if data.config.count_files is not None:  # reported by an earlier run unless a copy is new
+        shown = shown & (F.col("new_copies") > 0)
     return per_client.where(shown).select(
         F.when(allowed, F.lit("allowed")).otherwise(F.lit("suspicious")).alias("kind"),
         "message_key", "route", "client_id", "destination", "qos", "copies", "max_redelivery",

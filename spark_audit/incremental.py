@@ -33,8 +33,14 @@ def ingest_new_files(
         .trigger(availableNow=True)
         .start()
     )
+    before = _parquet_files(parquet_dir)
     query.awaitTermination()
+    totals.files = frozenset(_parquet_files(parquet_dir) - before)
     return totals
+
+
+def _parquet_files(parquet_dir: str) -> set[str]:
+    return {p.name for p in Path(parquet_dir).rglob("*.parquet")}
 
 
 def _read_state(checkpoint_dir: str) -> datetime | None:
@@ -57,23 +63,22 @@ def _write_state(checkpoint_dir: str, as_of: datetime | None) -> None:
 def audit_window(new: IngestResult, last_as_of: datetime | None, config: AuditConfig) -> AuditConfig:
     """The window the new rows cover, reopened by the grace period so pending ingress gets re-checked.
 
-    The reopened part (before the last run's "as of") only serves to match keys: it was counted by the
-    last run, so count_since keeps volume, failures, conversions, latency and sizes from counting it
-    twice, and unexpected egress or duplicates already reported there are not reported again. (Rows a
-    late file adds before the last "as of" are matched but not counted.)
+    Only the rows of the Parquet files this run wrote are counted (volume, failures, conversions,
+    latency, sizes, unexpected egress, duplicates with a new copy); the reopened part was counted by
+    the last run and only serves to match keys. (A loss is reported when its ingress becomes older than
+    the grace period; a late file reaching back before the last run's window can re-report one.)
     """
     grace = timedelta(seconds=config.grace_seconds)
     starts = [t for t in (new.min_time, last_as_of - grace if last_as_of else None) if t is not None]
     if new.max_time is None:  # nothing new: an empty window
         anchor = last_as_of or datetime(1970, 1, 1, tzinfo=UTC)
-        return replace(config, since=anchor, until=anchor)
+        return replace(config, since=anchor, until=anchor, count_files=frozenset())
     since, until = min(starts), new.max_time + ONE_MICROSECOND
     if config.since is not None:
         since = max(since, config.since)
     if config.until is not None:
         until = min(until, config.until)
-    count_since = last_as_of if config.since is None else max(filter(None, (last_as_of, config.since)))
-    return replace(config, since=since, until=until, count_since=count_since)
+    return replace(config, since=since, until=until, count_files=new.files)
 
 
 def audit_new(

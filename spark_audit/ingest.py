@@ -47,6 +47,7 @@ class IngestResult:
     samples: list[dict[str, str]] = field(default_factory=list)
     min_time: datetime | None = None
     max_time: datetime | None = None
+    files: frozenset[str] = frozenset()  # incremental mode: the Parquet files this ingest wrote
 
     @property
     def bad(self) -> int:
