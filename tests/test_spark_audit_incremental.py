@@ -52,3 +52,16 @@ def test_each_run_ingests_only_new_files(spark, tmp_path):
     assert (new.rows_read, new.valid) == (0, 0)
     assert result.data.rows_in_window == 0
     assert spark.read.parquet(parquet).count() == 55
+
+    # A file whose rows are older than the last run's "as of" (another gateway's late file) is counted
+    # by its own rows, not by time: both records of the late pair, nothing from before.
+    lines = (FIXTURE_LOGS / "gateway-a.jsonl").read_text().splitlines(keepends=True)
+    late = "".join(line.replace('"message_key":"o1"', '"message_key":"late1"')
+                   .replace("2026-03-01T10:01:00", "2026-03-02T09:00:40")
+                   for line in lines if '"message_key":"o1"' in line)
+    (logs / "gateway-c.jsonl").write_text(late)
+    new, result = run_incremental(spark, str(logs), parquet, checkpoint, config)
+    result.cleanup()
+    assert (new.rows_read, new.valid) == (2, 2)
+    assert sum(int(r["records"]) for r in result.rows["volume_hourly"]) == 2
+    assert result.counts["losses"] == result.counts["unexpected_egress"] == 0
