@@ -61,6 +61,7 @@ class Gateway:
         self.router: Router | None = None
         self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mqbridge-io")
         self._stopping = asyncio.Event()
+        self._tasks: set[asyncio.Task[object]] = set()
 
     async def start(self) -> None:
         cfg = self.config
@@ -131,7 +132,9 @@ class Gateway:
         return True, changes
 
     def request_reload(self) -> None:
-        asyncio.get_running_loop().create_task(self.reload())
+        task = asyncio.get_running_loop().create_task(self.reload())
+        self._tasks.add(task)                   # the loop keeps only a weak reference to tasks
+        task.add_done_callback(self._tasks.discard)
 
     def request_stop(self) -> None:
         self._stopping.set()

@@ -7,8 +7,12 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bridge.config import ConfigError, load_config
+
+if TYPE_CHECKING:
+    from bridge.connectors.embedded import QueueStore
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -116,7 +120,7 @@ def cmd_reload(args: argparse.Namespace) -> int:
 # -- queue --------------------------------------------------------------------------------------------
 
 
-def _store(args: argparse.Namespace):  # type: ignore[no-untyped-def]  # noqa: ANN202
+def _store(args: argparse.Namespace) -> QueueStore:
     from bridge.connectors.embedded import QueueStore, default_path
 
     path = default_path(_data_dir(args))

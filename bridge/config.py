@@ -46,8 +46,9 @@ class ListenerConfig(_Model):
                 raise ValueError(f"{item!r} is not an address or CIDR network") from exc
         return value
 
-    def label(self) -> str:
-        return self.name or f"{'mqtts' if self.tls else 'mqtt'}:{self.host}:{self.port}"
+    def label(self, bound_port: int = 0) -> str:
+        """The name logs and status show; ``bound_port`` is the port actually bound (config port 0)."""
+        return self.name or f"{'mqtts' if self.tls else 'mqtt'}:{self.host}:{bound_port or self.port}"
 
 
 class LimitsConfig(_Model):

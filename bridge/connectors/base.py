@@ -40,6 +40,18 @@ class Outbound:
     extra: dict[str, object] = field(default_factory=dict)
 
 
+class Inbox(asyncio.Queue["Inbound"]):
+    """A source's queue of received messages that can also take messages back at the front, in order
+    (a backed-out batch is retried before anything received after it)."""
+
+    def put_back(self, items: list[Inbound]) -> None:
+        for item in reversed(items):
+            item.redelivery_count += 1
+            self._queue.appendleft(item)  # type: ignore[attr-defined]  # asyncio.Queue's subclass storage
+        for _ in items:
+            self._wakeup_next(self._getters)  # type: ignore[attr-defined]
+
+
 class ConnectorError(Exception):
     """The external system refused or is unreachable; the batch is retried, nothing is confirmed."""
 

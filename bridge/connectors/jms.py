@@ -73,7 +73,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from bridge.connectors.base import ConnectorError, Inbound, Outbound, Source, Target
+from bridge.connectors.base import ConnectorError, Inbound, Inbox, Outbound, Source, Target
 from bridge.connectors.stomp_link import InboundFrame, LinkState, StompLink, StompLinkConfig, StompLinkError
 from bridge.router import CONNECTOR_FACTORIES
 from mappings.errors import MappingError
@@ -640,7 +640,7 @@ class JmsSource(Source):
             self.headers["selector"] = selector
         if subscription_name:
             self.headers["activemq.subscriptionName"] = subscription_name
-        self._queue: asyncio.Queue[Inbound] = asyncio.Queue()
+        self._queue = Inbox()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._io = ThreadPoolExecutor(1, thread_name_prefix="jms-source")
         self.stale_dropped = 0
@@ -684,10 +684,7 @@ class JmsSource(Source):
     async def backout(self, items: list[Inbound]) -> None:
         # Not NACK: ActiveMQ sends a NACKed message to ActiveMQ.DLQ at once (§5). Keep it unacknowledged
         # and hand it to the route again, counted, so the route's backout threshold decides.
-        for item in reversed(items):
-            item.redelivery_count += 1
-            self._queue._queue.appendleft(item)  # type: ignore[attr-defined]
-        self._queue._wakeup_next(self._queue._getters)  # type: ignore[attr-defined]
+        self._queue.put_back(items)
 
     async def close(self) -> None:
         await asyncio.get_running_loop().run_in_executor(self._io, self.link.close)

@@ -13,7 +13,7 @@ import asyncio
 import itertools
 import time
 
-from bridge.connectors.base import Inbound, Outbound, Source, Target
+from bridge.connectors.base import Inbound, Inbox, Outbound, Source, Target
 from bridge.mqtt import packets as P
 from bridge.mqtt.broker import ROUTE_CLIENT_PREFIX, Broker
 from bridge.mqtt.session import Message, OutMsg, Session
@@ -48,7 +48,7 @@ class MqttSource(Source):
         self.topic_filter = topic_filter
         self.client_id = route_client_id(route)
         self.max_inflight = max_inflight
-        self._queue: asyncio.Queue[Inbound] = asyncio.Queue()
+        self._queue = Inbox()
         self._reader = P.PacketReader()
         self._session: Session | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -104,10 +104,7 @@ class MqttSource(Source):
 
     async def backout(self, items: list[Inbound]) -> None:
         # the broker keeps them in flight; retry them later, in order, as redeliveries
-        for item in reversed(items):
-            item.redelivery_count += 1
-            self._queue._queue.appendleft(item)  # type: ignore[attr-defined]
-        self._queue._wakeup_next(self._queue._getters)  # type: ignore[attr-defined]
+        self._queue.put_back(items)
 
     async def close(self) -> None:
         if self._session is not None and self._session.link is self:

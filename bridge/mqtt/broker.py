@@ -66,7 +66,6 @@ class Broker:
         self._next_message_id = 1
         # hooks set by the server / gateway
         self.listener_control: Callable[[str, bool], list[str]] | None = None
-        self.on_publish: Callable[[Message, str | None], None] | None = None  # router tap
 
     # -- start-up ---------------------------------------------------------------------------------
 
@@ -337,8 +336,6 @@ class Broker:
                 if session is not None:
                     writes |= self._deliver(session, msg, sub_qos if sub_qos < msg.qos else msg.qos)
             self._release_if_unreferenced(msg)
-        if self.on_publish is not None:
-            self.on_publish(msg, msg.origin)
         return writes
 
     def _deliver(self, session: Session, msg: Message, qos: int, retain: bool = False) -> bool:

@@ -43,8 +43,7 @@ class Listener:
         return self.server is not None
 
     def label(self) -> str:
-        port = self.port or self.config.port   # a listener not started yet has no bound port
-        return self.config.name or f"{'mqtts' if self.config.tls else 'mqtt'}:{self.config.host}:{port}"
+        return self.config.label(self.port)   # a listener not started yet has no bound port
 
     def admits(self, host: str) -> bool:
         try:
