@@ -167,9 +167,6 @@ class Route(_Model):
                                  "(1..48 of A-Z a-z 0-9 . _ / %)")
         return self
 
-    @property
-    def name_key(self) -> str:
-        return self.name
 
 
 def check_topic_template(template: str) -> None:

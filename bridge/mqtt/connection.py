@@ -108,6 +108,3 @@ class ClientConnection:
             self.close_reason = self.close_reason or reason
             self._abort()
 
-    @property
-    def held(self) -> int:
-        return len(self._held)
