@@ -19,6 +19,7 @@ from bridge.connectors.mqtt_internal import MqttSource, MqttTarget, route_client
 from bridge.convlog import ConversionLog
 from bridge.mqtt.broker import Broker
 from bridge.route_convert import RouteConverter, backout_message, target_protocol
+from bridge.route_envelope import EnvelopeConverter
 from mappings.convlog_schema import Direction, Status, trusted_json_line
 from mappings.errors import MappingError
 from mappings.report import ConversionReport
@@ -250,6 +251,8 @@ class Router:
             return MqttTarget(self.broker, route.name, ep.client_id)
         ctype = self._connector_type(rules, ep)
         if ctype == EMBEDDED:
+            if role == "target" and ep.reply_to and ep.topic is None:   # queues named by the envelope
+                return EmbeddedTarget(self.queues, self.executor)
             if ep.queue is None:
                 raise RouteSetupError(f"route {route.name}: the embedded store has queues, not topics")
             if role == "source":
@@ -273,7 +276,8 @@ class Router:
         tproto = target_protocol(route, self._connector_type(rules, route.target)
                                  if isinstance(route.target, QueueEndpoint) else "mqtt")
         try:
-            converter = RouteConverter(route, self._source_protocol(rules, route), tproto)
+            kind = EnvelopeConverter if route.options.mqtt_format == "envelope" else RouteConverter
+            converter = kind(route, self._source_protocol(rules, route), tproto)
         except MappingError as exc:
             raise RouteSetupError(f"route {route.name}: {exc.reason}") from None
         bdest = route.options.backout_destination

@@ -88,16 +88,31 @@ class QueueEndpoint(_Model):
     queue: str | None = None
     topic: str | None = None           # JMS topic name, or MQ topic string
     subscription: str | None = None    # MQ/JMS durable subscription name (source on a topic)
+    # target only, with options.mqtt_format envelope: send each message to the destination its envelope
+    # names (headers.JMSDestination), if it starts with one of ``allow``; queue/topic is then the fallback
+    reply_to: bool = False
+    allow: tuple[str, ...] = ()        # "queue://<name prefix>" | "topic://<name prefix>"
 
     @model_validator(mode="after")
     def _one_destination(self) -> QueueEndpoint:
-        if (self.queue is None) == (self.topic is None):
+        if self.reply_to:
+            if self.queue is not None and self.topic is not None:
+                raise ValueError("give at most one of queue or topic (the fallback of reply_to)")
+        elif (self.queue is None) == (self.topic is None):
             raise ValueError("give exactly one of queue or topic")
+        elif self.allow:
+            raise ValueError("allow: only a reply_to target has an allow list")
+        for prefix in self.allow:
+            if not prefix.startswith(("queue://", "topic://")):
+                raise ValueError(f"allow: {prefix!r} must start with queue:// or topic://")
         return self
 
     @property
     def destination(self) -> str:
-        return self.queue if self.queue is not None else f"topic:{self.topic}"
+        """The fixed destination; "" for a reply_to target without a fallback."""
+        if self.queue is not None:
+            return self.queue
+        return f"topic:{self.topic}" if self.topic is not None else ""
 
 
 def _endpoint_kind(value: Any) -> str:  # noqa: ANN401 - raw YAML or a model
@@ -126,6 +141,7 @@ class RouteOptions(_Model):
     admin_topics: dict[str, str] = Field(default_factory=dict)        # topic object -> topic string
     default_qos: int = Field(2, ge=0, le=2)                           # seed Table 4: DEFAULT.QoS
     swiftmq_properties: bool = True                                   # JMSXUserID, client id, QoS
+    mqtt_format: Literal["payload", "envelope"] = "payload"   # envelope: JMS message JSON (docs/json-forms.md)
 
     @field_validator("selector")
     @classmethod
@@ -230,11 +246,46 @@ def semantic_problems(rules: RulesFile) -> list[tuple[tuple[Any, ...], str]]:
                 problems.append((("routes", i, *loc, "connector"),
                                  f"connector {ep.connector!r} is not defined "
                                  f"(known: {', '.join(sorted(names))})"))
+        problems.extend((("routes", i, *loc), msg) for loc, msg in envelope_problems(route, rules))
     loop = find_loop(rules.routes)
     if loop:
         first = next(i for i, r in enumerate(rules.routes) if r.name == loop[0])
         problems.append((("routes", first), f"routes loop a message back to its source: {' -> '.join(loop)}"))
     return problems
+
+
+def envelope_problems(route: Route, rules: RulesFile) -> list[tuple[tuple[str, ...], str]]:
+    """The envelope option and reply addressing (docs/json-forms.md, "Request/reply over MQTT 3.1.1")."""
+    out: list[tuple[tuple[str, ...], str]] = []
+    src, dst, opts = route.source, route.target, route.options
+    envelope = opts.mqtt_format == "envelope"
+    if envelope and not (isinstance(src, MqttEndpoint) or isinstance(dst, MqttEndpoint)):
+        out.append((("options", "mqtt_format"), "envelope is a payload format of MQTT: the route has no MQTT end"))
+    if isinstance(src, QueueEndpoint) and (src.reply_to or src.allow):
+        out.append((("from", "reply_to"), "only a target takes its destination from the envelope"))
+    bdest = opts.backout_destination
+    if bdest is not None and (bdest.reply_to or bdest.allow):
+        out.append((("options", "backout_destination", "reply_to"), "a backout destination is fixed"))
+    if isinstance(dst, QueueEndpoint) and dst.reply_to:
+        if not isinstance(src, MqttEndpoint):
+            out.append((("to", "reply_to"), "the envelope comes from MQTT: from must be an mqtt topic filter"))
+        if not envelope:
+            out.append((("to", "reply_to"), "needs options.mqtt_format: envelope (the reply names its "
+                                            "destination in headers.JMSDestination)"))
+        if not dst.allow:
+            out.append((("to", "reply_to"), "give allow: the destinations MQTT clients may send to, by prefix "
+                                            "(e.g. [\"queue://replies.\"])"))
+        kind = rules.connectors[dst.connector].type if dst.connector in rules.connectors else EMBEDDED
+        if kind == EMBEDDED and any(p.startswith("topic://") for p in dst.allow):
+            out.append((("to", "allow"), "the embedded store has queues, not topics"))
+    return out
+
+
+def _reply_prefix_covers(prefixes: tuple[str, ...], ep: QueueEndpoint) -> bool:
+    """Could a reply_to target with these allow prefixes write to the source ``ep``?"""
+    name = f"queue://{ep.queue}" if ep.queue is not None else f"topic://{ep.topic}"
+    literal = re.split(r"[*>#+]", name, maxsplit=1)[0]   # a wildcard source: its literal start
+    return any(name.startswith(p) or (literal != name and p.startswith(literal)) for p in prefixes)
 
 
 def _endpoint_key(ep: MqttEndpoint | QueueEndpoint) -> tuple[str, str]:
@@ -253,7 +304,9 @@ def _feeds(a: Route, b: Route) -> bool:
         literal = TEMPLATE_FIELD.sub(lambda m: "+" if m.group(1).isdigit() else "#", dst.mqtt)
         return filters_overlap(literal, src.mqtt) or topic_matches(src.mqtt, literal)
     if isinstance(dst, QueueEndpoint) and isinstance(src, QueueEndpoint):
-        return _endpoint_key(dst) == _endpoint_key(src)
+        if dst.reply_to and dst.connector == src.connector and _reply_prefix_covers(dst.allow, src):
+            return True   # the envelope may name the source (allow prefix) ...
+        return _endpoint_key(dst) == _endpoint_key(src)   # ... or the fallback is the source
     return False
 
 

@@ -1,0 +1,192 @@
+"""Routes with ``options.mqtt_format: envelope``: the MQTT side carries the whole JMS message as JSON
+(mappings/mqtt_envelope.py), and a ``reply_to`` target sends each reply where its envelope says."""
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from bridge.connectors.base import Inbound, Outbound
+from bridge.route_convert import (
+    Result,
+    RouteConverter,
+    _checked_topic,
+    _persistence,
+    _rename_properties,
+)
+from mappings import mqconst as C
+from mappings.errors import MappingError
+from mappings.jms import Destination, DestinationKind, JmsMessage, jint, jstring
+from mappings.jms_mq import jms_to_mq_bytes, mq_bytes_to_jms
+from mappings.mqmessage import decode_message, encode_message
+from mappings.mqtt import MqttPublication
+from mappings.mqtt_envelope import (
+    DESTINATION_FIELD,
+    STRUCTURE,
+    envelope_payload,
+    envelope_qos,
+    read_envelope,
+    reply_destination,
+)
+from mappings.mqtt_jms import SWIFTMQ_NAMES
+from mappings.report import ConversionReport
+from mappings.rules import MqttEndpoint, QueueEndpoint, Route, mqtt_to_dotted, render_topic
+
+
+class EnvelopeConverter(RouteConverter):
+    """RouteConverter for the MQTT-facing pairs of an envelope route (the rules refuse the others)."""
+
+    def __init__(self, route: Route, source_protocol: str, target_proto: str) -> None:
+        super().__init__(route, source_protocol, target_proto)
+        table = {
+            ("jms", "mqtt"): self._jms_to_envelope,
+            ("mq", "mqtt"): self._mq_to_envelope,
+            ("mqtt", "jms"): self._envelope_to_jms,
+            ("mqtt", "mq"): self._envelope_to_mq,
+        }
+        convert = table.get((source_protocol, target_proto))
+        if convert is None:
+            raise MappingError("mqtt_format envelope needs an MQTT end", structure="route", field=route.name)
+        self.convert = convert
+
+    # -- to MQTT ------------------------------------------------------------------------------------
+
+    def _publication(self, item: Inbound, jms: JmsMessage, topic: str, qos: int) -> Outbound:
+        payload = envelope_payload(jms)
+        pub = MqttPublication(topic=topic, payload=payload, qos=qos, payload_format_indicator=1)
+        return Outbound(item.key, pub, topic, len(payload))
+
+    def _jms_to_envelope(self, item: Inbound) -> Result:
+        jms = item.message
+        assert isinstance(jms, JmsMessage)
+        target = self.route.target
+        assert isinstance(target, MqttEndpoint)
+        topic = _checked_topic(render_topic(target.mqtt, topic=item.destination.replace(".", "/"),
+                                            dest=item.destination))
+        return self._publication(item, jms, topic, envelope_qos(jms)), "publish", ConversionReport()
+
+    def _mq_to_envelope(self, item: Inbound) -> Result:
+        """Topic and QoS exactly as the payload form (mq-telemetry Tables 4-5); the payload is the MQ
+        message read as JMS (the seed's MQJMSTransform), whose findings are what the envelope lost."""
+        raw = item.message
+        assert isinstance(raw, bytes)
+        plain, _, _ = self._mq_to_mqtt(item)
+        pub = plain.message
+        assert isinstance(pub, MqttPublication)
+        jms, report = mq_bytes_to_jms(raw, now_ms=int(time.time() * 1000))
+        if jms.headers.destination is None:   # what a JMS consumer of that queue would see
+            jms = dataclasses.replace(jms, headers=dataclasses.replace(
+                jms.headers, destination=Destination.queue(item.destination)))
+        return self._publication(item, jms, pub.topic, pub.qos), "publish", report
+
+    # -- from MQTT ----------------------------------------------------------------------------------
+
+    def _read(self, item: Inbound, report: ConversionReport) -> tuple[MqttPublication, JmsMessage]:
+        pub = item.message
+        assert isinstance(pub, MqttPublication)
+        jms, found = read_envelope(pub.payload, qos=pub.qos, now_ms=int(time.time() * 1000))
+        report.extend(found)
+        opts = self.route.options
+        if self.target_protocol == "mq":   # seed mq-telemetry Table 1: UserIdentifier (JMSXUserID -> MQMD)
+            jms = _with_user_id(jms, self._user_id(pub), report)
+        elif opts.swiftmq_properties:
+            jms = _with_info_properties(jms, pub, report)
+        jms = _rename_properties(jms, opts.property_map, report)
+        return pub, jms
+
+    def _user_id(self, pub: MqttPublication) -> str | None:
+        opts = self.route.options
+        if opts.user_identifier == "configured":
+            return opts.configured_user_id
+        return pub.username if opts.user_identifier == "user_name" else pub.client_id
+
+    def _fixed(self, pub: MqttPublication) -> Destination | None:
+        target = self.route.target
+        assert isinstance(target, QueueEndpoint)
+        if target.queue is not None:
+            return Destination.queue(target.queue)
+        if target.topic is None:
+            return None
+        if "{" in target.topic:
+            return Destination.topic(mqtt_to_dotted(render_topic(target.topic, topic=pub.topic)))
+        return Destination.topic(target.topic)
+
+    def _addressed(self, pub: MqttPublication, jms: JmsMessage, report: ConversionReport) -> tuple[JmsMessage, str]:
+        """Where the message goes: the envelope's allowed JMSDestination (reply_to targets), else the
+        route's destination. Returns the message with JMSDestination set and the target's destination."""
+        target = self.route.target
+        assert isinstance(target, QueueEndpoint)
+        named = jms.headers.destination
+        fixed = self._fixed(pub)
+        if target.reply_to:
+            dest = reply_destination(jms, target.allow)
+            if dest is None:
+                if fixed is None:
+                    raise MappingError("the envelope names no reply destination and the route has no fallback "
+                                       "queue or topic", structure=STRUCTURE, field=DESTINATION_FIELD)
+                report.defaulted("JMSDestination", f"none in the envelope: the route's fallback {fixed.uri}")
+                dest = fixed
+            elif dest.queue_manager or dest.options:
+                report.dropped("JMSDestination", f"{dest.uri}: the route's connector sends to {dest.name!r} "
+                                                 "on its own queue manager, without URI options")
+                dest = Destination(dest.kind, dest.name)
+        else:
+            assert fixed is not None
+            dest = fixed
+            if named is not None and named != dest:
+                report.dropped("JMSDestination", f"{named.uri}: the route sends to {dest.uri}")
+        jms = dataclasses.replace(jms, headers=dataclasses.replace(jms.headers, destination=dest))
+        topic = dest.kind is DestinationKind.TOPIC
+        if self.target_protocol == "jms":
+            return jms, ("topic:" if topic else "queue:") + dest.name
+        return jms, ("topic:" if topic else "") + dest.name
+
+    def _envelope_to_jms(self, item: Inbound) -> Result:
+        report = ConversionReport()
+        pub, jms = self._read(item, report)
+        jms, dest = self._addressed(pub, jms, report)
+        return Outbound(item.key, jms, dest, len(pub.payload)), type(jms.body).__name__, report
+
+    def _envelope_to_mq(self, item: Inbound) -> Result:
+        """Through the JMS -> MQ mapping (the seed's JMSMQTransform: CorrelId, ReplyToQ/ReplyToQMgr,
+        RFH2 jms/usr folders); the route's persistence/priority overrides as for the payload form."""
+        report = ConversionReport()
+        pub, jms = self._read(item, report)
+        jms, dest = self._addressed(pub, jms, report)
+        data, conv = jms_to_mq_bytes(jms, now_ms=int(time.time() * 1000))
+        report.extend(conv)
+        opts = self.route.options
+        if opts.persistence != "as_source" or opts.priority is not None:
+            msg = decode_message(data)
+            persistent = jms.headers.delivery_mode == 2
+            md = dataclasses.replace(msg.md, persistence=_persistence(self.route, persistent),
+                                     priority=opts.priority if opts.priority is not None else msg.md.priority)
+            data = encode_message(dataclasses.replace(msg, md=md))
+        return Outbound(item.key, data, dest, len(pub.payload)), C.MQFMT_RF_HEADER_2.strip(), report
+
+
+def _with_info_properties(jms: JmsMessage, pub: MqttPublication, report: ConversionReport) -> JmsMessage:
+    """The SwiftMQ informational properties (as mqtt_to_jms adds them): the gateway's values win over
+    same-named envelope properties, so an MQTT client cannot claim another user or client id."""
+    names = SWIFTMQ_NAMES
+    extras = [(names.user_id, None if pub.username is None else jstring(pub.username)),
+              (names.client_id, None if pub.client_id is None else jstring(pub.client_id)),
+              (names.qos, jint(pub.qos))]
+    props = dict(jms.properties.items())
+    for name, value in extras:
+        if name is None or value is None:
+            continue
+        if name in props and props[name] != value:
+            report.dropped(name, "envelope property replaced by the gateway's informational property")
+        props[name] = value
+    return dataclasses.replace(jms, properties=props)
+
+
+def _with_user_id(jms: JmsMessage, user: str | None, report: ConversionReport) -> JmsMessage:
+    """JMSXUserID (-> MQMD.UserIdentifier) is the gateway's to set, from the route's user_identifier."""
+    if user is None:
+        return jms
+    props = dict(jms.properties.items())
+    if "JMSXUserID" in props and props["JMSXUserID"] != jstring(user):
+        report.dropped("JMSXUserID", "envelope property replaced by the route's user_identifier")
+    props["JMSXUserID"] = jstring(user)
+    return dataclasses.replace(jms, properties=props)
