@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from mappings import mqconst as C
 from mappings.mqheaders import Mqdlh, Mqmde
 from mappings.mqmd import Mqmd
+from mappings.mqmessage import build_message, encode_message
 from mappings.rfh2 import Rfh1, Rfh2, RfhElement, RfhFolder
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -23,6 +24,16 @@ def real_message(name: str) -> bytes:
     if not path.is_file():
         pytest.skip(f"real captured MQ message {path} not present (third-party data, not in the repo)")
     return bytes.fromhex("".join(path.read_text().split()))
+
+
+def usr_message(n: int, region: str, *, priority: int = 4, persistent: bool = True) -> bytes:
+    """An MQ message as a JMS application puts it: RFH2 usr folder (region String, n int), mqps Top
+    ``out/<n>``, body ``m<n>`` — for selector tests (``region = 'eu' AND n > 1``)."""
+    usr = RfhFolder("usr", (RfhElement("region", region), RfhElement("n", str(n), dt="i4")))
+    mqps = RfhFolder("mqps", (RfhElement("Top", f"out/{n}"),))
+    md = Mqmd(format=C.MQFMT_RF_HEADER_2, priority=priority,
+              persistence=C.MQPER_PERSISTENT if persistent else C.MQPER_NOT_PERSISTENT)
+    return encode_message(build_message(md, (Rfh2(folders=(usr, mqps)),), f"m{n}".encode()))
 
 
 # --- strategies --------------------------------------------------------------------------------

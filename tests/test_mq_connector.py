@@ -32,6 +32,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 import types
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -45,12 +46,15 @@ import pytest
 import bridge.connectors.mq as mq
 from bridge.connectors.base import ConnectorError, Inbound, Outbound, Target
 from bridge.connectors.embedded import QueueStore
+from bridge.route_selector import mq_view
 from bridge.router import CONNECTOR_FACTORIES, Router, RouteSetupError, backout_queue_name
 from mappings import mqconst as C
 from mappings.errors import MappingError
 from mappings.mqmessage import decode_message
 from mappings.mqtt_mq import subscription_name
 from mappings.rules import MqConnector, parse_rules
+from mappings.selector import compile_selector
+from tests.mq_support import usr_message
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "messages"
 LITTLE = sys.byteorder == "little"
@@ -151,8 +155,10 @@ def _isolated_imports() -> Iterator[None]:
 
 
 def _ibmmq_python_layer() -> types.SimpleNamespace | None:
-    """IBM's ibmmq MD class and CMQC/CMQXC constants, loaded from the installed wheel without its C
-    extension (which needs libmqm_r.so). None when ibmmq is not installed."""
+    """IBM's ibmmq MD, OD and SD classes and CMQC/CMQXC constants, loaded from the installed wheel without
+    its C extension (which needs libmqm_r.so; OD asks it only for the MQOD version it was built with,
+    which a stand-in module answers: 4, the MQ V7+ MQOD with SelectionString). None when ibmmq is not
+    installed."""
     spec = importlib.util.find_spec("ibmmq")
     if spec is None or spec.origin is None:
         return None
@@ -164,8 +170,14 @@ def _ibmmq_python_layer() -> types.SimpleNamespace | None:
         sys.path.insert(0, str(pkgdir))
         pkg.CMQC = importlib.import_module("ibmmq.CMQC")  # type: ignore[attr-defined]
         pkg.CMQXC = importlib.import_module("ibmmq.CMQXC")  # type: ignore[attr-defined]
+        c_ext = types.ModuleType("ibmmq.ibmmqc")
+        c_ext.__strucversions__ = {"od": 4}  # type: ignore[attr-defined]
+        pkg.ibmmqc = c_ext  # type: ignore[attr-defined]
+        sys.modules["ibmmq.ibmmqc"] = sys.modules["ibmmqc"] = c_ext
         md_module = importlib.import_module("mqmd")
-        return types.SimpleNamespace(MD=md_module.MD, CMQC=pkg.CMQC, CMQXC=pkg.CMQXC)  # type: ignore[attr-defined]
+        return types.SimpleNamespace(MD=md_module.MD, OD=importlib.import_module("mqod").OD,
+                                     SD=importlib.import_module("mqsd").SD,
+                                     CMQC=pkg.CMQC, CMQXC=pkg.CMQXC)  # type: ignore[attr-defined]
 
 
 IBMMQ = _ibmmq_python_layer()
@@ -254,6 +266,13 @@ class FakeMQMIError(Exception):
 class Stored:
     md: bytes          # the MD as the queue manager keeps it (packed native structure)
     data: bytes
+    seq: int = 0       # arrival order: a backed-out message goes back to its place
+
+
+def _stored_view(md_class: Any, s: Stored) -> dict[str, Any]:  # noqa: ANN401
+    """What an MQ V7+ selection string is evaluated against: the JMS view of the message as stored
+    (IBM's packed MD + data), the MQMD/RFH2 -> JMS mapping of IBM MQ classes for JMS."""
+    return mq_view(mq.join_message(mq.read_md(md_class().unpack(s.md)), s.data), time.time())
 
 
 @dataclass
@@ -271,6 +290,7 @@ class FakeQueueManager:
     connects: list[dict[str, Any]] = field(default_factory=list)
     opens: list[tuple[str, str, int]] = field(default_factory=list)
     sub_calls: list[dict[str, Any]] = field(default_factory=list)
+    selections: dict[str, str | None] = field(default_factory=dict)   # queue or subscription -> SelectionString
     closes: list[tuple[str, int]] = field(default_factory=list)
     commits: int = 0
     backouts: int = 0
@@ -282,6 +302,17 @@ class FakeQueueManager:
     def queue(self, name: str) -> deque[Stored]:
         return self.queues.setdefault(name, deque())
 
+    def arrive(self, name: str, s: Stored) -> None:
+        self.counter += 1
+        s.seq = self.counter
+        self.queue(name).append(s)
+
+    def put_back(self, name: str, s: Stored) -> None:
+        """A got message backed out: to its place by arrival order (selection may have skipped others)."""
+        q = self.queue(name)
+        at = next((i for i, other in enumerate(q) if other.seq > s.seq), len(q))
+        q.insert(at, s)
+
     def preload(self, name: str, data: bytes, backout: int = 0) -> None:
         """A message as another application's committed MQPUT leaves it (MsgId assigned if none)."""
         md, body = mq.split_message(data)
@@ -290,7 +321,7 @@ class FakeQueueManager:
         if md.msg_id == C.MQMI_NONE:
             self.counter += 1
             values["MsgId"] = b"AMQ FAKE        " + self.counter.to_bytes(8, "big")
-        self.queue(name).append(Stored(self.md_class(**values).pack(), body))
+        self.arrive(name, Stored(self.md_class(**values).pack(), body))
 
     def break_connections(self) -> None:
         """The network drops every connection: the QM backs out their units of work."""
@@ -322,14 +353,14 @@ class FakeConn:
                 if dest.startswith("topic:"):
                     for name, topic in self.qm.subs.items():
                         if topic == dest[6:]:
-                            self.qm.queue("SUBQ." + name).append(s)
+                            self.qm.arrive("SUBQ." + name, Stored(s.md, s.data))
                 else:
-                    self.qm.queue(dest).append(s)
-        else:   # gets go back to the front of their queue, BackoutCount + 1
+                    self.qm.arrive(dest, s)
+        else:   # gets go back to their place in their queue, BackoutCount + 1
             for dest, s in reversed(self.uow_gets):
                 md = self.qm.md_class().unpack(s.md)
                 md.BackoutCount += 1
-                self.qm.queue(dest).appendleft(Stored(md.pack(), s.data))
+                self.qm.put_back(dest, Stored(md.pack(), s.data, s.seq))
         self.uow_puts.clear()
         self.uow_gets.clear()
 
@@ -365,9 +396,37 @@ def make_fake_mqi(qm: FakeQueueManager, *, with_csp: bool = True) -> types.Modul
     class SD(_Opts):
         defaults = {"Options": 0, "ObjectName": b""}
 
-        def set_vs(self, name: str, value: bytes) -> None:
+        def set_vs(self, name: str, value: bytes, vs_offset: int = 0, vs_buffer_size: int = 0,
+                   vs_ccsid: int = 0) -> None:
             assert isinstance(value, bytes)
             setattr(self, name, value)
+            setattr(self, name + "VSCCSID", vs_ccsid)
+
+    class StandInOD(_Opts):
+        """Used only where ibmmq is absent; otherwise the fake is given IBM's own OD class."""
+
+        defaults = {"Version": 1, "ObjectName": b"", "SelectionStringVSCCSID": 0}
+
+        def set_vs(self, name: str, value: bytes, vs_offset: int = 0, vs_buffer_size: int = 0,
+                   vs_ccsid: int = 0) -> None:
+            assert isinstance(value, bytes)
+            setattr(self, "_" + name, value)
+            setattr(self, name + "VSCCSID", vs_ccsid)
+
+        def get_vs(self, name: str) -> bytes | None:
+            return getattr(self, "_" + name, None)
+
+    def _selection(value: bytes | None, ccsid: int) -> str | None:
+        """MQOPEN/MQSUB checks of a SelectionString: it must parse (else MQRC_SELECTOR_SYNTAX_ERROR)."""
+        if not value:
+            return None
+        assert ccsid == 1208, "the connector passes its selection string as UTF-8"
+        text = value.decode("utf-8")
+        try:
+            compile_selector(text)
+        except MappingError:
+            raise FakeMQMIError(2, mq.MQRC_SELECTOR_SYNTAX_ERROR) from None
+        return text
 
     class QueueManager:
         def __init__(self, name: object) -> None:
@@ -415,20 +474,35 @@ def make_fake_mqi(qm: FakeQueueManager, *, with_csp: bool = True) -> types.Modul
         md.MsgId = stored.MsgId
         return Stored(stored.pack(), b"")
 
-    def _get(conn: FakeConn, qname: str, md: Any, gmo: Any) -> bytes:  # noqa: ANN401
+    def _get(conn: FakeConn, qname: str, md: Any, gmo: Any, selection: str | None = None) -> bytes:  # noqa: ANN401
+        """The first message on the queue, or with a selection string the first that matches it; the
+        others stay where they are."""
         assert gmo.Options & mq.MQGMO_SYNCPOINT and gmo.Options & mq.MQGMO_PROPERTIES_FORCE_MQRFH2
         q = qm.queue(qname)
-        if not q:
+        sel = compile_selector(selection) if selection is not None else None
+        at = next((i for i, s in enumerate(q) if sel is None or sel.matches(_stored_view(qm.md_class, s))), None)
+        if at is None:
             raise FakeMQMIError(2, mq.MQRC_NO_MSG_AVAILABLE)
-        s = q.popleft()
+        s = q[at]
+        del q[at]
         conn.uow_gets.append((qname, s))
         md.unpack(s.md)
         return s.data
 
     class Queue:
-        def __init__(self, qmgr: QueueManager, name: str, opts: int) -> None:
+        def __init__(self, qmgr: QueueManager, desc: str | Any, opts: int) -> None:  # noqa: ANN401
             conn = qmgr._c()
+            self.selection: str | None = None
+            if isinstance(desc, str):
+                name = desc
+            else:   # an MQOD: MQ V7+ (Version 4) for a SelectionString, which needs MQOO_INPUT_*
+                name = bytes(desc.ObjectName).rstrip(b"\x00 ").decode()
+                value = desc.get_vs("SelectionString")
+                if value:
+                    assert desc.Version >= 4 and opts & mq.MQOO_INPUT_AS_Q_DEF
+                self.selection = _selection(value, desc.SelectionStringVSCCSID)
             qm.opens.append(("queue", name, opts))
+            qm.selections[name] = self.selection
             if opts & mq.MQOO_OUTPUT and not qm.put_allowed or (
                     opts & mq.MQOO_SET_IDENTITY_CONTEXT and not qm.setid_allowed):
                 raise FakeMQMIError(2, mq.MQRC_NOT_AUTHORIZED)
@@ -442,7 +516,7 @@ def make_fake_mqi(qm: FakeQueueManager, *, with_csp: bool = True) -> types.Modul
         def get(self, max_length: object, md: Any, gmo: Any) -> bytes:  # noqa: ANN401
             assert max_length is None   # whole message, however long
             self.conn.check()
-            return _get(self.conn, self.name, md, gmo)
+            return _get(self.conn, self.name, md, gmo, self.selection)
 
         def close(self, options: int = 0) -> None:
             qm.closes.append((self.name, options))
@@ -477,19 +551,23 @@ def make_fake_mqi(qm: FakeQueueManager, *, with_csp: bool = True) -> types.Modul
             obj = sub_desc.ObjectName.decode() if sub_desc.ObjectName else ""
             base = qm.topic_objects.get(obj, "")
             rest = getattr(sub_desc, "ObjectString", b"").decode()
+            self.selection = _selection(getattr(sub_desc, "SelectionString", None),
+                                        getattr(sub_desc, "SelectionStringVSCCSID", 0))
             qm.sub_calls.append({"name": name, "options": sub_desc.Options, "object": obj, "string": rest})
             qm.subs[name] = f"{base}/{rest}" if base and rest else base or rest
+            qm.selections[name] = self.selection
             self.name = name
 
         def get(self, max_length: object, md: Any, gmo: Any) -> bytes:  # noqa: ANN401
             self.conn.check()
-            return _get(self.conn, "SUBQ." + self.name, md, gmo)
+            return _get(self.conn, "SUBQ." + self.name, md, gmo, self.selection)
 
         def close(self, sub_close_options: int = 0, close_sub_queue: bool = False) -> None:
             qm.closes.append((f"sub {self.name}", sub_close_options))
 
     for obj in (CD, SCO, PMO, GMO, SD, QueueManager, Queue, Topic, Subscription):
         setattr(mod, obj.__name__, obj)
+    mod.OD = IBMMQ.OD if IBMMQ is not None else StandInOD  # type: ignore[attr-defined]
     if with_csp:
         mod.CSP = CSP  # type: ignore[attr-defined]
     mod.MD = qm.md_class  # type: ignore[attr-defined]
@@ -892,6 +970,108 @@ routes:
     assert all(not c.alive for c in qm.conns)
 
 
+def _n(item: Inbound | Stored) -> int:
+    """The usr property ``n`` of a received or a still-queued message."""
+    if isinstance(item, Inbound):
+        data = item.message
+    else:
+        data = mq.join_message(mq.read_md(MD_CLASS().unpack(item.md)), item.data)
+    return int(mq_view(data, time.time())["n"])  # type: ignore[arg-type]
+
+
+def test_selector_is_the_mqod_selection_string_and_the_rest_stay_in_order(
+        qm: FakeQueueManager, fake: types.ModuleType) -> None:
+    """MQ V7+ message selection: the queue manager hands out only the matching messages; the others stay
+    on the queue, in order, for other consumers. The fake evaluates the SelectionString on the message
+    as stored (IBM's packed MD + data) with mappings.selector."""
+    for i, region in enumerate(["us", "eu", "eu", "us", "eu", "us"]):
+        qm.preload("IN", usr_message(i, region))
+    selector = "region = 'eu' AND n > 1"
+    source = mq.MqSource(_conn(fake), mq.MqSourceSpec("IN", None, "", {}, selector))
+
+    async def go() -> tuple[list[int], list[int]]:
+        first = await source.receive(10)
+        await source.backout(first)               # MQBACK: back to their places, BackoutCount 1
+        again = await source.receive(10)
+        await source.confirm(again)
+        await source.close()
+        return [_n(i) for i in first], [i.redelivery_count for i in again]
+
+    got, counts = _run(go())
+    assert got == [2, 4] and counts == [1, 1]
+    assert [_n(s) for s in qm.queues["IN"]] == [0, 1, 3, 5]     # untouched, in arrival order
+    assert qm.selections["IN"] == selector
+    assert qm.opens[0] == ("queue", "IN", mq.MQOO_INPUT_AS_Q_DEF | mq.MQOO_FAIL_IF_QUIESCING)
+    if IBMMQ is not None:
+        assert fake.OD is IBMMQ.OD     # IBM's own MQOD took our SelectionString (Version 4, UTF-8)
+
+
+def test_without_a_selector_the_queue_is_opened_by_name(qm: FakeQueueManager, fake: types.ModuleType) -> None:
+    qm.preload("IN", usr_message(1, "us"))
+    source = mq.MqSource(_conn(fake), mq.MqSourceSpec("IN", None, "", {}))
+
+    async def go() -> int:
+        items = await source.receive(5)
+        await source.confirm(items)
+        await source.close()
+        return len(items)
+
+    assert _run(go()) == 1 and qm.selections["IN"] is None
+
+
+def test_a_selection_string_the_queue_manager_refuses_names_the_selector(
+        qm: FakeQueueManager, fake: types.ModuleType) -> None:
+    conn = _conn(fake)
+    spec = mq.MqSourceSpec("IN", None, "", {}, "region = ")   # the rules file would refuse it first
+    with pytest.raises(ConnectorError) as info:
+        _run(conn.call(conn._sync_get, spec, 5))
+    assert "refused the route's selector 'region = '" in str(info.value) and "2459" in str(info.value)
+    _run(conn.close())
+
+
+def test_route_selector_reaches_the_queue_and_the_subscription(qm: FakeQueueManager, fake: types.ModuleType) -> None:
+    rules = parse_rules("""
+connectors:
+  qm1: {type: mq, queue_manager: QM1}
+routes:
+  - name: from-q
+    from: {connector: qm1, queue: IN}
+    to: {mqtt: "out/{topic}"}
+    options: {selector: "JMSPriority >= 5"}
+  - name: from-topic
+    from: {connector: qm1, topic: sensors/hall}
+    to: {mqtt: "hall"}
+    options: {selector: "region = 'eu'", admin_topics: {SENSORS: sensors}}
+""")
+    q_route, t_route = rules.routes
+    q_source = CONNECTOR_FACTORIES["mq"](rules, q_route, q_route.source, "source")
+    t_source = CONNECTOR_FACTORIES["mq"](rules, t_route, t_route.source, "source")
+    assert isinstance(q_source, mq.MqSource) and isinstance(t_source, mq.MqSource)
+    assert q_source.spec.selector == "JMSPriority >= 5" and t_source.spec.selector == "region = 'eu'"
+    qm.preload("IN", usr_message(1, "us", priority=4))
+    qm.preload("IN", usr_message(2, "us", priority=7))
+    target = mq.MqTarget(_conn(fake, name="pub"), {})
+
+    async def go() -> tuple[list[int], list[int]]:
+        from_q = await q_source.receive(10)
+        await q_source.confirm(from_q)
+        task = asyncio.ensure_future(t_source.receive(10))   # subscribes, then waits
+        while not qm.sub_calls:
+            await asyncio.sleep(0.01)
+        await target.send([Outbound("a", usr_message(3, "us"), "topic:sensors/hall"),
+                           Outbound("b", usr_message(4, "eu"), "topic:sensors/hall")])
+        from_t = await task
+        await t_source.confirm(from_t)
+        for c in (q_source, t_source, target):
+            await c.close()
+        return [_n(i) for i in from_q], [_n(i) for i in from_t]
+
+    from_q, from_t = _run(go())
+    assert from_q == [2] and [_n(s) for s in qm.queues["IN"]] == [1]
+    assert from_t == [4] and qm.selections[t_route.source.subscription or qm.sub_calls[0]["name"]] == "region = 'eu'"
+    assert [_n(s) for s in qm.queues["SUBQ." + qm.sub_calls[0]["name"]]] == [3]   # stays on the managed queue
+
+
 def test_missing_library_is_one_clear_error() -> None:
     def nothing(name: str) -> types.ModuleType:
         raise ModuleNotFoundError(f"No module named {name!r}", name=name)
@@ -987,3 +1167,26 @@ def test_real_queue_manager_put_get_backout_commit() -> None:
         await target.close()
 
     _run(go())
+
+
+@real_qmgr
+def test_real_queue_manager_selection_string() -> None:
+    """The queue manager itself evaluates the route's selector (MQOD SelectionString, MQ V7+)."""
+    queue = os.environ.get("MQBRIDGE_TEST_QUEUE", "DEV.QUEUE.1")
+    config = _real_config()
+    target = mq.MqTarget(mq.MqConnection("real-put", config), {})
+    source = mq.MqSource(mq.MqConnection("real-sel", config),
+                         mq.MqSourceSpec(queue, None, "", {}, "region = 'eu' AND n > 1"))
+    drain = mq.MqSource(mq.MqConnection("real-drain", config), mq.MqSourceSpec(queue, None, "", {}))
+
+    async def go() -> tuple[list[int], list[int]]:
+        await target.send([Outbound(str(i), usr_message(i, r), queue) for i, r in enumerate(["eu", "us", "eu"])])
+        got = await source.receive(10)
+        await source.confirm(got)
+        rest = await drain.receive(10)
+        await drain.confirm(rest)
+        for c in (source, drain, target):
+            await c.close()
+        return [_n(i) for i in got], [_n(i) for i in rest]
+
+    assert _run(go()) == ([2], [0, 1])

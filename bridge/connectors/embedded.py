@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import itertools
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -22,9 +23,12 @@ from pathlib import Path
 from typing import TypeVar
 
 from bridge.connectors.base import ConnectorError, Inbound, Outbound, Source, Target
+from bridge.route_selector import SourceSelector
 from mappings import mqconst as C
+from mappings.errors import MappingError
 
 T = TypeVar("T")
+log = logging.getLogger("mqbridge.embedded")
 
 MSGID_OFFSET = 48
 MSGID_LENGTH = 24
@@ -168,21 +172,36 @@ class QueueStore:
         return StoredQueueMessage(row[0], row[1], bytes(row[2]), _with_backout(bytes(row[3]), row[5]),
                                   row[4], row[5])
 
-    def get_locked(self, queue: str, limit: int = 64) -> list[StoredQueueMessage]:
+    def get_locked(self, queue: str, limit: int = 64,
+                   select: Callable[[StoredQueueMessage], bool] | None = None) -> list[StoredQueueMessage]:
         """Get under syncpoint: the oldest messages not already handed out, kept in the store until
-        ``confirm`` (commit) or ``backout``. A crash before confirm leaves them for the next run."""
+        ``confirm`` (commit) or ``backout``. A crash before confirm leaves them for the next run.
+
+        With ``select`` (a route's selector), a message it refuses is skipped: it stays where it is, in
+        its place, for other consumers, and the ones after it are still handed out in order. ``select``
+        runs under the store lock, so it must be quick (StoreSelection remembers its verdicts). Skipped
+        messages are read again on every call: the cost of a get is the depth of the non-matching
+        messages ahead of the matching ones (SQLite row reads once the verdicts are known)."""
+        out: list[StoredQueueMessage] = []
+        page = limit + len(self._locked)
+        after = 0
         with self._lock:
-            rows = self._db.execute(
-                "SELECT seq, queue, msg_id, data, put_time, backout_count FROM queue_messages "
-                "WHERE queue=? ORDER BY seq LIMIT ?", (queue, limit + len(self._locked))).fetchall()
-            out = []
-            for r in rows:
-                if r[0] in self._locked:
-                    continue
-                self._locked.add(r[0])
-                out.append(StoredQueueMessage(r[0], r[1], bytes(r[2]), _with_backout(bytes(r[3]), r[5]),
-                                              r[4], r[5]))
-                if len(out) >= limit:
+            while len(out) < limit:
+                rows = self._db.execute(
+                    "SELECT seq, queue, msg_id, data, put_time, backout_count FROM queue_messages "
+                    "WHERE queue=? AND seq>? ORDER BY seq LIMIT ?", (queue, after, page)).fetchall()
+                for r in rows:
+                    after = r[0]
+                    if r[0] in self._locked:
+                        continue
+                    msg = StoredQueueMessage(r[0], r[1], bytes(r[2]), _with_backout(bytes(r[3]), r[5]), r[4], r[5])
+                    if select is not None and not select(msg):
+                        continue
+                    self._locked.add(r[0])
+                    out.append(msg)
+                    if len(out) >= limit:
+                        break
+                if len(rows) < page:
                     break
         return out
 
@@ -269,14 +288,60 @@ class EmbeddedTarget(Target):
             raise ConnectorError(f"embedded queue store: {exc}") from exc
 
 
+class StoreSelection:
+    """A route's selector over the messages of an embedded queue (JMS semantics: a message that does not
+    match stays on the queue for other consumers). Each verdict is kept per (seq, BackoutCount) — a
+    stored message changes only in its BackoutCount, which JMSRedelivered/JMSXDeliveryCount show — so
+    a message is converted to its JMS view once, not on every poll. A message that cannot be read as
+    JMS (its view fails) is never selected, as a queue manager never selects a message whose
+    properties it cannot parse; it is logged once and stays on the queue."""
+
+    def __init__(self, selector: SourceSelector, queue: str) -> None:
+        self.selector = selector
+        self.queue = queue
+        self.verdicts: dict[int, tuple[int, bool]] = {}
+        self.evaluated = 0          # JMS views built (for tests and the benchmark)
+        self._seen: set[int] = set()
+
+    def begin_scan(self) -> None:
+        self._seen.clear()
+
+    def end_scan(self, complete: bool) -> None:
+        """After a get that read the queue to its end, forget the verdicts of messages no longer on it
+        (taken by another consumer, e.g. a route with the complementary selector)."""
+        if complete and len(self.verdicts) > len(self._seen):
+            self.verdicts = {seq: v for seq, v in self.verdicts.items() if seq in self._seen}
+
+    def __call__(self, msg: StoredQueueMessage) -> bool:
+        self._seen.add(msg.seq)
+        known = self.verdicts.get(msg.seq)
+        if known is not None and known[0] == msg.backout_count:
+            return known[1]
+        self.evaluated += 1
+        try:
+            verdict = self.selector.matches(msg.data, msg.put_time)
+        except MappingError as exc:
+            log.warning("queue %s: message %s cannot be read as JMS for the selector %r, left on the queue: %s",
+                        self.queue, msg.msg_id.hex(), self.selector.text, exc)
+            verdict = False
+        self.verdicts[msg.seq] = (msg.backout_count, verdict)
+        return verdict
+
+    def forget(self, seqs: list[int]) -> None:
+        """The messages are gone from the queue (confirmed): drop their verdicts."""
+        for seq in seqs:
+            self.verdicts.pop(seq, None)
+
+
 class EmbeddedSource(Source):
     def __init__(self, store: QueueStore, queue: str, executor: Executor,
-                 poll_min: float = 0.02, poll_max: float = 0.5) -> None:
+                 poll_min: float = 0.02, poll_max: float = 0.5, selector: SourceSelector | None = None) -> None:
         self.store = store
         self.queue = queue
         self.executor = executor
         self.poll_min = poll_min
         self.poll_max = poll_max
+        self.selection = StoreSelection(selector, queue) if selector is not None else None
 
     async def start(self) -> None:
         return None
@@ -287,7 +352,11 @@ class EmbeddedSource(Source):
     async def receive(self, max_items: int) -> list[Inbound]:
         delay = self.poll_min
         while True:
-            rows = await self._run(self.store.get_locked, self.queue, max_items)
+            if self.selection is not None:
+                self.selection.begin_scan()
+            rows = await self._run(self.store.get_locked, self.queue, max_items, self.selection)
+            if self.selection is not None:   # fewer than asked: the get read the whole queue
+                self.selection.end_scan(complete=len(rows) < max_items)
             if rows:
                 break
             await asyncio.sleep(delay)   # another process may put: poll, backing off while idle
@@ -308,7 +377,10 @@ class EmbeddedSource(Source):
         return out
 
     async def confirm(self, items: list[Inbound]) -> None:
-        await self._run(self.store.confirm, [int(i.handle) for i in items])  # type: ignore[call-overload]
+        seqs = [int(i.handle) for i in items]  # type: ignore[call-overload]
+        await self._run(self.store.confirm, seqs)
+        if self.selection is not None:
+            self.selection.forget(seqs)
 
     async def backout(self, items: list[Inbound]) -> None:
         await self._run(self.store.backout, [int(i.handle) for i in items])  # type: ignore[call-overload]

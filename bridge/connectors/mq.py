@@ -67,6 +67,8 @@ MQCHT_CLNTCONN = 6
 MQXPT_TCP = 2
 MQCD_VERSION_7 = 7
 MQCSP_AUTH_USER_ID_AND_PWD = 1
+MQOD_VERSION_4 = 4          # the first MQOD with a SelectionString (MQ V7)
+SELECTOR_CCSID = 1208       # the selection string is passed as UTF-8
 
 MQRC_BACKED_OUT = 2003
 MQRC_CONNECTION_BROKEN = 2009
@@ -84,6 +86,17 @@ MQRC_HOST_NOT_AVAILABLE = 2538
 MQRC_RECONNECT_FAILED = 2548
 MQRC_CALL_INTERRUPTED = 2549
 MQRC_CONNECTION_ERROR = 2273
+MQRC_SELECTOR_SYNTAX_ERROR = 2459
+MQRC_SELECTOR_ALWAYS_FALSE = 2504
+MQRC_SELECTOR_INVALID_FOR_TYPE = 2516
+MQRC_SELECTION_STRING_ERROR = 2519
+MQRC_SELECTION_NOT_AVAILABLE = 2551
+
+#: Reason codes with which the queue manager refuses a selection string (MQOPEN/MQSUB).
+SELECTOR_REASONS = frozenset({
+    MQRC_SELECTOR_SYNTAX_ERROR, MQRC_SELECTOR_ALWAYS_FALSE, MQRC_SELECTOR_INVALID_FOR_TYPE,
+    MQRC_SELECTION_STRING_ERROR, MQRC_SELECTION_NOT_AVAILABLE,
+})
 
 #: Reason codes after which the connection is dropped and made again (with backoff).
 RECONNECT_REASONS = frozenset({
@@ -442,13 +455,23 @@ class MqConnection:
                     self._drop()
 
     def _input(self, source: MqSourceSpec) -> Any:  # noqa: ANN401
-        """The object to MQGET from: the queue, or the managed queue of the durable subscription."""
+        """The object to MQGET from: the queue, or the managed queue of the durable subscription. A
+        route's selector goes to the queue manager as the SelectionString of the MQOD (queue) or MQSD
+        (subscription): MQ V7+ message selection, which takes the JMS header names and evaluates them
+        on the MQMD/RFH2 as IBM MQ classes for JMS map them, so a message that does not match stays on
+        the queue for other consumers."""
         mqi = self.mqi
         qmgr = self.qmgr
         if source.queue is not None:
             key = (source.queue, -1)
             if key not in self._queues:
-                self._queues[key] = mqi.Queue(qmgr, source.queue, MQOO_INPUT_AS_Q_DEF | MQOO_FAIL_IF_QUIESCING)
+                desc: Any = source.queue
+                if source.selector:
+                    desc = mqi.OD()
+                    desc.ObjectName = source.queue.encode()
+                    desc.Version = max(int(getattr(desc, "Version", MQOD_VERSION_4)), MQOD_VERSION_4)
+                    desc.set_vs("SelectionString", source.selector.encode("utf-8"), vs_ccsid=SELECTOR_CCSID)
+                self._queues[key] = mqi.Queue(qmgr, desc, MQOO_INPUT_AS_Q_DEF | MQOO_FAIL_IF_QUIESCING)
             return self._queues[key]
         name = source.subscription
         if name not in self._subs:
@@ -460,6 +483,8 @@ class MqConnection:
                 sd.ObjectName = obj.encode()
             if rest:
                 sd.set_vs("ObjectString", rest.encode("utf-8"))
+            if source.selector:
+                sd.set_vs("SelectionString", source.selector.encode("utf-8"), vs_ccsid=SELECTOR_CCSID)
             sub = mqi.Subscription(qmgr)
             sub.sub(sub_desc=sd)
             self._subs[name] = sub
@@ -490,7 +515,10 @@ class MqConnection:
             if not _is_mqi_error(mqi, exc):
                 raise
             self._try_backout()
-            raise self._fail(f"get from {source.describe()}", exc) from exc
+            what = f"get from {source.describe()}"
+            if _reason(exc) in SELECTOR_REASONS:
+                what += f" (the queue manager refused the route's selector {source.selector!r})"
+            raise self._fail(what, exc) from exc
         return self.generation, out
 
     def _sync_end(self, generation: int, commit: bool) -> bool:
@@ -533,6 +561,7 @@ class MqSourceSpec:
     topic: str | None
     subscription: str
     topics: Mapping[str, str]
+    selector: str | None = None         # the route's selector: the SelectionString of the MQOD/MQSD
 
     def describe(self) -> str:
         return f"queue {self.queue}" if self.queue is not None else \
@@ -661,7 +690,8 @@ def make_connector(rules: RulesFile, route: Route, endpoint: QueueEndpoint, role
     sub = endpoint.subscription
     if endpoint.topic is not None and sub is None:
         sub = subscription_name(route_client_id(route.name), endpoint.topic)
-    return MqSource(conn, MqSourceSpec(endpoint.queue, endpoint.topic, sub or "", topics))
+    selector = route.options.selector if route.options.selector and route.options.selector.strip() else None
+    return MqSource(conn, MqSourceSpec(endpoint.queue, endpoint.topic, sub or "", topics, selector))
 
 
 def register() -> None:
