@@ -1,0 +1,131 @@
+"""EnvelopeConverter (bridge/route_envelope.py) on plain values: addressing, fallback, templates, the
+gateway's informational properties, MQ persistence overrides, and the MQ -> MQTT topic and QoS."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from bridge.connectors.base import Inbound
+from bridge.route_envelope import EnvelopeConverter
+from mappings import mqconst as C
+from mappings.errors import MappingError
+from mappings.jms import Destination, JmsMessage, TextBody, jint, jstring
+from mappings.mqmd import Mqmd
+from mappings.mqmessage import build_message, decode_message, encode_message
+from mappings.mqtt import MqttPublication
+from mappings.rfh2 import Rfh2, RfhElement, RfhFolder
+from mappings.rules import Route, parse_rules
+
+
+def route(yaml_route: str, connectors: str = "connectors: {amq: {type: jms}}\n") -> Route:
+    return parse_rules(connectors + "routes:\n" + yaml_route).routes[0]
+
+
+def from_mqtt(payload: object, topic: str = "rep/x", qos: int = 1, client: str = "svc",
+              user: str | None = None) -> Inbound:
+    data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+    pub = MqttPublication(topic, data, qos=qos, client_id=client, username=user)
+    return Inbound("k", "mqtt", pub, "publish", len(data), topic, time.time(), client_id=client, qos=qos)
+
+
+REPLY = """\
+  - name: rep
+    from: {mqtt: "rep/#"}
+    to: {connector: amq, reply_to: true, allow: ["queue://r.", "topic://t."]%s}
+    options: {mqtt_format: envelope}
+"""
+
+
+def test_reply_to_target_addresses_queue_and_topic_by_the_envelope() -> None:
+    conv = EnvelopeConverter(route(REPLY % ""), "mqtt", "jms")
+    out, kind, report = conv.convert(from_mqtt({"headers": {"JMSDestination": "queue:///r.1"}}))
+    assert out.destination == "queue:r.1" and kind == "NoBody" and not report
+    assert isinstance(out.message, JmsMessage) and out.message.headers.destination == Destination.queue("r.1")
+    out, _, _ = conv.convert(from_mqtt({"headers": {"JMSDestination": "topic://t.a/b"}}))
+    assert out.destination == "topic:t.a/b"
+
+
+def test_fallback_is_used_and_reported_only_when_the_envelope_names_nothing() -> None:
+    conv = EnvelopeConverter(route(REPLY % ", topic: t.lost"), "mqtt", "jms")
+    out, _, report = conv.convert(from_mqtt({"body": {"type": "jms_text", "text": "x"}}))
+    assert out.destination == "topic:t.lost"
+    assert [(f.change.value, f.name) for f in report.findings] == [("defaulted", "JMSDestination")]
+    with pytest.raises(MappingError, match="headers.JMSDestination: 'queue:///q.other' is not an allowed"):
+        conv.convert(from_mqtt({"headers": {"JMSDestination": "queue:///q.other"}}))
+
+
+def test_fixed_target_wins_over_the_envelope_destination_and_says_so() -> None:
+    conv = EnvelopeConverter(route("""\
+  - name: fixed
+    from: {mqtt: "in/#"}
+    to: {connector: amq, topic: "out/{2}"}   # MQTT levels, written as ActiveMQ dots
+    options: {mqtt_format: envelope}
+"""), "mqtt", "jms")
+    out, _, report = conv.convert(from_mqtt({"headers": {"JMSDestination": "queue:///elsewhere"}}, topic="in/a/b"))
+    assert out.destination == "topic:out.a"
+    assert [(f.change.value, f.name) for f in report.findings] == [("dropped", "JMSDestination")]
+    out, _, report = conv.convert(from_mqtt({}, topic="in/z/y"))
+    assert out.destination == "topic:out.z" and not report
+
+
+def test_gateway_informational_properties_cannot_be_spoofed_by_the_envelope() -> None:
+    conv = EnvelopeConverter(route(REPLY % ""), "mqtt", "jms")
+    out, _, report = conv.convert(from_mqtt({"headers": {"JMSDestination": "queue:///r.1"},
+                                             "properties": {"JMS_SWIFTMQ_CID": "admin", "JMSXUserID": "root"}},
+                                            client="svc", user="bob", qos=2))
+    props = out.message.properties  # type: ignore[attr-defined]
+    assert props["JMS_SWIFTMQ_CID"] == jstring("svc") and props["JMSXUserID"] == jstring("bob")
+    assert props["JMS_SWIFTMQ_MQTT_PUBQOS"] == jint(2)
+    assert {f.name for f in report.findings if f.change.value == "dropped"} == {"JMS_SWIFTMQ_CID", "JMSXUserID"}
+
+
+def test_mq_target_persistence_priority_and_user_identifier_options() -> None:
+    conv = EnvelopeConverter(route("""\
+  - name: m
+    from: {mqtt: "in/#"}
+    to: {queue: Q.OUT}
+    options: {mqtt_format: envelope, persistence: not_persistent, priority: 8, user_identifier: user_name}
+""", ""), "mqtt", "mq")
+    out, kind, _ = conv.convert(from_mqtt({"headers": {"JMSCorrelationID": "abc", "JMSType": "t"},
+                                           "body": {"type": "jms_text", "text": "hi"}}, user="bob", qos=1))
+    msg = decode_message(out.message)  # type: ignore[arg-type]
+    assert out.destination == "Q.OUT" and kind == "MQHRF2"
+    assert msg.md.persistence == C.MQPER_NOT_PERSISTENT and msg.md.priority == 8
+    assert msg.md.user_identifier.strip() == "bob"
+    assert msg.md.correl_id == b"abc".ljust(24, b"\x00") and msg.body == b"hi"
+
+
+def test_mq_source_keeps_the_payload_forms_topic_and_qos() -> None:
+    conv = EnvelopeConverter(route("""\
+  - name: out
+    from: {queue: Q.IN}
+    to: {mqtt: "dev/{topic}"}
+    options: {mqtt_format: envelope}
+""", ""), "mq", "mqtt")
+    rfh = Rfh2(folders=(RfhFolder("mqps", (RfhElement("Top", "a/b"),)),))
+    raw = encode_message(build_message(Mqmd(persistence=C.MQPER_NOT_PERSISTENT, reply_to_q="R.Q",
+                                            msg_type=C.MQMT_REQUEST), (rfh,), b"body",
+                                       body_format=C.MQFMT_STRING))
+    out, kind, _ = conv.convert(Inbound("k", "mq", raw, "MQHRF2", len(raw), "Q.IN", time.time()))
+    pub = out.message
+    assert isinstance(pub, MqttPublication) and kind == "publish"
+    assert pub.topic == "dev/a/b" and pub.qos == 0                        # seed Table 4: NOT_PERSISTENT -> 0
+    doc = json.loads(pub.payload)
+    assert doc["headers"]["JMSReplyTo"] == "queue:///R.Q" and doc["body"] == {"type": "jms_text", "text": "body"}
+    assert doc["headers"]["JMSDestination"] == "topic://a/b"              # mqps/Top (MQ -> JMS §6.3)
+
+
+def test_jms_source_publishes_the_envelope_with_qos_from_delivery_mode() -> None:
+    conv = EnvelopeConverter(route("""\
+  - name: req
+    from: {connector: amq, queue: rq}
+    to: {mqtt: "svc/{dest}"}
+    options: {mqtt_format: envelope}
+"""), "jms", "mqtt")
+    msg = JmsMessage(body=TextBody("q"))
+    out, _, report = conv.convert(Inbound("k", "jms", msg, "TextMessage", 1, "rq.x", time.time()))
+    assert out.destination == "svc/rq/x" and out.message.qos == 2 and not report  # type: ignore[attr-defined]
+    assert json.loads(out.message.payload)["body"] == {"type": "jms_text", "text": "q"}  # type: ignore[attr-defined]
