@@ -102,12 +102,12 @@ def _print_result(result: ConvertResult, args: argparse.Namespace) -> None:
             doc["notes"] = list(result.notes)
         print(as_json_text(doc))
         return
-    if result.data is not None and args.out is None:
+    readable_document = result.document is not None and (result.data is None or result.data_is_payload)
+    if result.data is not None and args.out is None and not result.data_is_payload:
         print(f"{len(result.data)} bytes:")
         print("\n".join(hex_lines(result.data)))
-    elif result.document is not None and (args.out is None or result.data is not None):
-        if result.data is None:
-            print(as_json_text(result.document))
+    elif readable_document and (args.out is None or result.data is not None):
+        print(as_json_text(result.document))  # type: ignore[arg-type]
     if result.data is not None and args.out is not None:
         print(f"wrote {len(result.data)} bytes to {args.out}")
     for note in result.notes:

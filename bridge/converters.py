@@ -44,12 +44,15 @@ class InputError(Exception):
 @dataclass(frozen=True, slots=True)
 class ConvertResult:
     """``data``: wire bytes (printed as a hex dump or written with --out); ``document``: JSON-able
-    description of the result (printed, or written with --out when there are no bytes)."""
+    description of the result (printed, or written with --out when there are no bytes). With
+    ``data_is_payload`` the bytes are only an MQTT payload, which ``document`` already shows (as text
+    when UTF-8, else hex): the readable output prints the document, --out still writes the bytes."""
 
     report: ConversionReport
     data: bytes | None = None
     document: dict[str, Any] | None = None
     notes: tuple[str, ...] = ()
+    data_is_payload: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,12 +222,22 @@ def read_mq_message(raw: bytes, name: str) -> MqMessage:
 
 
 def publication_as_dict(pub: MqttPublication) -> dict[str, Any]:
+    """A publication as JSON: payload as text when it is UTF-8, else ``payload_hex``; the MQTT 5
+    properties only when the conversion set them (the built-in broker delivers MQTT 3.1.1 without them)."""
     out: dict[str, Any] = {"topic": pub.topic, "qos": pub.qos, "retain": pub.retain, "dup": pub.dup,
                            "packet_id": pub.packet_id, "client_id": pub.client_id}
     try:
         out["payload"] = pub.payload.decode("utf-8")
     except UnicodeDecodeError:
         out["payload_hex"] = pub.payload.hex().upper()
+    mqtt5: dict[str, Any] = {
+        "payload_format_indicator": pub.payload_format_indicator, "content_type": pub.content_type,
+        "response_topic": pub.response_topic,
+        "correlation_data_hex": None if pub.correlation_data is None else pub.correlation_data.hex().upper(),
+        "message_expiry_interval": pub.message_expiry_interval,
+        "user_properties": [list(p) for p in pub.user_properties] or None,
+    }
+    out.update((k, v) for k, v in mqtt5.items() if v is not None)
     return out
 
 

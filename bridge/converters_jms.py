@@ -39,7 +39,7 @@ def _jms_to_mqtt(raw: bytes, name: str, args: argparse.Namespace) -> ConvertResu
     message = message_from_dict(data)
     pub, report = jms_to_mqtt(message, topic=getattr(args, "topic", None), now_ms=_now_ms(args))
     doc = publication_as_dict(pub)
-    return ConvertResult(report=report, data=pub.payload, document=doc)
+    return ConvertResult(report=report, data=pub.payload, document=doc, data_is_payload=True)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -291,3 +291,32 @@ def test_inspect_no_mqmd_with_explicit_context(capsys, tmp_path):
     doc = json.loads(out)
     assert code == 0 and doc["body"]["text"] == "h\u00e9" and doc["body"]["Format"] == "MQSTR   "
     assert doc["spans"] == [{"part": "body", "offset": 0, "length": 2}]
+
+
+def test_convert_jms_to_mqtt_readable_output(capsys, tmp_path):
+    """Like the other directions: the publication (topic, QoS, retain, payload as text when UTF-8, else
+    hex) and the report; --out still writes the payload bytes."""
+    text = tmp_path / "text.json"
+    text.write_text(json.dumps({
+        "headers": {"JMSDeliveryMode": 1, "JMSType": "order"},
+        "properties": {"n": {"type": "int", "value": 5}, "gone": {"type": "String", "value": None}},
+        "body": {"type": "jms_text", "text": "21.5 °C"}}))
+    code, out, _ = run(capsys, "convert", "--from", "jms", "--to", "mqtt", "--topic", "plant/temp", str(text))
+    assert code == 0
+    doc = json.loads(out[:out.index("\nreport:")])
+    assert (doc["topic"], doc["qos"], doc["retain"], doc["payload"]) == ("plant/temp", 0, False, "21.5 °C")
+    assert doc["content_type"] == "order" and doc["user_properties"] == [["n", "5"]]
+    assert "bytes:" not in out                                   # no hex dump of a text payload
+    assert "coerced   n (int -> String)" in out and "dropped   gone" in out
+    raw = tmp_path / "bytes.json"
+    raw.write_text(json.dumps({"headers": {"JMSDeliveryMode": 2},
+                               "body": {"type": "jms_bytes", "base64": "AP8Q"}}))   # 00 FF 10
+    code, out, _ = run(capsys, "convert", "--from", "jms", "--to", "mqtt", "--topic", "b", str(raw))
+    doc = json.loads(out[:out.index("\nreport:")])
+    assert code == 0 and doc["payload_hex"] == "00FF10" and "payload" not in doc and doc["qos"] == 2
+    assert out.rstrip().endswith("report: nothing lost or coerced")
+    dest = tmp_path / "payload.bin"
+    code, out, _ = run(capsys, "convert", "--from", "jms", "--to", "mqtt", "--topic", "b", "--out", str(dest),
+                       str(raw))
+    assert code == 0 and dest.read_bytes() == b"\x00\xff\x10" and "wrote 3 bytes to" in out
+    assert json.loads(out[:out.index("\nwrote")])["payload_hex"] == "00FF10"
