@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Mapping
 
 from bridge.connectors.base import Inbound, Outbound
 from bridge.route_convert import (
@@ -22,10 +23,13 @@ from mappings.mqtt import MqttPublication
 from mappings.mqtt_envelope import (
     DESTINATION_FIELD,
     STRUCTURE,
+    TEMPORARY,
     envelope_payload,
     envelope_qos,
+    is_temporary,
     read_envelope,
     reply_destination,
+    temporary,
 )
 from mappings.mqtt_jms import SWIFTMQ_NAMES
 from mappings.report import ConversionReport
@@ -62,6 +66,7 @@ class EnvelopeConverter(RouteConverter):
         assert isinstance(target, MqttEndpoint)
         topic = _checked_topic(render_topic(target.mqtt, topic=item.destination.replace(".", "/"),
                                             dest=item.destination))
+        jms = _temporary_reply_to(jms, item)
         return self._publication(item, jms, topic, envelope_qos(jms)), "publish", ConversionReport()
 
     def _mq_to_envelope(self, item: Inbound) -> Result:
@@ -115,30 +120,41 @@ class EnvelopeConverter(RouteConverter):
         route's destination. Returns the message with JMSDestination set and the target's destination."""
         target = self.route.target
         assert isinstance(target, QueueEndpoint)
-        named = jms.headers.destination
         fixed = self._fixed(pub)
+        temp = False
         if target.reply_to:
-            dest = reply_destination(jms, target.allow)
-            if dest is None:
-                if fixed is None:
-                    raise MappingError("the envelope names no reply destination and the route has no fallback "
-                                       "queue or topic", structure=STRUCTURE, field=DESTINATION_FIELD)
-                report.defaulted("JMSDestination", f"none in the envelope: the route's fallback {fixed.uri}")
-                dest = fixed
-            elif dest.queue_manager or dest.options:
-                report.dropped("JMSDestination", f"{dest.uri}: the route's connector sends to {dest.name!r} "
-                                                 "on its own queue manager, without URI options")
-                dest = Destination(dest.kind, dest.name)
+            dest, temp = self._reply_destination(jms, fixed, report)
         else:
             assert fixed is not None
-            dest = fixed
+            dest, named = fixed, jms.headers.destination
             if named is not None and named != dest:
                 report.dropped("JMSDestination", f"{named.uri}: the route sends to {dest.uri}")
         jms = dataclasses.replace(jms, headers=dataclasses.replace(jms.headers, destination=dest))
-        topic = dest.kind is DestinationKind.TOPIC
+        kind = dest.kind.value
+        if temp:
+            return jms, f"/remote-temp-{kind}/{dest.name}"   # ActiveMQ's STOMP name of another connection's one
         if self.target_protocol == "jms":
-            return jms, ("topic:" if topic else "queue:") + dest.name
-        return jms, ("topic:" if topic else "") + dest.name
+            return jms, f"{kind}:{dest.name}"
+        return jms, ("topic:" if dest.kind is DestinationKind.TOPIC else "") + dest.name
+
+    def _reply_destination(self, jms: JmsMessage, fallback: Destination | None,
+                           report: ConversionReport) -> tuple[Destination, bool]:
+        """The allowed destination the envelope names (and whether it is temporary), else the fallback."""
+        dest = reply_destination(jms, self.route.target.allow)  # type: ignore[union-attr]
+        if dest is None:
+            if fallback is None:
+                raise MappingError("the envelope names no reply destination and the route has no fallback "
+                                   "queue or topic", structure=STRUCTURE, field=DESTINATION_FIELD)
+            report.defaulted("JMSDestination", f"none in the envelope: the route's fallback {fallback.uri}")
+            return fallback, False
+        temp = is_temporary(dest)
+        if temp and self.target_protocol != "jms":
+            raise MappingError(f"{dest.name!r} is a JMS temporary destination and the target is "
+                               f"{self.target_protocol}", structure=STRUCTURE, field=DESTINATION_FIELD)
+        if dest.queue_manager or dest.options != ((TEMPORARY,) if temp else ()):
+            report.dropped("JMSDestination", f"{dest.uri}: the route's connector sends to {dest.name!r} "
+                                             "on its own queue manager, without URI options")
+        return Destination(dest.kind, dest.name), temp
 
     def _envelope_to_jms(self, item: Inbound) -> Result:
         report = ConversionReport()
@@ -190,3 +206,20 @@ def _with_user_id(jms: JmsMessage, user: str | None, report: ConversionReport) -
         report.dropped("JMSXUserID", "envelope property replaced by the route's user_identifier")
     props["JMSXUserID"] = jstring(user)
     return dataclasses.replace(jms, properties=props)
+
+
+_STOMP_TEMPORARY = ("/temp-queue/", "/temp-topic/", "/remote-temp-queue/", "/remote-temp-topic/")
+
+
+def _temporary_reply_to(jms: JmsMessage, item: Inbound) -> JmsMessage:
+    """The JMS model has no temporary kind and the JMS connector reads ActiveMQ's ``reply-to:
+    /remote-temp-queue/ID:..`` as a queue of that name; the envelope marks it ``?temporary=true`` so
+    a reply can reach the requester's TemporaryQueue (javax.jms.QueueRequestor)."""
+    headers = getattr(item.handle, "headers", None)
+    reply = jms.headers.reply_to
+    if reply is None or not isinstance(headers, Mapping):
+        return jms
+    raw = headers.get("reply-to", "")
+    if not isinstance(raw, str) or not raw.startswith(_STOMP_TEMPORARY) or is_temporary(reply):
+        return jms
+    return dataclasses.replace(jms, headers=dataclasses.replace(jms.headers, reply_to=temporary(reply)))

@@ -18,6 +18,9 @@ instead, and reads an MQTT payload back as one:
   with ``reply_to: true`` sends it there when the destination's kind and name start with one of the
   target's ``allow`` prefixes (``queue://replies.``, ``topic://a.``; a queue manager is not part of
   the match); otherwise the message is refused with a reason naming ``headers.JMSDestination``.
+  A JMS temporary destination (JMSReplyTo of javax.jms.QueueRequestor) is written with the URI option
+  ``temporary=true`` and matched as ``temp-queue://<name>`` / ``temp-topic://<name>``, so replies to
+  temporary queues are allowed only explicitly.
 
 Pure: no clock (``now_ms`` is an argument), no I/O.
 """
@@ -33,6 +36,8 @@ from mappings.report import ConversionReport
 
 STRUCTURE = "MQTT envelope"
 DESTINATION_FIELD = "headers.JMSDestination"
+TEMPORARY = ("temporary", "true")       # URI option marking a JMS temporary destination
+ALLOW_KINDS = ("queue://", "topic://", "temp-queue://", "temp-topic://")
 
 
 def _fail(reason: str, field: str | None) -> MappingError:
@@ -83,9 +88,24 @@ def read_envelope(payload: bytes, *, qos: int, now_ms: int) -> tuple[JmsMessage,
 # ------------------------------------------------------------------------------ reply addressing
 
 
+def is_temporary(dest: Destination) -> bool:
+    """A JMS TemporaryQueue/TemporaryTopic, written ``queue:///ID:...?temporary=true`` in the envelope."""
+    return TEMPORARY in dest.options
+
+
+def temporary(dest: Destination) -> Destination:
+    return Destination(dest.kind, dest.name, dest.queue_manager, (*dest.options, TEMPORARY))
+
+
+def allow_key(dest: Destination) -> str:
+    """What allow prefixes match: ``queue://<name>``, ``topic://<name>``, or ``temp-queue://<name>`` /
+    ``temp-topic://<name>`` for a temporary destination (a queue manager is not part of the match)."""
+    return f"{'temp-' if is_temporary(dest) else ''}{dest.kind.value}://{dest.name}"
+
+
 def allowed(dest: Destination, prefixes: tuple[str, ...]) -> bool:
-    """Does ``kind://name`` start with one of ``prefixes``? (a queue manager is not part of the match)"""
-    key = f"{dest.kind.value}://{dest.name}"
+    """Does ``allow_key(dest)`` start with one of ``prefixes``?"""
+    key = allow_key(dest)
     return any(key.startswith(p) for p in prefixes)
 
 

@@ -91,7 +91,7 @@ class QueueEndpoint(_Model):
     # target only, with options.mqtt_format envelope: send each message to the destination its envelope
     # names (headers.JMSDestination), if it starts with one of ``allow``; queue/topic is then the fallback
     reply_to: bool = False
-    allow: tuple[str, ...] = ()        # "queue://<name prefix>" | "topic://<name prefix>"
+    allow: tuple[str, ...] = ()        # "queue://<name prefix>" | "topic://..." | "temp-queue://..." (JMS)
 
     @model_validator(mode="after")
     def _one_destination(self) -> QueueEndpoint:
@@ -103,8 +103,9 @@ class QueueEndpoint(_Model):
         elif self.allow:
             raise ValueError("allow: only a reply_to target has an allow list")
         for prefix in self.allow:
-            if not prefix.startswith(("queue://", "topic://")):
-                raise ValueError(f"allow: {prefix!r} must start with queue:// or topic://")
+            if not prefix.startswith(("queue://", "topic://", "temp-queue://", "temp-topic://")):
+                raise ValueError(f"allow: {prefix!r} must start with queue://, topic://, temp-queue:// "
+                                 "or temp-topic://")
         return self
 
     @property
@@ -278,6 +279,9 @@ def envelope_problems(route: Route, rules: RulesFile) -> list[tuple[tuple[str, .
         kind = rules.connectors[dst.connector].type if dst.connector in rules.connectors else EMBEDDED
         if kind == EMBEDDED and any(p.startswith("topic://") for p in dst.allow):
             out.append((("to", "allow"), "the embedded store has queues, not topics"))
+        if kind != "jms" and any(p.startswith("temp-") for p in dst.allow):
+            out.append((("to", "allow"), "temporary destinations are JMS destinations: the connector is "
+                                         f"{kind}"))
     return out
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -32,13 +33,15 @@ class Service:
         self.fallback = f"env.rep.{tag}.unaddressed"
         self.dead = f"env.dead.{tag}"
         self.topic = f"svc/{tag}"
+        self.extra_allow: list[str] = []
 
     def routes(self) -> list[dict[str, Any]]:
+        allow = [f"queue://{self.replies}.", *self.extra_allow]
         return [
             {"name": "req", "from": {"connector": "amq", "queue": self.requests},
              "to": {"mqtt": f"{self.topic}/request"}, "options": {"mqtt_format": "envelope"}},
             {"name": "rep", "from": {"mqtt": f"{self.topic}/reply/#"},
-             "to": {"connector": "amq", "reply_to": True, "allow": [f"queue://{self.replies}."],
+             "to": {"connector": "amq", "reply_to": True, "allow": allow,
                     "queue": self.fallback},
              "options": {"mqtt_format": "envelope", "backout_destination": {"connector": "amq", "queue": self.dead}}},
         ]
@@ -167,3 +170,56 @@ def test_reply_without_destination_goes_to_fallback_and_bad_ones_to_backout(
     assert sorted(r["status"] for r in recs) == ["backout"] * len(bad) + ["ok"]
     (ok,) = [r for r in recs if r["status"] == "ok"]
     assert ("defaulted", "JMSDestination") in {(f["change"], f["name"]) for f in ok["findings"]}
+
+
+def test_queue_requestor_gets_its_reply_on_a_temporary_queue_when_allowed(
+    gateway_factory: Callable[..., GatewayProcess], clients: Callable[..., PahoClient], activemq: BrokerEndpoints,
+    jmstool: JmsTool, tmp_path: Path,
+) -> None:
+    """JMSReplyTo = a TemporaryQueue of the requester's connection, as javax.jms.QueueRequestor does."""
+    svc = Service()
+    svc.extra_allow = ["temp-queue://ID:"]      # ActiveMQ temporary queues are named after connection ids
+    gw = start(gateway_factory, tmp_path, activemq, svc)
+    responder = clients(gw.port, "pricing").connect()
+    responder.subscribe(f"{svc.topic}/request", 1)
+    result: list[dict[str, Any]] = []
+    requester = threading.Thread(target=lambda: result.append(jmstool.request(
+        f"queue://{svc.requests}", {"type": "Text", "body": "price?", "headers": {"type": "quote"}}, timeout=30)))
+    requester.start()
+    (got,) = responder.wait_messages(1, timeout=20)
+    request = json.loads(got.payload)
+    assert request["headers"]["JMSReplyTo"].endswith("?temporary=true")
+    responder.publish(f"{svc.topic}/reply/1", reply_to(request, {"type": "jms_text", "text": "12.50"}), qos=1)
+    requester.join(60)
+    (res,) = result
+    assert request["headers"]["JMSReplyTo"] == f"queue:///{res['replyTo'].removeprefix('temp-queue://')}" \
+        "?temporary=true"
+    reply = res["reply"]
+    assert reply is not None, "the reply did not reach the requester's temporary queue"
+    assert reply["headers"]["correlationId"] == res["sent"] and reply["body"] == "12.50"
+    assert reply["headers"]["type"] == "quote-reply"
+    assert reply["headers"]["destination"] == res["replyTo"]
+    (rec,) = egress(gw, "rep", 1)
+    assert rec["status"] == "ok" and rec["destination"].startswith("/remote-temp-queue/ID:")
+
+
+def test_a_temporary_reply_queue_needs_its_own_allow_prefix(
+    gateway_factory: Callable[..., GatewayProcess], clients: Callable[..., PahoClient], activemq: BrokerEndpoints,
+    jmstool: JmsTool, tmp_path: Path,
+) -> None:
+    svc = Service()
+    svc.extra_allow = ["queue://ID:"]           # a plain queue of that name is not the temporary queue
+    gw = start(gateway_factory, tmp_path, activemq, svc)
+    responder = clients(gw.port, "pricing").connect()
+    responder.subscribe(f"{svc.topic}/request", 1)
+    result: list[dict[str, Any]] = []
+    requester = threading.Thread(target=lambda: result.append(jmstool.request(
+        f"queue://{svc.requests}", {"type": "Text", "body": "price?", "headers": {"type": "quote"}}, timeout=5)))
+    requester.start()
+    (got,) = responder.wait_messages(1, timeout=20)
+    responder.publish(f"{svc.topic}/reply/1", reply_to(json.loads(got.payload), {"type": "jms_text", "text": "x"}),
+                      qos=1)
+    requester.join(60)
+    assert result and result[0]["reply"] is None
+    (dead,) = jmstool.receive(f"queue://{svc.dead}", 1, timeout=20)
+    assert "is not an allowed reply destination" in dead["properties"]["mqbridgeReason"]["value"]

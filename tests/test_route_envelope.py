@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 
 import pytest
 
@@ -12,7 +13,7 @@ from bridge.connectors.base import Inbound
 from bridge.route_envelope import EnvelopeConverter
 from mappings import mqconst as C
 from mappings.errors import MappingError
-from mappings.jms import Destination, JmsMessage, TextBody, jint, jstring
+from mappings.jms import Destination, JmsHeaders, JmsMessage, TextBody, jint, jstring
 from mappings.mqmd import Mqmd
 from mappings.mqmessage import build_message, decode_message, encode_message
 from mappings.mqtt import MqttPublication
@@ -129,3 +130,40 @@ def test_jms_source_publishes_the_envelope_with_qos_from_delivery_mode() -> None
     out, _, report = conv.convert(Inbound("k", "jms", msg, "TextMessage", 1, "rq.x", time.time()))
     assert out.destination == "svc/rq/x" and out.message.qos == 2 and not report  # type: ignore[attr-defined]
     assert json.loads(out.message.payload)["body"] == {"type": "jms_text", "text": "q"}  # type: ignore[attr-defined]
+
+
+@dataclass
+class _Frame:
+    headers: dict[str, str]
+
+
+def test_a_temporary_reply_queue_is_marked_and_reached_only_when_allowed() -> None:
+    """QueueRequestor: ActiveMQ hands STOMP consumers ``reply-to: /remote-temp-queue/ID:..``."""
+    req = EnvelopeConverter(route("""\
+  - name: req
+    from: {connector: amq, queue: rq}
+    to: {mqtt: "svc/req"}
+    options: {mqtt_format: envelope}
+"""), "jms", "mqtt")
+    msg = JmsMessage(JmsHeaders(reply_to=Destination.queue("ID:h-1-2:1:1")), body=TextBody("q"))
+    item = Inbound("k", "jms", msg, "TextMessage", 1, "rq", time.time(),
+                   handle=_Frame({"reply-to": "/remote-temp-queue/ID:h-1-2:1:1"}))
+    out, _, _ = req.convert(item)
+    reply_to = json.loads(out.message.payload)["headers"]["JMSReplyTo"]  # type: ignore[attr-defined]
+    assert reply_to == "queue:///ID:h-1-2:1:1?temporary=true"
+    plain = Inbound("k", "jms", msg, "TextMessage", 1, "rq", time.time(),
+                    handle=_Frame({"reply-to": "/queue/ID:h-1-2:1:1"}))
+    out, _, _ = req.convert(plain)
+    assert json.loads(out.message.payload)["headers"]["JMSReplyTo"] == "queue:///ID:h-1-2:1:1"  # type: ignore
+
+    reply = {"headers": {"JMSDestination": reply_to}}
+    allowed = EnvelopeConverter(route("""\
+  - name: rep
+    from: {mqtt: "rep/#"}
+    to: {connector: amq, reply_to: true, allow: ["queue://r.", "temp-queue://ID:"]}
+    options: {mqtt_format: envelope}
+"""), "mqtt", "jms")
+    out, _, report = allowed.convert(from_mqtt(reply))
+    assert out.destination == "/remote-temp-queue/ID:h-1-2:1:1" and not report
+    with pytest.raises(MappingError, match="not an allowed reply destination"):
+        EnvelopeConverter(route(REPLY % ""), "mqtt", "jms").convert(from_mqtt(reply))   # queue://ID: not enough

@@ -117,7 +117,26 @@ def test_allow_prefixes_must_name_a_kind() -> None:
     to: {connector: amq, reply_to: true, allow: ["rr.rep."]}
     options: {mqtt_format: envelope}
 """)
-    assert any("rr.yaml:6:" in p and "'rr.rep.' must start with queue:// or topic://" in p for p in found), found
+    expected = "'rr.rep.' must start with queue://, topic://, temp-queue:// or temp-topic://"
+    assert any("rr.yaml:6:" in p and expected in p for p in found), found
+
+
+def test_temporary_prefixes_only_on_jms_connectors() -> None:
+    parse_rules(HEAD + """\
+  - name: rep
+    from: {mqtt: r/#}
+    to: {connector: amq, reply_to: true, allow: ["temp-queue://ID:"]}
+    options: {mqtt_format: envelope}
+""")
+    found = problems("""\
+  - name: rep
+    from: {mqtt: r/#}
+    to:
+      reply_to: true
+      allow: ["temp-queue://ID:"]
+    options: {mqtt_format: envelope}
+""")
+    assert any("rr.yaml:8:" in p and "temporary destinations are JMS destinations" in p for p in found), found
 
 
 def test_allow_without_reply_to_and_two_fallbacks_are_refused() -> None:

@@ -122,6 +122,8 @@ public final class JmsTool {
      * One JVM for many commands: reads one JSON command per stdin line and answers one JSON line.
      * {"op":"send","dest":D,"messages":[...]} -> {"sent":[ids]};
      * {"op":"receive","dest":D,"count":N,"timeoutMs":T,"selector":S} -> {"messages":[...]};
+     * {"op":"request","dest":D,"message":M,"timeoutMs":T} -> {"sent":id,"replyTo":temp,"reply":msg|null}
+     * (what javax.jms.QueueRequestor does: JMSReplyTo = a TemporaryQueue of this connection);
      * failures -> {"error":"..."}. The connection is re-opened when the broker went away.
      */
     @SuppressWarnings("unchecked")
@@ -151,6 +153,8 @@ public final class JmsTool {
                     String dest = (String) cmd.get("dest");
                     switch ((String) cmd.get("op")) {
                         case "send" -> reply.put("sent", send(session, dest, cmd.get("messages")));
+                        case "request" -> reply.putAll(request(session, dest, (Map<String, Object>) cmd.get("message"),
+                                ((BigDecimal) cmd.getOrDefault("timeoutMs", BigDecimal.valueOf(10000))).longValueExact()));
                         case "receive" -> reply.put("messages", receive(session, dest,
                                 ((BigDecimal) cmd.getOrDefault("count", BigDecimal.ONE)).intValueExact(),
                                 ((BigDecimal) cmd.getOrDefault("timeoutMs", BigDecimal.valueOf(10000))).longValueExact(),
@@ -228,6 +232,29 @@ public final class JmsTool {
         }
         producer.close();
         return ids;
+    }
+
+    /** Send one message with JMSReplyTo = a new TemporaryQueue and wait for one reply on it. */
+    static Map<String, Object> request(Session session, String dest, Map<String, Object> spec, long timeoutMs)
+            throws Exception {
+        javax.jms.TemporaryQueue inbox = session.createTemporaryQueue();
+        MessageConsumer consumer = session.createConsumer(inbox);
+        try {
+            Message m = build(session, spec);
+            m.setJMSReplyTo(inbox);
+            MessageProducer producer = session.createProducer(destination(dest));
+            producer.send(m);
+            producer.close();
+            Map<String, Object> out = new LinkedHashMap<>();
+            out.put("sent", m.getJMSMessageID());
+            out.put("replyTo", inbox.toString());
+            Message reply = consumer.receive(timeoutMs);
+            out.put("reply", reply == null ? null : describe(reply));
+            return out;
+        } finally {
+            consumer.close();
+            inbox.delete();
+        }
     }
 
     @SuppressWarnings("unchecked")

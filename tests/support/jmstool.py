@@ -211,6 +211,13 @@ class JmsTool:
         reply = self._call({"op": "send", "dest": dest, "messages": list(messages)}, timeout=120)
         return list(reply["sent"])
 
+    def request(self, dest: str, message: Json, timeout: float = 15.0) -> Json:
+        """What javax.jms.QueueRequestor does: send ``message`` to ``dest`` with JMSReplyTo = a new
+        TemporaryQueue and wait up to ``timeout`` s for one reply on it. Returns {"sent": JMSMessageID,
+        "replyTo": the temporary queue, "reply": the received message or None}. Blocks this JmsTool."""
+        command: Json = {"op": "request", "dest": dest, "message": message, "timeoutMs": int(timeout * 1000)}
+        return self._call(command, timeout=timeout + 60)
+
     def receive(self, dest: str, count: int = 1, timeout: float = 15.0, selector: str | None = None) -> list[Json]:
         """Receive exactly ``count`` messages (JmsToolError if fewer arrive within ``timeout`` s)."""
         command: Json = {"op": "receive", "dest": dest, "count": count, "timeoutMs": int(timeout * 1000)}
