@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(mosquitto mosquitto-clients activemq libmqtt-client-java libxstream-java libjettison-java
-              default-jdk-headless)
+              default-jdk-headless docker-compose)
 
 setup_system() {
     local missing=()
