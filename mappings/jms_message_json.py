@@ -26,6 +26,7 @@ import base64
 import binascii
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from mappings.errors import MappingError
@@ -169,8 +170,8 @@ def _destination(node: object, path: str) -> Destination:
         raise _fail(exc.reason, path) from None
 
 
-def _headers(node: object) -> JmsHeaders:
-    values: dict[str, object] = {}
+def _headers(node: object, defaults: Mapping[str, object]) -> JmsHeaders:
+    values: dict[str, object] = dict(defaults)
     for key, raw in _members(node, "headers"):
         path = f"headers.{key}"
         if key not in _HEADER_FIELDS:
@@ -257,13 +258,15 @@ def _body(node: object) -> Body:
     ))
 
 
-def message_from_dict(data: object) -> JmsMessage:
-    """Read the message form from parsed JSON/YAML data."""
+def message_from_dict(data: object, *, header_defaults: Mapping[str, object] | None = None) -> JmsMessage:
+    """Read the message form from parsed JSON/YAML data. ``header_defaults`` (JmsHeaders field names,
+    e.g. ``{"timestamp": now}``) replace the JMS defaults of the headers the document leaves out."""
     members = dict(_members(data, ""))
     unknown = set(members) - {"headers", "properties", "body"}
     if unknown:
         raise _fail("unknown member (expected headers, properties, body)", sorted(unknown)[0])
-    headers = _headers(members["headers"]) if "headers" in members else JmsHeaders()
+    defaults = header_defaults or {}
+    headers = _headers(members["headers"], defaults) if "headers" in members else JmsHeaders(**defaults)  # type: ignore[arg-type]
     pairs = [(name, _property(raw, f"properties.{name}"))
              for name, raw in _members(members.get("properties", {}), "properties")]
     body = _body(members["body"]) if "body" in members else NoBody()

@@ -26,11 +26,9 @@ Pure: no clock (``now_ms`` is an argument), no I/O.
 """
 from __future__ import annotations
 
-import dataclasses
-
 from mappings.errors import MappingError
 from mappings.jms import DeliveryMode, Destination, JmsMessage
-from mappings.jms_json import JsonObject, load_json
+from mappings.jms_json import load_json
 from mappings.jms_message_json import message_from_dict, message_to_json
 from mappings.report import ConversionReport
 
@@ -60,28 +58,14 @@ def envelope_qos(message: JmsMessage) -> int:
 # ------------------------------------------------------------------------------ MQTT -> JMS
 
 
-def _header_names(data: object) -> set[str]:
-    """The header members the envelope itself gives (before defaults)."""
-    members = data if isinstance(data, JsonObject) else []
-    headers = next((v for k, v in members if k == "headers"), None)
-    return {k for k, _ in headers} if isinstance(headers, JsonObject) else set()
-
-
 def read_envelope(payload: bytes, *, qos: int, now_ms: int) -> tuple[JmsMessage, ConversionReport]:
     """Read an MQTT payload as a JMS message (module docstring). Raises MappingError naming the member."""
+    defaults = {"delivery_mode": DeliveryMode.NON_PERSISTENT if qos == 0 else DeliveryMode.PERSISTENT,
+                "timestamp": now_ms}
     try:
-        data = load_json(payload, STRUCTURE)
-        message = message_from_dict(data)
+        message = message_from_dict(load_json(payload, STRUCTURE), header_defaults=defaults)
     except MappingError as exc:
         raise _fail(exc.reason, exc.field) from None
-    given = _header_names(data)
-    changes: dict[str, object] = {}
-    if "JMSDeliveryMode" not in given:
-        changes["delivery_mode"] = DeliveryMode.NON_PERSISTENT if qos == 0 else DeliveryMode.PERSISTENT
-    if "JMSTimestamp" not in given:
-        changes["timestamp"] = now_ms
-    if changes:
-        message = dataclasses.replace(message, headers=dataclasses.replace(message.headers, **changes))
     return message, ConversionReport()
 
 

@@ -83,6 +83,8 @@ def test_reply_envelope_minimal_form_takes_defaults_from_the_publication() -> No
         assert msg.headers.correlation_id == "ID:req-1" and msg.body == TextBody("done")
         assert msg.properties["count"] == jint(3) and msg.properties["ok"].value is True
         assert not report
+    bare, _ = read_envelope(b"{}", qos=0, now_ms=NOW)     # no headers member at all
+    assert bare.headers.delivery_mode is DeliveryMode.NON_PERSISTENT and bare.headers.timestamp == NOW
     given_mode = json.dumps({"headers": {"JMSDeliveryMode": "PERSISTENT", "JMSTimestamp": 5}}).encode()
     msg, _ = read_envelope(given_mode, qos=0, now_ms=NOW)
     assert msg.headers.delivery_mode is DeliveryMode.PERSISTENT and msg.headers.timestamp == 5
