@@ -98,6 +98,9 @@ def _describe(ep: object) -> str:
 
     if isinstance(ep, MqttEndpoint):
         return f"mqtt {ep.mqtt}" + (f" (client {ep.client_id})" if ep.client_id else "")
+    if getattr(ep, "reply_to", False):   # the envelope's JMSDestination within allow, else the fallback
+        fallback = f", else {ep.destination}" if ep.destination else ""  # type: ignore[attr-defined]
+        return f"{ep.connector} reply_to ({', '.join(ep.allow)}{fallback})"  # type: ignore[attr-defined]
     return f"{ep.connector} {ep.destination}"  # type: ignore[attr-defined]
 
 

@@ -30,7 +30,7 @@ class ConversionLog:
         self.directory = Path(directory)
         self.max_bytes = max_bytes
         self.flush_seconds = flush_seconds
-        self._queue: queue.Queue[str | None] = queue.Queue(max_pending)
+        self._queue: queue.Queue[str | list[str] | None] = queue.Queue(max_pending)
         self._thread: threading.Thread | None = None
         self.written = 0
         self.dropped = 0
@@ -52,10 +52,21 @@ class ConversionLog:
         try:
             self._queue.put_nowait(line)
         except queue.Full:
-            self.dropped += 1
-            if self.dropped in (1, 1000, 100000):
-                log.error("conversion log is %d records behind: %d records dropped",
-                          self._queue.qsize(), self.dropped)
+            self._lost(1)
+
+    def record_lines(self, lines: list[str]) -> None:
+        """Queue several lines as one entry of the queue (the router logs a batch's records together;
+        ``max_pending`` counts entries)."""
+        try:
+            self._queue.put_nowait(lines)
+        except queue.Full:
+            self._lost(len(lines))
+
+    def _lost(self, count: int) -> None:
+        before = self.dropped
+        self.dropped += count
+        if before == 0 or before // 100_000 != self.dropped // 100_000:
+            log.error("conversion log is %d entries behind: %d records dropped", self._queue.qsize(), self.dropped)
 
     def close(self) -> None:
         if self._thread is not None:
@@ -94,10 +105,13 @@ class ConversionLog:
                 line = self._queue.get(timeout=self.flush_seconds)
             except queue.Empty:
                 line = ""
-            batch = [line] if line else []
+            batch: list[str] = []
             if line is None:
                 done = True
-                batch = []
+            elif isinstance(line, list):
+                batch.extend(line)
+            elif line:
+                batch.append(line)
             # drain what is there without blocking
             while not done:
                 try:
@@ -106,6 +120,8 @@ class ConversionLog:
                     break
                 if more is None:
                     done = True
+                elif isinstance(more, list):
+                    batch.extend(more)
                 else:
                     batch.append(more)
             if batch:

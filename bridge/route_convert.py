@@ -68,6 +68,9 @@ class RouteConverter:
         if convert is None:
             raise MappingError(f"no conversion from {source_protocol} to {target_proto} yet",
                                structure="route", field=route.name)
+        if (source_protocol, target_proto) == ("mqtt", "jms"):   # straight to STOMP frames, cached per topic
+            from bridge.mqtt_stomp_fast import MqttToStompEncoder  # here: connectors.jms imports the router
+            convert = MqttToStompEncoder(self._mqtt_to_jms, ConvertMessageType(opts.convert_message_type)).convert
         self.convert: Convert = convert
 
     # -- MQTT -> MQ: seed mq-telemetry Tables 1-3 -----------------------------------------------------

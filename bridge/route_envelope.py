@@ -90,6 +90,8 @@ class EnvelopeConverter(RouteConverter):
         assert isinstance(pub, MqttPublication)
         jms, found = read_envelope(pub.payload, qos=pub.qos, now_ms=int(time.time() * 1000))
         report.extend(found)
+        if pub.retain:
+            report.dropped("retain", "JMS has no retained-message flag")
         opts = self.route.options
         if self.target_protocol == "mq":   # seed mq-telemetry Table 1: UserIdentifier (JMSXUserID -> MQMD)
             jms = _with_user_id(jms, self._user_id(pub), report)

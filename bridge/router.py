@@ -20,7 +20,7 @@ from bridge.convlog import ConversionLog
 from bridge.mqtt.broker import Broker
 from bridge.route_convert import RouteConverter, backout_message, target_protocol
 from bridge.route_envelope import EnvelopeConverter
-from mappings.convlog_schema import Direction, Status, trusted_json_line
+from mappings.convlog_schema import Direction, LineTemplate, Status, trusted_json_line
 from mappings.errors import MappingError
 from mappings.report import ConversionReport
 from mappings.rules import EMBEDDED, MqttEndpoint, QueueEndpoint, Route, RulesFile
@@ -28,6 +28,9 @@ from mappings.rules import EMBEDDED, MqttEndpoint, QueueEndpoint, Route, RulesFi
 log = logging.getLogger("mqbridge.router")
 
 BATCH = 128
+LINE_TEMPLATES_MAX = 4096   # cached conversion-log line templates per direction (cleared when exceeded)
+_INGRESS_VARIABLE = ("event_time", "message_key", "source_size", "redelivery_count")
+_EGRESS_VARIABLE = ("event_time", "message_key", "source_size", "target_size", "latency_us", "redelivery_count")
 RETRY_MIN = 0.1
 RETRY_MAX = 10.0
 
@@ -195,13 +198,11 @@ class RouteWorker:
                 await self._deliver([g[1] for g in later.good])
                 later.accepted = _settled()
         self.last_error = None
-        now = time.time()
-        route = self.route
-        for item, out, target_type, report in batch.good:
-            report.findings.extend(out.extra.get("findings", ()))  # type: ignore[arg-type]  # target's losses
-            self.router.record(route, item, self.converter.target_protocol, Direction.EGRESS, Status.OK,
-                               target_type=target_type, target_size=out.size, report=report, now=now,
-                               destination=out.destination)
+        for _, out, _, report in batch.good:
+            extra = out.extra.get("findings")
+            if extra:
+                report.findings.extend(extra)  # type: ignore[arg-type]  # the target's losses
+        self.router.record_ok(self.route, self.converter.target_protocol, batch.good, time.time())
         self.moved += len(batch.good)
         await self.source.confirm(batch.items)
         inflight.popleft()
@@ -236,6 +237,8 @@ class Router:
         self.executor = executor
         self.rules = RulesFile()
         self.workers: dict[str, RouteWorker] = {}
+        self._ingress_lines: dict[tuple[object, ...], LineTemplate] = {}
+        self._egress_lines: dict[tuple[object, ...], LineTemplate] = {}
 
     # -- building ---------------------------------------------------------------------------------
 
@@ -325,6 +328,48 @@ class Router:
                  "last_error": w.last_error} for name, w in self.workers.items()]
 
     # -- conversion log ---------------------------------------------------------------------------------
+
+    def record_ok(self, route: Route, target_proto: str,
+                  good: list[tuple[Inbound, Outbound, str, ConversionReport]], now: float) -> None:
+        """The ingress and egress records of a batch the target accepted, queued as one entry. Lines
+        come from LineTemplates cached per route/client/topic/findings: only event time, key, sizes,
+        latency and redelivery count are encoded per message (same text as ``record``)."""
+        if self.convlog is None:
+            return
+        ingress, egress = self._ingress_lines, self._egress_lines
+        if len(ingress) > LINE_TEMPLATES_MAX or len(egress) > LINE_TEMPLATES_MAX:
+            ingress.clear()
+            egress.clear()
+        lines: list[str] = []
+        name = route.name
+        for item, out, target_type, report in good:
+            common = (name, item.protocol, target_proto, item.source_type, item.qos, item.persistent, item.priority)
+            ikey = (*common, item.client_id, item.destination)
+            itemplate = ingress.get(ikey)
+            if itemplate is None:
+                itemplate = ingress[ikey] = self._line_template(ikey, Direction.INGRESS)
+            findings = tuple(report.findings)
+            ekey = (*common, target_type, findings, out.destination)
+            etemplate = egress.get(ekey)
+            if etemplate is None:
+                etemplate = egress[ekey] = self._line_template(ekey, Direction.EGRESS)
+            redelivered = min(item.redelivery_count, 2**31 - 1)
+            lines.append(itemplate.render(item.received, item.key, item.size, redelivered))
+            lines.append(etemplate.render(now, item.key, item.size, out.size,
+                                          max(0, int((now - item.received) * 1_000_000)), redelivered))
+        self.convlog.record_lines(lines)
+
+    def _line_template(self, key: tuple[object, ...], direction: Direction) -> LineTemplate:
+        name, sproto, tproto, stype, qos, persistent, priority, *rest = key
+        fixed: dict[str, object] = {
+            "gateway_id": self.gateway_id, "route": name, "source_protocol": sproto, "target_protocol": tproto,
+            "source_type": stype, "qos": qos, "persistent": persistent, "priority": priority,
+            "direction": direction.value, "status": Status.OK.value}
+        if direction is Direction.INGRESS:
+            fixed["client_id"], fixed["destination"] = rest
+            return LineTemplate(fixed, _INGRESS_VARIABLE)
+        fixed["target_type"], fixed["findings"], fixed["destination"] = rest
+        return LineTemplate(fixed, _EGRESS_VARIABLE)
 
     def record(self, route: Route, item: Inbound, target_proto: str, direction: Direction, status: Status, *,
                now: float, target_type: str | None = None, target_size: int | None = None,

@@ -26,9 +26,9 @@ def route(yaml_route: str, connectors: str = "connectors: {amq: {type: jms}}\n")
 
 
 def from_mqtt(payload: object, topic: str = "rep/x", qos: int = 1, client: str = "svc",
-              user: str | None = None) -> Inbound:
+              user: str | None = None, retain: bool = False) -> Inbound:
     data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-    pub = MqttPublication(topic, data, qos=qos, client_id=client, username=user)
+    pub = MqttPublication(topic, data, qos=qos, client_id=client, username=user, retain=retain)
     return Inbound("k", "mqtt", pub, "publish", len(data), topic, time.time(), client_id=client, qos=qos)
 
 
@@ -54,6 +54,8 @@ def test_fallback_is_used_and_reported_only_when_the_envelope_names_nothing() ->
     out, _, report = conv.convert(from_mqtt({"body": {"type": "jms_text", "text": "x"}}))
     assert out.destination == "topic:t.lost"
     assert [(f.change.value, f.name) for f in report.findings] == [("defaulted", "JMSDestination")]
+    _, _, report = conv.convert(from_mqtt({"headers": {"JMSDestination": "queue:///r.x"}}, retain=True))
+    assert [(f.change.value, f.name) for f in report.findings] == [("dropped", "retain")]
     with pytest.raises(MappingError, match="headers.JMSDestination: 'queue:///q.other' is not an allowed"):
         conv.convert(from_mqtt({"headers": {"JMSDestination": "queue:///q.other"}}))
 

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from mappings.rules import QueueEndpoint, RulesError, find_loop, parse_rules
 
+REPO = Path(__file__).resolve().parents[1]
 HEAD = """\
 connectors:
   amq: {type: jms}
@@ -210,3 +215,23 @@ routes:
     options: {mqtt_format: envelope}
 """)
     assert find_loop(rules.routes) == []
+
+
+def test_validate_command_describes_reply_targets_and_names_the_line(tmp_path: Path) -> None:
+    good = tmp_path / "rr.yaml"
+    good.write_text(HEAD + REQUEST + """\
+  - name: rep
+    from: {mqtt: svc/reply/#}
+    to: {connector: amq, reply_to: true, allow: ["queue://rr.rep.", "temp-queue://ID:"], queue: rr.lost}
+    options: {mqtt_format: envelope}
+""")
+    run = subprocess.run([sys.executable, "-m", "bridge", "validate", str(good)], capture_output=True, text=True,
+                         timeout=60, cwd=REPO)
+    assert run.returncode == 0, run.stderr
+    assert "rep: mqtt svc/reply/# -> amq reply_to (queue://rr.rep., temp-queue://ID:, else rr.lost)" in run.stdout
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(good.read_text().replace("rr.lost}\n    options: {mqtt_format: envelope}\n", "rr.lost}\n"))
+    run = subprocess.run([sys.executable, "-m", "bridge", "validate", str(bad)], capture_output=True, text=True,
+                         timeout=60, cwd=REPO)
+    assert run.returncode != 0
+    assert f"{bad}:10: routes.1.to.reply_to: needs options.mqtt_format: envelope" in run.stderr, run.stderr

@@ -74,7 +74,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from bridge.connectors.base import ConnectorError, Inbound, Inbox, Outbound, Source, Target
-from bridge.connectors.stomp_link import InboundFrame, LinkState, StompLink, StompLinkConfig, StompLinkError
+from bridge.connectors.stomp_link import (
+    EncodedSend,
+    InboundFrame,
+    LinkState,
+    StompLink,
+    StompLinkConfig,
+    StompLinkError,
+    encode_send_head,
+)
 from bridge.router import CONNECTOR_FACTORIES
 from mappings.errors import MappingError
 from mappings.jms import (
@@ -127,14 +135,21 @@ _READ_ONLY_HEADERS = frozenset({"message-id", "destination", "subscription", "ac
 # ------------------------------------------------------------------------------------ frames
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SendFrame:
-    """A STOMP SEND frame without its receipt: ``content_length`` says whether the link adds one."""
+    """A STOMP SEND frame without its receipt: ``content_length`` says whether the link adds one;
+    ``head`` is the encoded command and headers (stomp_link.encode_send_head), computed when not given
+    (the MQTT -> STOMP fast path gives the one it cached)."""
 
     destination: str
     headers: dict[str, str]
     body: bytes
     content_length: bool
+    head: bytes = b""
+
+    def __post_init__(self) -> None:
+        if not self.head:
+            self.head = encode_send_head(self.destination, self.headers)
 
 
 def stomp_destination(destination: str) -> str:
@@ -581,8 +596,11 @@ class JmsTarget(Target):
     def frames(self, items: list[Outbound]) -> list[SendFrame]:
         out = []
         for item in items:
-            report = ConversionReport()
             msg = item.message
+            if type(msg) is SendFrame:   # converted straight to a frame (bridge/mqtt_stomp_fast.py)
+                out.append(msg)
+                continue
+            report = ConversionReport()
             if isinstance(msg, bytes):
                 msg = backout_to_jms(msg)
             if not isinstance(msg, JmsMessage):
@@ -599,11 +617,10 @@ class JmsTarget(Target):
         """Write the batch's transaction now (on the one I/O thread, so batches reach the provider in
         the order of the calls) and return a task that ends when its COMMIT receipt is in; receipts
         are waited for in order on a thread of their own, so a route can keep batches in flight."""
-        frames = self.frames(items)
-        batch = [(f.destination, f.body, f.headers, f.content_length) for f in frames]
+        batch: list[EncodedSend] = [(f.head, f.body, f.content_length) for f in self.frames(items)]
         loop = asyncio.get_running_loop()
         try:
-            wait = await loop.run_in_executor(self._io, lambda: self.link.submit_many(batch, transactional=True))
+            wait = await loop.run_in_executor(self._io, lambda: self.link.submit_encoded(batch, transactional=True))
         except StompLinkError as exc:
             raise ConnectorError(f"JMS provider: {exc}") from exc
         return loop.create_task(self._accepted(wait))

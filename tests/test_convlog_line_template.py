@@ -1,0 +1,108 @@
+"""The conversion log's cached line templates (LineTemplate, Router.record_ok) write exactly the text of the
+trusted path (trusted_json_line, Router.record), which a test in test_convlog_fast_path.py ties to the
+validated record."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bridge.connectors.base import Inbound, Outbound
+from bridge.convlog import ConversionLog, log_files
+from bridge.router import Router
+from mappings.convlog_schema import (
+    ConversionRecord,
+    Direction,
+    LineTemplate,
+    Protocol,
+    RecordError,
+    Status,
+    trusted_json_line,
+)
+from mappings.mqtt import MqttPublication
+from mappings.report import Change, ConversionReport, Finding
+from mappings.rules import Route
+
+text = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=12)
+findings = st.lists(st.builds(Finding, st.sampled_from(list(Change)), text, st.text(max_size=12)),
+                    max_size=3).map(tuple)
+INGRESS = ("event_time", "message_key", "source_size", "redelivery_count")
+EGRESS = ("event_time", "message_key", "source_size", "target_size", "latency_us", "redelivery_count")
+
+
+@given(
+    variable=st.sampled_from([INGRESS, EGRESS, ("event_time",), ("message_key", "findings", "client_id")]),
+    t=st.integers(0, 4_000_000_000_000_000).map(lambda us: us / 1_000_000),
+    qos=st.integers(0, 2), size=st.integers(0, 2**40), opt_int=st.none() | st.integers(0, 9),
+    persistent=st.none() | st.booleans(), key=text, client=st.none() | text, dest=st.none() | text,
+    fnd=findings, status=st.sampled_from(list(Status)), direction=st.sampled_from(list(Direction)),
+    src=st.sampled_from(list(Protocol)), redelivered=st.integers(0, 2**31 - 1),
+)
+@settings(max_examples=300)
+def test_template_line_equals_trusted_line(variable: tuple[str, ...], t: float, qos: int, size: int,
+                                           opt_int: int | None, persistent: bool | None, key: str,
+                                           client: str | None, dest: str | None, fnd: tuple[Finding, ...],
+                                           status: Status, direction: Direction, src: Protocol,
+                                           redelivered: int) -> None:
+    values: dict[str, Any] = dict(
+        event_time=t, gateway_id="gw", message_key=key, route="r\u00e9", direction=direction.value,
+        source_protocol=src.value, target_protocol="jms", source_type="publish", target_type="TextBody",
+        qos=qos, persistent=persistent, priority=opt_int, source_size=size, target_size=size // 2,
+        status=status.value, reason=None if status is Status.OK else "why", findings=fnd,
+        latency_us=size, client_id=client, destination=dest, redelivery_count=redelivered)
+    template = LineTemplate({k: v for k, v in values.items() if k not in variable}, variable)
+    line = template.render(*(values[k] for k in variable))
+    assert line == trusted_json_line(values)
+    assert ConversionRecord.from_json_line(line).to_json_line() == line
+
+
+def test_template_names_a_bad_field() -> None:
+    with pytest.raises(RecordError) as err:
+        LineTemplate({"gateway": "gw"}, ("event_time",))
+    assert err.value.field == "gateway"
+    with pytest.raises(RecordError) as err:
+        LineTemplate({}, ("message_key", "event_time"))
+    assert "schema order" in err.value.reason
+
+
+def _inbound(n: int, client: str | None, topic: str, redelivered: int) -> Inbound:
+    pub = MqttPublication(topic=topic, payload=b"x" * n, qos=1)
+    return Inbound(key=f"mqtt:{n}", protocol="mqtt", message=pub, source_type="publish", size=n,
+                   destination=topic, received=1_795_320_000.0 + n / 7, client_id=client,
+                   redelivery_count=redelivered, qos=1, handle=n)
+
+
+def _read(directory: Path) -> list[str]:
+    return [line for path in log_files(directory) for line in path.read_text("utf-8").splitlines(keepends=True)]
+
+
+def test_record_ok_writes_what_record_writes(tmp_path: Path) -> None:
+    """A batch logged by record_ok (templates, one queue entry) gives the lines record() gives, message
+    by message, including a second message that reuses the templates of the first."""
+    route = Route.model_validate({"name": "r1", "from": {"mqtt": "a/#"}, "to": {"connector": "amq", "topic": "t"}})
+    loss = (Finding(Change.DROPPED, "JMSTimestamp", "set by the broker"), Finding(Change.COERCED, "q", "int"))
+    good = []
+    for n, (client, topic, fnd, redelivered) in enumerate([
+            ("c1", "a/b", loss, 0), ("c1", "a/b", loss, 0), (None, "a/\u00fc\"", (), 3), ("c\n2", "a/b", loss[:1], 0),
+            ("c1", "a/b", loss, 2**40)]):
+        item = _inbound(n + 10, client, topic, redelivered)
+        out = Outbound(item.key, b"", "topic:t", n * 3)
+        good.append((item, out, "TextBody" if n % 2 else "BytesBody", ConversionReport(list(fnd))))
+    logs = {name: ConversionLog(tmp_path / name) for name in ("fast", "model")}
+    for log in logs.values():
+        log.start()
+    now = 1_795_320_100.25
+    Router(None, None, logs["fast"], "gw", None).record_ok(route, "jms", good, now)  # type: ignore[arg-type]
+    model = Router(None, None, logs["model"], "gw", None)  # type: ignore[arg-type]
+    for item, out, target_type, report in good:
+        model.record(route, item, "jms", Direction.EGRESS, Status.OK, target_type=target_type,
+                     target_size=out.size, report=report, now=now, destination=out.destination)
+    for log in logs.values():
+        log.close()
+    fast, expected = _read(tmp_path / "fast"), _read(tmp_path / "model")
+    assert len(expected) == 2 * len(good)
+    assert fast == expected
+    assert ConversionRecord.from_json_line(fast[-1]).redelivery_count == 2**31 - 1
