@@ -3,6 +3,7 @@
 # properties cross in the envelope; the reply route sends to the requester's JMSReplyTo; bad envelopes back out.
 from __future__ import annotations
 
+import base64
 import json
 import threading
 import uuid
@@ -135,6 +136,37 @@ def test_text_and_map_requests_from_java_get_their_replies_through_an_mqtt_311_r
     for rec in reps:   # what STOMP changed is logged: the boolean property went as a String
         assert rec["status"] == "ok" and rec["target_protocol"] == "jms"
     assert any(("coerced", "ok") in {(f["change"], f["name"]) for f in r["findings"]} for r in reps)
+
+
+def test_every_jms_body_type_reaches_mqtt_as_an_envelope(
+    gateway_factory: Callable[..., GatewayProcess], clients: Callable[..., PahoClient], activemq: BrokerEndpoints,
+    jmstool: JmsTool, tmp_path: Path,
+) -> None:
+    svc = Service()
+    gw = start(gateway_factory, tmp_path, activemq, svc)
+    sub = clients(gw.port).connect()
+    sub.subscribe(f"{svc.topic}/request", 1)
+    jmstool.send(
+        f"queue://{svc.requests}",
+        {"type": "Bytes", "body": {"hex": "00ff10"}, "headers": {"deliveryMode": "NON_PERSISTENT"}},
+        {"type": "Object", "body": {"class": "java.util.HashMap", "value": {"k": typed("int", 1)}}},
+        {"type": "Stream", "body": [typed("int", 1)]},
+        {"type": "Message"},
+    )
+    data, obj, stream, empty = (m for m in sub.wait_messages(4, timeout=20))
+    assert data.qos == 0                                                   # NON_PERSISTENT -> QoS 0
+    assert json.loads(data.payload)["body"] == {"type": "jms_bytes", "base64": "AP8Q"}
+    obj_body = json.loads(obj.payload)["body"]
+    assert obj_body["type"] == "jms_object" and obj_body["class"] == "java.util.HashMap"
+    assert json.loads(base64.b64decode(obj_body["base64"])) == {"k": 1}     # the object as JSON (README)
+    # over STOMP a StreamMessage or plain Message arrives as an empty TextMessage: the envelope says what came
+    assert json.loads(stream.payload)["body"] == {"type": "jms_text", "text": ""}
+    assert json.loads(empty.payload)["body"] == {"type": "jms_text", "text": ""}
+    recs = egress(gw, "req", 4)
+    assert all(r["status"] == "ok" for r in recs)
+    empties = [r for r in recs if r["source_type"] == "TextMessage"]
+    assert len(empties) == 2 and all(("dropped", "body") in {(f["change"], f["name"]) for f in r["findings"]}
+                                     for r in empties)                      # the source's loss is still logged
 
 
 def test_reply_without_destination_goes_to_fallback_and_bad_ones_to_backout(
