@@ -20,7 +20,14 @@ from bridge.convlog import ConversionLog
 from bridge.mqtt.broker import Broker
 from bridge.route_convert import RouteConverter, backout_message, target_protocol
 from bridge.route_envelope import EnvelopeConverter
-from mappings.convlog_schema import Direction, LineTemplate, Status, trusted_json_line
+from mappings.convlog_schema import (
+    Direction,
+    LineTemplate,
+    Status,
+    json_string,
+    json_timestamp,
+    trusted_json_line,
+)
 from mappings.errors import MappingError
 from mappings.report import ConversionReport
 from mappings.rules import EMBEDDED, MqttEndpoint, QueueEndpoint, Route, RulesFile
@@ -342,6 +349,7 @@ class Router:
             egress.clear()
         lines: list[str] = []
         name = route.name
+        now_text = json_timestamp(now)
         for item, out, target_type, report in good:
             common = (name, item.protocol, target_proto, item.source_type, item.qos, item.persistent, item.priority)
             ikey = (*common, item.client_id, item.destination)
@@ -353,10 +361,11 @@ class Router:
             etemplate = egress.get(ekey)
             if etemplate is None:
                 etemplate = egress[ekey] = self._line_template(ekey, Direction.EGRESS)
-            redelivered = min(item.redelivery_count, 2**31 - 1)
-            lines.append(itemplate.render(item.received, item.key, item.size, redelivered))
-            lines.append(etemplate.render(now, item.key, item.size, out.size,
-                                          max(0, int((now - item.received) * 1_000_000)), redelivered))
+            key, size = json_string(item.key), str(item.size)
+            redelivered = str(min(item.redelivery_count, 2**31 - 1))
+            lines.append(itemplate.render_encoded(json_timestamp(item.received), key, size, redelivered))
+            lines.append(etemplate.render_encoded(now_text, key, size, str(out.size),
+                                                  str(max(0, int((now - item.received) * 1_000_000))), redelivered))
         self.convlog.record_lines(lines)
 
     def _line_template(self, key: tuple[object, ...], direction: Direction) -> LineTemplate:

@@ -86,8 +86,8 @@ def test_record_ok_writes_what_record_writes(tmp_path: Path) -> None:
     loss = (Finding(Change.DROPPED, "JMSTimestamp", "set by the broker"), Finding(Change.COERCED, "q", "int"))
     good = []
     for n, (client, topic, fnd, redelivered) in enumerate([
-            ("c1", "a/b", loss, 0), ("c1", "a/b", loss, 0), (None, "a/\u00fc\"", (), 3), ("c\n2", "a/b", loss[:1], 0),
-            ("c1", "a/b", loss, 2**40)]):
+            ("c1", "a/b", loss, 0), ("c1", "a/b", loss, 0), (None, "a/\u00fc\"", (), 3),
+            ("c\n%s2", "a/b%d", loss[:1], 0), ("c1", "a/b", loss, 2**40)]):
         item = _inbound(n + 10, client, topic, redelivered)
         out = Outbound(item.key, b"", "topic:t", n * 3)
         good.append((item, out, "TextBody" if n % 2 else "BytesBody", ConversionReport(list(fnd))))
