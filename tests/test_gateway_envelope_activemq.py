@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -136,6 +137,57 @@ def test_text_and_map_requests_from_java_get_their_replies_through_an_mqtt_311_r
     for rec in reps:   # what STOMP changed is logged: the boolean property went as a String
         assert rec["status"] == "ok" and rec["target_protocol"] == "jms"
     assert any(("coerced", "ok") in {(f["change"], f["name"]) for f in r["findings"]} for r in reps)
+
+
+def test_mqtt_311_requester_gets_the_reply_of_a_java_jms_service(
+    gateway_factory: Callable[..., GatewayProcess], clients: Callable[..., PahoClient], activemq: BrokerEndpoints,
+    jmstool: JmsTool, tmp_path: Path,
+) -> None:
+    """The other way round: the MQTT client names its JMSReplyTo (a topic of its own); a wildcard topic route
+    brings every such reply back to MQTT."""
+    tag = uuid.uuid4().hex[:10]
+    service, replies = f"svc.req.{tag}", f"svc.rep.{tag}"
+    path = tmp_path / "rules.yaml"
+    path.write_text(json.dumps({
+        "connectors": {"amq": {"type": "jms", "host": activemq.host, "port": activemq.stomp_port}},
+        "routes": [
+            {"name": "mreq", "from": {"mqtt": f"app/{tag}/request"}, "to": {"connector": "amq", "queue": service},
+             "options": {"mqtt_format": "envelope"}},
+            {"name": "mrep", "from": {"connector": "amq", "topic": f"{replies}.>"}, "to": {"mqtt": "{topic}"},
+             "options": {"mqtt_format": "envelope"}}]}))
+    gw = gateway_factory({"rules": str(path)})
+    requester = clients(gw.port, "client7").connect()
+    requester.subscribe(f"svc/rep/{tag}/#", 1)
+
+    def probe_arrived() -> bool:   # a topic subscription only sees what is sent after it exists
+        jmstool.send(f"topic://{replies}.probe", {"type": "Text", "body": "probe"})
+        deadline = time.monotonic() + 0.5
+        while time.monotonic() < deadline and not requester.messages:
+            time.sleep(0.02)
+        return bool(requester.messages)
+
+    wait_for(probe_arrived, 20, interval=0, what="the gateway's reply topic subscription")
+    requester.publish(f"app/{tag}/request", json.dumps({
+        "headers": {"JMSReplyTo": f"topic://{replies}.client7", "JMSCorrelationID": "r-1", "JMSType": "quote"},
+        "properties": {"qty": {"type": "int", "value": 3}},
+        "body": {"type": "jms_text", "text": "price A-1?"}}).encode(), qos=1)
+
+    (req,) = jmstool.receive(f"queue://{service}", 1, timeout=20)     # the Java service
+    assert req["type"] == "Text" and req["body"] == "price A-1?"
+    assert req["headers"]["replyTo"] == f"topic://{replies}.client7"
+    assert req["headers"]["correlationId"] == "r-1" and req["headers"]["type"] == "quote"
+    assert req["headers"]["deliveryMode"] == "PERSISTENT"
+    assert req["properties"]["qty"] == {"type": STRING, "value": "3"}      # STOMP: every property a String
+    assert req["properties"]["JMS_SWIFTMQ_CID"] == {"type": STRING, "value": "client7"}
+    jmstool.send(req["headers"]["replyTo"], {"type": "Map", "body": {"price": typed("double", 12.5)},
+                                             "headers": {"correlationId": req["headers"]["correlationId"],
+                                                         "type": "quote-reply"}})
+    got = wait_for(lambda: [m for m in requester.messages if m.topic.endswith("/client7")], 20, what="the reply")
+    assert len(got) == 1 and got[0].topic == f"svc/rep/{tag}/client7"
+    rep = json.loads(got[0].payload)
+    assert rep["headers"]["JMSCorrelationID"] == "r-1" and rep["headers"]["JMSType"] == "quote-reply"
+    assert rep["headers"]["JMSDestination"] == f"topic://{replies}.client7"
+    assert rep["body"] == {"type": "jms_map", "map": {"price": {"type": "double", "value": 12.5}}}
 
 
 def test_every_jms_body_type_reaches_mqtt_as_an_envelope(
