@@ -166,6 +166,10 @@ def cmd_status(args: argparse.Namespace) -> int:
           f"queued {msgs['queued']}  in flight {msgs['inflight']}")
     print(f"  rates  in {s['rates']['received_per_s']}/s  out {s['rates']['sent_per_s']}/s   "
           f"store commits {s['store']['commits']}")
+    for r in s.get("routes", []):   # filtered: not matched by the route's selector (acknowledged, not logged)
+        error = f"  last error: {r['last_error']}" if r.get("last_error") else ""
+        print(f"  route {r['route']:<28} moved {r['moved']}  filtered {r.get('filtered', 0)}  "
+              f"backout {r['backout']}  delivery failures {r['delivery_failures']}{error}")
     if conns:
         print(f"\n  {'CLIENT':<30} {'PEER':<22} {'PROTO':<6} {'IN/s':>8} {'OUT/s':>8} "
               f"{'INFL':>5} {'QUEUE':>6}")

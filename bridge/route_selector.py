@@ -14,7 +14,9 @@ The JMS view is the JMS header fields and properties the mapping library gives t
   JMSPriority 4, JMSTimestamp the time the gateway received it, ``JMS_SWIFTMQ_MQTT_PUBQOS`` (int QoS),
   ``JMS_SWIFTMQ_CID`` (publishing client id) and ``JMSXUserID`` (its user name) unless the route turns
   ``swiftmq_properties`` off. The topic is NOT a property: JMSDestination cannot be named in a selector
-  (JMS 1.1 §3.8.1.1) and the route's topic filter (``from.mqtt``) is what selects topics.
+  (JMS 1.1 §3.8.1.1) and the route's topic filter (``from.mqtt``) is what selects topics. On a route
+  with ``mqtt_format: envelope`` the payload IS the JMS message (mappings/mqtt_envelope.py): its headers
+  and properties are the view, and a payload that is no envelope goes to the backout destination.
 - JMS sources: the provider evaluates the selector (STOMP ``selector`` header); nothing here.
 
 Properties are seen under their source names, before the route's ``property_map`` renames them. A
@@ -30,6 +32,7 @@ from mappings.errors import MappingError
 from mappings.jms import DeliveryMode, JavaType, JmsMessage
 from mappings.jms_mq import mq_bytes_to_jms
 from mappings.mqtt import MqttPublication
+from mappings.mqtt_envelope import read_envelope
 from mappings.mqtt_jms import ConvertMessageType, mqtt_to_jms
 from mappings.rules import RouteOptions
 from mappings.selector import Selector, compile_selector, selector_lookup
@@ -69,6 +72,36 @@ def mqtt_view(pub: MqttPublication, options: RouteOptions, received: float) -> d
     return jms_lookup(jms)
 
 
+VIEW_CACHE_MAX = 4096   # distinct MQTT header combinations kept per route (cleared when exceeded)
+
+
+class MqttViews:
+    """``mqtt_view`` for a route's stream of publications, cached. Of a publication, the view depends
+    on QoS, client id, user name and the MQTT 5 properties, and on the receive time only through
+    JMSTimestamp; a route sees few distinct combinations (one per publishing client and QoS, typically),
+    so the mapping runs once per combination and each message gets a copy with its own JMSTimestamp.
+    Publications that carry a JMSTimestamp user property (it becomes the header) are not cached."""
+
+    def __init__(self, options: RouteOptions) -> None:
+        self.options = options
+        self._cache: dict[tuple[object, ...], dict[str, Any]] = {}
+
+    def __call__(self, pub: MqttPublication, received: float) -> dict[str, Any]:
+        props = pub.user_properties
+        if any(name == "JMSTimestamp" for name, _ in props):
+            return mqtt_view(pub, self.options, received)
+        key = (pub.qos, pub.client_id, pub.username, pub.content_type, pub.response_topic, pub.correlation_data,
+               pub.payload_format_indicator, pub.message_expiry_interval, props)
+        cached = self._cache.get(key)
+        if cached is None:
+            if len(self._cache) >= VIEW_CACHE_MAX:
+                self._cache.clear()
+            cached = self._cache[key] = mqtt_view(pub, self.options, 0.0)
+        view = dict(cached)
+        view["JMSTimestamp"] = int(received * 1000)
+        return view
+
+
 def mq_view(data: bytes, received: float) -> dict[str, Any]:
     """The JMS view of MQ message bytes (MQMD + headers + body), as IBM MQ classes for JMS read it."""
     jms, _ = mq_bytes_to_jms(data, now_ms=int(received * 1000))
@@ -99,10 +132,15 @@ def source_selector(options: RouteOptions, source_kind: str) -> SourceSelector |
         return None
     selector = compile_selector(text)   # validated with the rules already: this cannot fail here
     if source_kind == "mqtt":
+        views = MqttViews(options)
+        envelope = options.mqtt_format == "envelope"
+
         def view(message: object, received: float) -> dict[str, Any]:
             if not isinstance(message, MqttPublication):
                 raise MappingError("an MQTT source gave no MQTT publication", structure="selector")
-            return mqtt_view(message, options, received)
+            if envelope:
+                return jms_lookup(read_envelope(message.payload, qos=message.qos, now_ms=int(received * 1000))[0])
+            return views(message, received)
     elif source_kind == "mq":
         def view(message: object, received: float) -> dict[str, Any]:
             if not isinstance(message, bytes | bytearray):

@@ -10,13 +10,14 @@ from pathlib import Path
 import pytest
 
 from bridge.connectors.embedded import EmbeddedSource, QueueStore, StoreSelection
-from bridge.route_selector import jms_lookup, mq_view, mqtt_view, source_selector
+from bridge.route_selector import MqttViews, jms_lookup, mq_view, mqtt_view, source_selector
 from mappings import mqconst as C
 from mappings.errors import MappingError
 from mappings.jms import DeliveryMode, JmsHeaders, JmsMessage, TextBody, jbytes, jdouble, jint, jstring
 from mappings.jms_mq import jms_to_mq_bytes
 from mappings.mqmd import Mqmd, encode_mqmd
 from mappings.mqtt import MqttPublication
+from mappings.mqtt_envelope import envelope_payload
 from mappings.rules import RouteOptions
 from tests.mq_support import usr_message
 
@@ -57,6 +58,34 @@ def test_mq_view_is_the_ibm_jms_mapping_with_typed_properties() -> None:
     assert (view["price"], view["qty"], view["who"]) == (2.5, 3, "bob")
     assert "raw" not in view                                       # byte[]: no selector type, NULL
     assert view["JMSCorrelationID"] == "c-1" and view["JMSType"] == "order" and view["JMSPriority"] == 8
+
+
+def test_cached_mqtt_views_equal_the_mapping_for_each_message() -> None:
+    opts = RouteOptions()
+    views = MqttViews(opts)
+    pubs = [MqttPublication("a", b"1", qos=1, client_id="c1"), MqttPublication("b", b"2", qos=1, client_id="c1"),
+            MqttPublication("a", b"3", qos=0, client_id="c1"), MqttPublication("a", b"4", qos=1, client_id="c2"),
+            MqttPublication("a", b"5", qos=1, client_id="c1", user_properties=(("JMSTimestamp",
+                                                                                 "2024-01-02T03:04:05.678Z"),))]
+    for i, pub in enumerate(pubs * 2):
+        received = NOW + i
+        assert views(pub, received) == mqtt_view(pub, opts, received), pub
+    assert views(pubs[-1], NOW)["JMSTimestamp"] == 1704164645678   # the user property, not the receive time
+    assert len(views._cache) == 3                                   # one per (QoS, client id); the last not cached
+
+
+def test_envelope_routes_select_on_the_jms_message_the_payload_carries() -> None:
+    opts = RouteOptions(selector="JMSType = 'order' AND qty > 2", mqtt_format="envelope")
+    sel = source_selector(opts, "mqtt")
+    assert sel is not None
+
+    def pub(qty: int) -> MqttPublication:
+        jms = JmsMessage(JmsHeaders(type="order"), {"qty": jint(qty)}, TextBody("x"))
+        return MqttPublication("req/1", envelope_payload(jms), qos=1)
+
+    assert sel.matches(pub(3), NOW) and not sel.matches(pub(2), NOW)
+    with pytest.raises(MappingError):   # not an envelope: the route sends it to its backout destination
+        sel.matches(MqttPublication("req/1", b"plain text", qos=1), NOW)
 
 
 def test_byte_correlation_id_is_seen_as_id_hex() -> None:

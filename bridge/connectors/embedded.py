@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, Protocol, TypeVar
 
 from bridge.connectors.base import ConnectorError, Inbound, Outbound, Source, Target
 from bridge.route_selector import SourceSelector
@@ -52,6 +52,15 @@ CREATE INDEX IF NOT EXISTS queue_messages_by_queue ON queue_messages (queue, seq
 
 class QueueStoreError(Exception):
     pass
+
+
+class Selection(Protocol):
+    """What ``QueueStore.get_locked`` asks of a selector over stored messages."""
+
+    def known(self, seq: int, backout_count: int) -> bool | None:
+        """The verdict on this message if it is already known (None: read it and call the selection)."""
+
+    def __call__(self, msg: StoredQueueMessage) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,37 +181,55 @@ class QueueStore:
         return StoredQueueMessage(row[0], row[1], bytes(row[2]), _with_backout(bytes(row[3]), row[5]),
                                   row[4], row[5])
 
-    def get_locked(self, queue: str, limit: int = 64,
-                   select: Callable[[StoredQueueMessage], bool] | None = None) -> list[StoredQueueMessage]:
+    def get_locked(self, queue: str, limit: int = 64, select: Selection | None = None) -> list[StoredQueueMessage]:
         """Get under syncpoint: the oldest messages not already handed out, kept in the store until
         ``confirm`` (commit) or ``backout``. A crash before confirm leaves them for the next run.
 
         With ``select`` (a route's selector), a message it refuses is skipped: it stays where it is, in
         its place, for other consumers, and the ones after it are still handed out in order. ``select``
-        runs under the store lock, so it must be quick (StoreSelection remembers its verdicts). Skipped
-        messages are read again on every call: the cost of a get is the depth of the non-matching
-        messages ahead of the matching ones (SQLite row reads once the verdicts are known)."""
-        out: list[StoredQueueMessage] = []
-        page = limit + len(self._locked)
-        after = 0
-        with self._lock:
-            while len(out) < limit:
+        runs under the store lock, so it must be quick: StoreSelection remembers its verdicts, and a
+        message whose verdict is known is not even read (only its seq and BackoutCount). The cost of a
+        get is then the number of non-matching messages ahead of the matching ones (bench/README.md)."""
+        if select is None:
+            with self._lock:
                 rows = self._db.execute(
                     "SELECT seq, queue, msg_id, data, put_time, backout_count FROM queue_messages "
-                    "WHERE queue=? AND seq>? ORDER BY seq LIMIT ?", (queue, after, page)).fetchall()
-                for r in rows:
-                    after = r[0]
-                    if r[0] in self._locked:
+                    "WHERE queue=? ORDER BY seq LIMIT ?", (queue, limit + len(self._locked))).fetchall()
+                return self._lock_rows(rows, limit)
+        out: list[StoredQueueMessage] = []
+        page = max(limit, 256)
+        after = 0
+        with self._lock:
+            db = self._db
+            while len(out) < limit:
+                heads = db.execute("SELECT seq, backout_count FROM queue_messages WHERE queue=? AND seq>? "
+                                   "ORDER BY seq LIMIT ?", (queue, after, page)).fetchall()
+                for seq, backout_count in heads:
+                    after = seq
+                    if seq in self._locked or select.known(seq, backout_count) is False:
                         continue
+                    r = db.execute("SELECT seq, queue, msg_id, data, put_time, backout_count FROM queue_messages "
+                                   "WHERE seq=?", (seq,)).fetchone()
                     msg = StoredQueueMessage(r[0], r[1], bytes(r[2]), _with_backout(bytes(r[3]), r[5]), r[4], r[5])
-                    if select is not None and not select(msg):
+                    if not select(msg):
                         continue
-                    self._locked.add(r[0])
+                    self._locked.add(seq)
                     out.append(msg)
                     if len(out) >= limit:
                         break
-                if len(rows) < page:
+                if len(heads) < page:
                     break
+        return out
+
+    def _lock_rows(self, rows: list[tuple[Any, ...]], limit: int) -> list[StoredQueueMessage]:
+        out = []
+        for r in rows:
+            if r[0] in self._locked:
+                continue
+            self._locked.add(r[0])
+            out.append(StoredQueueMessage(r[0], r[1], bytes(r[2]), _with_backout(bytes(r[3]), r[5]), r[4], r[5]))
+            if len(out) >= limit:
+                break
         return out
 
     def confirm(self, seqs: list[int]) -> None:
@@ -312,11 +339,15 @@ class StoreSelection:
         if complete and len(self.verdicts) > len(self._seen):
             self.verdicts = {seq: v for seq, v in self.verdicts.items() if seq in self._seen}
 
+    def known(self, seq: int, backout_count: int) -> bool | None:
+        self._seen.add(seq)
+        verdict = self.verdicts.get(seq)
+        return verdict[1] if verdict is not None and verdict[0] == backout_count else None
+
     def __call__(self, msg: StoredQueueMessage) -> bool:
-        self._seen.add(msg.seq)
-        known = self.verdicts.get(msg.seq)
-        if known is not None and known[0] == msg.backout_count:
-            return known[1]
+        known = self.known(msg.seq, msg.backout_count)
+        if known is not None:
+            return known
         self.evaluated += 1
         try:
             verdict = self.selector.matches(msg.data, msg.put_time)
