@@ -128,3 +128,22 @@ def test_reply_destination_by_allow_prefix() -> None:
         assert exc.value.field == "headers.JMSDestination" and "not an allowed reply destination" in exc.value.reason
     assert allowed(Destination.queue("anything"), ("queue://",))
     assert not allowed(Destination.queue("anything"), ())
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+        st.sampled_from(["headers", "properties", "body", "type", "value", "text", "map", "base64",
+                         "JMSPriority", "JMSReplyTo", "JMSCorrelationID", "JMSDestination", "n"]), inner, max_size=4),
+    max_leaves=12)
+
+
+@given(st.one_of(st.binary(max_size=64), _json.map(lambda v: json.dumps(v).encode())), st.integers(0, 2))
+def test_any_payload_is_a_message_or_a_mapping_error(payload: bytes, qos: int) -> None:
+    """Bad input never escapes as another exception: the route backs it out with the reason."""
+    try:
+        message, _ = read_envelope(payload, qos=qos, now_ms=NOW)
+    except MappingError as exc:
+        assert exc.structure == "MQTT envelope" and exc.reason
+    else:
+        assert isinstance(message, JmsMessage)
