@@ -7,10 +7,13 @@ import os
 import queue
 import threading
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from mappings.convlog_schema import ConversionRecord
+from bridge.connectors.base import Inbound, Outbound
+from mappings.convlog_schema import ConversionRecord, Direction, LineTemplate, Status, json_string, json_timestamp
+from mappings.report import ConversionReport, Finding
 
 log = logging.getLogger("mqbridge.convlog")
 
@@ -148,3 +151,68 @@ class ConversionLog:
 
 def log_files(directory: Path) -> list[Path]:
     return sorted(Path(directory).glob(f"{FILE_PREFIX}*{FILE_SUFFIX}"))
+
+
+class OkLines:
+    """The ingress and egress lines of messages a route's target accepted, rendered from LineTemplates
+    (mappings.convlog_schema) cached per route, client, source and target destination, types and
+    findings: per message only event time, key, sizes, latency and redelivery count are encoded. The
+    text is that of ``trusted_json_line`` for the same values (tests/test_convlog_line_template.py).
+
+    Findings are matched by identity first (the MQTT -> STOMP fast path reuses the same Finding
+    objects for every message of a topic; an entry keeps them alive, so their ids cannot be reused
+    while it exists), then by value."""
+
+    MAX_CACHED = 4096
+
+    def __init__(self, gateway_id: str) -> None:
+        self.gateway_id = gateway_id
+        self._by_id: dict[tuple[object, ...], tuple[LineTemplate, LineTemplate, tuple[Finding, ...]]] = {}
+        self._by_value: dict[tuple[object, ...], tuple[LineTemplate, LineTemplate, tuple[Finding, ...]]] = {}
+
+    def render(self, route: str, target_proto: str, good: Sequence[tuple[Inbound, Outbound, str, ConversionReport]],
+               now: float) -> list[str]:
+        by_id = self._by_id
+        if len(by_id) > self.MAX_CACHED:
+            by_id.clear()
+        lines: list[str] = []
+        append = lines.append
+        now_text = json_timestamp(now)
+        for item, out, target_type, report in good:
+            findings = report.findings
+            parts = (route, target_proto, item.protocol, item.source_type, item.qos, item.persistent, item.priority,
+                     item.client_id, item.destination, target_type, out.destination)
+            entry = by_id.get((*parts, *map(id, findings)))
+            if entry is None:
+                entry = by_id[(*parts, *map(id, findings))] = self._entry(parts, tuple(findings))
+            ingress, egress, _ = entry
+            key, size = json_string(item.key), str(item.size)
+            redelivered = str(min(item.redelivery_count, 2**31 - 1))
+            received = item.received
+            append(ingress.render_encoded(json_timestamp(received), key, size, redelivered))
+            append(egress.render_encoded(now_text, key, size, str(out.size),
+                                         str(max(0, int((now - received) * 1_000_000))), redelivered))
+        return lines
+
+    def _entry(self, parts: tuple[object, ...], findings: tuple[Finding, ...]
+               ) -> tuple[LineTemplate, LineTemplate, tuple[Finding, ...]]:
+        by_value = self._by_value
+        entry = by_value.get((*parts, findings))
+        if entry is not None:
+            return entry
+        route, tproto, sproto, stype, qos, persistent, priority, client, source, target_type, dest = parts
+        fixed = {"gateway_id": self.gateway_id, "route": route, "source_protocol": sproto, "target_protocol": tproto,
+                 "source_type": stype, "qos": qos, "persistent": persistent, "priority": priority,
+                 "status": Status.OK.value}
+        ingress = LineTemplate({**fixed, "direction": Direction.INGRESS.value, "client_id": client,
+                                "destination": source}, _INGRESS_VARIABLE)
+        egress = LineTemplate({**fixed, "direction": Direction.EGRESS.value, "target_type": target_type,
+                               "findings": findings, "destination": dest}, _EGRESS_VARIABLE)
+        if len(by_value) >= self.MAX_CACHED:
+            by_value.clear()
+        entry = by_value[(*parts, findings)] = (ingress, egress, findings)
+        return entry
+
+
+_INGRESS_VARIABLE = ("event_time", "message_key", "source_size", "redelivery_count")
+_EGRESS_VARIABLE = ("event_time", "message_key", "source_size", "target_size", "latency_us", "redelivery_count")

@@ -16,18 +16,11 @@ from dataclasses import dataclass
 from bridge.connectors.base import ConnectorError, Inbound, Outbound, Source, Target
 from bridge.connectors.embedded import EmbeddedSource, EmbeddedTarget, QueueStore
 from bridge.connectors.mqtt_internal import MqttSource, MqttTarget, route_client_id
-from bridge.convlog import ConversionLog
+from bridge.convlog import ConversionLog, OkLines
 from bridge.mqtt.broker import Broker
 from bridge.route_convert import RouteConverter, backout_message, target_protocol
 from bridge.route_envelope import EnvelopeConverter
-from mappings.convlog_schema import (
-    Direction,
-    LineTemplate,
-    Status,
-    json_string,
-    json_timestamp,
-    trusted_json_line,
-)
+from mappings.convlog_schema import Direction, Status, trusted_json_line
 from mappings.errors import MappingError
 from mappings.report import ConversionReport
 from mappings.rules import EMBEDDED, MqttEndpoint, QueueEndpoint, Route, RulesFile
@@ -35,9 +28,6 @@ from mappings.rules import EMBEDDED, MqttEndpoint, QueueEndpoint, Route, RulesFi
 log = logging.getLogger("mqbridge.router")
 
 BATCH = 128
-LINE_TEMPLATES_MAX = 4096   # cached conversion-log line templates per direction (cleared when exceeded)
-_INGRESS_VARIABLE = ("event_time", "message_key", "source_size", "redelivery_count")
-_EGRESS_VARIABLE = ("event_time", "message_key", "source_size", "target_size", "latency_us", "redelivery_count")
 RETRY_MIN = 0.1
 RETRY_MAX = 10.0
 
@@ -244,8 +234,7 @@ class Router:
         self.executor = executor
         self.rules = RulesFile()
         self.workers: dict[str, RouteWorker] = {}
-        self._ingress_lines: dict[tuple[object, ...], LineTemplate] = {}
-        self._egress_lines: dict[tuple[object, ...], LineTemplate] = {}
+        self._ok_lines = OkLines(gateway_id)
 
     # -- building ---------------------------------------------------------------------------------
 
@@ -338,47 +327,10 @@ class Router:
 
     def record_ok(self, route: Route, target_proto: str,
                   good: list[tuple[Inbound, Outbound, str, ConversionReport]], now: float) -> None:
-        """The ingress and egress records of a batch the target accepted, queued as one entry. Lines
-        come from LineTemplates cached per route/client/topic/findings: only event time, key, sizes,
-        latency and redelivery count are encoded per message (same text as ``record``)."""
-        if self.convlog is None:
-            return
-        ingress, egress = self._ingress_lines, self._egress_lines
-        if len(ingress) > LINE_TEMPLATES_MAX or len(egress) > LINE_TEMPLATES_MAX:
-            ingress.clear()
-            egress.clear()
-        lines: list[str] = []
-        name = route.name
-        now_text = json_timestamp(now)
-        for item, out, target_type, report in good:
-            common = (name, item.protocol, target_proto, item.source_type, item.qos, item.persistent, item.priority)
-            ikey = (*common, item.client_id, item.destination)
-            itemplate = ingress.get(ikey)
-            if itemplate is None:
-                itemplate = ingress[ikey] = self._line_template(ikey, Direction.INGRESS)
-            findings = tuple(report.findings)
-            ekey = (*common, target_type, findings, out.destination)
-            etemplate = egress.get(ekey)
-            if etemplate is None:
-                etemplate = egress[ekey] = self._line_template(ekey, Direction.EGRESS)
-            key, size = json_string(item.key), str(item.size)
-            redelivered = str(min(item.redelivery_count, 2**31 - 1))
-            lines.append(itemplate.render_encoded(json_timestamp(item.received), key, size, redelivered))
-            lines.append(etemplate.render_encoded(now_text, key, size, str(out.size),
-                                                  str(max(0, int((now - item.received) * 1_000_000))), redelivered))
-        self.convlog.record_lines(lines)
-
-    def _line_template(self, key: tuple[object, ...], direction: Direction) -> LineTemplate:
-        name, sproto, tproto, stype, qos, persistent, priority, *rest = key
-        fixed: dict[str, object] = {
-            "gateway_id": self.gateway_id, "route": name, "source_protocol": sproto, "target_protocol": tproto,
-            "source_type": stype, "qos": qos, "persistent": persistent, "priority": priority,
-            "direction": direction.value, "status": Status.OK.value}
-        if direction is Direction.INGRESS:
-            fixed["client_id"], fixed["destination"] = rest
-            return LineTemplate(fixed, _INGRESS_VARIABLE)
-        fixed["target_type"], fixed["findings"], fixed["destination"] = rest
-        return LineTemplate(fixed, _EGRESS_VARIABLE)
+        """The ingress and egress records of a batch the target accepted, queued as one entry (lines
+        from cached templates, convlog.OkLines: the same text as ``record``)."""
+        if self.convlog is not None:
+            self.convlog.record_lines(self._ok_lines.render(route.name, target_proto, good, now))
 
     def record(self, route: Route, item: Inbound, target_proto: str, direction: Direction, status: Status, *,
                now: float, target_type: str | None = None, target_size: int | None = None,

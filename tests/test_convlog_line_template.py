@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bridge.connectors.base import Inbound, Outbound
-from bridge.convlog import ConversionLog, log_files
+from bridge.convlog import ConversionLog, OkLines, log_files
 from bridge.router import Router
 from mappings.convlog_schema import (
     ConversionRecord,
@@ -79,15 +79,19 @@ def _read(directory: Path) -> list[str]:
     return [line for path in log_files(directory) for line in path.read_text("utf-8").splitlines(keepends=True)]
 
 
-def test_record_ok_writes_what_record_writes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("cache_size", [OkLines.MAX_CACHED, 1])
+def test_record_ok_writes_what_record_writes(tmp_path: Path, cache_size: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """A batch logged by record_ok (templates, one queue entry) gives the lines record() gives, message
-    by message, including a second message that reuses the templates of the first."""
+    by message, including messages that reuse the templates of another (same Finding objects, or equal
+    ones), also when the template cache is cleared as it fills."""
+    monkeypatch.setattr(OkLines, "MAX_CACHED", cache_size)
     route = Route.model_validate({"name": "r1", "from": {"mqtt": "a/#"}, "to": {"connector": "amq", "topic": "t"}})
     loss = (Finding(Change.DROPPED, "JMSTimestamp", "set by the broker"), Finding(Change.COERCED, "q", "int"))
     good = []
     for n, (client, topic, fnd, redelivered) in enumerate([
             ("c1", "a/b", loss, 0), ("c1", "a/b", loss, 0), (None, "a/\u00fc\"", (), 3),
-            ("c\n%s2", "a/b%d", loss[:1], 0), ("c1", "a/b", loss, 2**40)]):
+            ("c\n%s2", "a/b%d", loss[:1], 0), ("c1", "a/b", loss, 2**40),
+            ("c1", "a/b", tuple(Finding(f.change, f.name, f.detail) for f in loss), 0), (None, "a/\u00fc\"", (), 0)]):
         item = _inbound(n + 10, client, topic, redelivered)
         out = Outbound(item.key, b"", "topic:t", n * 3)
         good.append((item, out, "TextBody" if n % 2 else "BytesBody", ConversionReport(list(fnd))))
@@ -105,4 +109,4 @@ def test_record_ok_writes_what_record_writes(tmp_path: Path) -> None:
     fast, expected = _read(tmp_path / "fast"), _read(tmp_path / "model")
     assert len(expected) == 2 * len(good)
     assert fast == expected
-    assert ConversionRecord.from_json_line(fast[-1]).redelivery_count == 2**31 - 1
+    assert ConversionRecord.from_json_line(fast[2 * 4 + 1]).redelivery_count == 2**31 - 1   # 2**40 capped
