@@ -16,7 +16,7 @@ from bridge.route_convert import (
 )
 from mappings import mqconst as C
 from mappings.errors import MappingError
-from mappings.jms import Destination, DestinationKind, JmsMessage, jint, jstring
+from mappings.jms import DeliveryMode, Destination, DestinationKind, JmsMessage, jint, jstring
 from mappings.jms_mq import jms_to_mq_bytes, mq_bytes_to_jms
 from mappings.mqmessage import decode_message, encode_message
 from mappings.mqtt import MqttPublication
@@ -142,7 +142,9 @@ class EnvelopeConverter(RouteConverter):
     def _reply_destination(self, jms: JmsMessage, fallback: Destination | None,
                            report: ConversionReport) -> tuple[Destination, bool]:
         """The allowed destination the envelope names (and whether it is temporary), else the fallback."""
-        dest = reply_destination(jms, self.route.target.allow)  # type: ignore[union-attr]
+        target = self.route.target
+        assert isinstance(target, QueueEndpoint)
+        dest = reply_destination(jms, target.allow)
         if dest is None:
             if fallback is None:
                 raise MappingError("the envelope names no reply destination and the route has no fallback "
@@ -175,7 +177,7 @@ class EnvelopeConverter(RouteConverter):
         opts = self.route.options
         if opts.persistence != "as_source" or opts.priority is not None:
             msg = decode_message(data)
-            persistent = jms.headers.delivery_mode == 2
+            persistent = jms.headers.delivery_mode is DeliveryMode.PERSISTENT
             md = dataclasses.replace(msg.md, persistence=_persistence(self.route, persistent),
                                      priority=opts.priority if opts.priority is not None else msg.md.priority)
             data = encode_message(dataclasses.replace(msg, md=md))
