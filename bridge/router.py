@@ -20,6 +20,7 @@ from bridge.convlog import ConversionLog, OkLines
 from bridge.mqtt.broker import Broker
 from bridge.route_convert import RouteConverter, backout_message, target_protocol
 from bridge.route_envelope import EnvelopeConverter
+from bridge.route_selector import SourceSelector, source_selector
 from mappings.convlog_schema import Direction, Status, trusted_json_line
 from mappings.errors import MappingError
 from mappings.report import ConversionReport
@@ -52,6 +53,7 @@ class _Batch:
     items: list[Inbound]
     good: list[tuple[Inbound, Outbound, str, ConversionReport]]
     accepted: asyncio.Future[None]
+    filtered: int = 0   # items the route's selector did not match: confirmed with the batch, not converted
 
 
 def _settled() -> asyncio.Future[None]:
@@ -62,7 +64,8 @@ def _settled() -> asyncio.Future[None]:
 
 class RouteWorker:
     def __init__(self, router: Router, route: Route, source: Source, target: Target,
-                 backout: Target, backout_dest: str, converter: RouteConverter) -> None:
+                 backout: Target, backout_dest: str, converter: RouteConverter,
+                 selector: SourceSelector | None = None) -> None:
         self.router = router
         self.route = route
         self.source = source
@@ -70,8 +73,10 @@ class RouteWorker:
         self.backout = backout
         self.backout_dest = backout_dest
         self.converter = converter
+        self.selector = selector   # evaluated here for MQTT sources only (queues and JMS filter at the source)
         self.task: asyncio.Task[None] | None = None
         self.moved = 0
+        self.filtered = 0          # acknowledged, not converted, not logged: the selector did not match
         self.failed = 0
         self.backed_out = 0
         self.last_error: str | None = None
@@ -148,7 +153,16 @@ class RouteWorker:
         threshold = route.options.backout_threshold
         good: list[tuple[Inbound, Outbound, str, ConversionReport]] = []
         poison: list[tuple[Inbound, str]] = []
+        filtered = 0
         for item in items:
+            if self.selector is not None:
+                try:
+                    if not self.selector.matches(item.message, item.received):
+                        filtered += 1   # never the route's message (JMS selector): confirmed with the batch
+                        continue
+                except MappingError as exc:
+                    poison.append((item, f"selector: the message has no JMS view: {exc}"))
+                    continue
             if item.redelivery_count >= threshold:
                 poison.append((item, f"delivered {item.redelivery_count} times, backout threshold {threshold}"))
                 continue
@@ -173,12 +187,12 @@ class RouteWorker:
         accepted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if not good:
             accepted.set_result(None)
-            return _Batch(items, good, accepted)
+            return _Batch(items, good, accepted, filtered)
         try:
             accepted = await self.target.submit([g[1] for g in good])
         except (ConnectorError, OSError) as exc:
             accepted.set_exception(exc)   # retried in order when this batch is the oldest in flight
-        return _Batch(items, good, accepted)
+        return _Batch(items, good, accepted, filtered)
 
     async def _finish(self, inflight: deque[_Batch]) -> None:
         """The oldest batch in flight is settled at the target: log it and confirm it at the source. If
@@ -202,6 +216,7 @@ class RouteWorker:
         self.router.record_ok(self.route, self.converter.target_protocol, batch.good, time.time())
         self.moved += len(batch.good)
         await self.source.confirm(batch.items)
+        self.filtered += batch.filtered
         inflight.popleft()
 
     def _refused(self, exc: BaseException, count: int) -> None:
@@ -255,7 +270,8 @@ class Router:
             if ep.queue is None:
                 raise RouteSetupError(f"route {route.name}: the embedded store has queues, not topics")
             if role == "source":
-                return EmbeddedSource(self.queues, ep.queue, self.executor)
+                return EmbeddedSource(self.queues, ep.queue, self.executor,
+                                      selector=source_selector(route.options, "mq"))
             return EmbeddedTarget(self.queues, self.executor)
         factory = CONNECTOR_FACTORIES.get(ctype)
         if factory is None:
@@ -287,7 +303,8 @@ class Router:
             built = self._endpoint(rules, route, bdest, "target")
             assert isinstance(built, Target)
             backout, dest = built, bdest.destination
-        return RouteWorker(self, route, source, target, backout, dest, converter)
+        selector = source_selector(route.options, "mqtt") if isinstance(route.source, MqttEndpoint) else None
+        return RouteWorker(self, route, source, target, backout, dest, converter, selector)
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -320,7 +337,8 @@ class Router:
         self.workers.clear()
 
     def status(self) -> list[dict[str, object]]:
-        return [{"route": name, "moved": w.moved, "backout": w.backed_out, "delivery_failures": w.failed,
+        return [{"route": name, "moved": w.moved, "filtered": w.filtered, "backout": w.backed_out,
+                 "delivery_failures": w.failed,
                  "last_error": w.last_error} for name, w in self.workers.items()]
 
     # -- conversion log ---------------------------------------------------------------------------------
