@@ -41,8 +41,7 @@ class _Template:
     headers: dict[str, str]          # shared by every frame of the key: never mutated
     head: bytes                      # encode_send_head(frame_destination, headers)
     target_type: str                 # TextBody | BytesBody
-    findings: tuple[Finding, ...]    # the conversion's (mqtt_to_jms, property_map)
-    frame_findings: tuple[Finding, ...]   # jms_to_frame's, reported by the target
+    findings: tuple[Finding, ...]    # the conversion's (mqtt_to_jms, property_map), then jms_to_frame's
     content_length: bool
 
 
@@ -56,7 +55,8 @@ class MqttToStompEncoder:
 
     def __init__(self, model: ModelConvert, convert: ConvertMessageType) -> None:
         self._model = model
-        self._convert = convert
+        self._bytes = convert is ConvertMessageType.BYTES
+        self._auto = convert is ConvertMessageType.AUTO
         self._templates: dict[_Key, _Template] = {}
 
     def convert(self, item: Inbound) -> tuple[Outbound, str, ConversionReport]:
@@ -64,10 +64,9 @@ class MqttToStompEncoder:
         if type(pub) is not MqttPublication or _has_mqtt5(pub):
             return self._model_frame(item)
         payload = pub.payload
-        mode = self._convert
-        if mode is ConvertMessageType.BYTES:
+        if self._bytes:
             text = False
-        elif mode is ConvertMessageType.AUTO:
+        elif self._auto:
             text = text_problem(payload) is None
         elif text_problem(payload, allow_controls=True) is None and b"\x00" not in payload:
             text = True
@@ -78,9 +77,7 @@ class MqttToStompEncoder:
         if t is None:
             t = self._template(item, pub, key)
         frame = SendFrame(t.frame_destination, t.headers, payload, t.content_length, t.head)
-        out = Outbound(item.key, frame, t.destination, len(payload),
-                       {"findings": t.frame_findings} if t.frame_findings else {})
-        return out, t.target_type, ConversionReport(list(t.findings))
+        return Outbound(item.key, frame, t.destination, len(payload)), t.target_type, ConversionReport([*t.findings])
 
     def _template(self, item: Inbound, pub: MqttPublication, key: _Key) -> _Template:
         stand_in = replace(pub, payload=_TEXT_STAND_IN if key[-1] else _BYTES_STAND_IN)
@@ -92,21 +89,19 @@ class MqttToStompEncoder:
         if frame.body != stand_in.payload:   # cannot happen for Text/Bytes bodies; refuse rather than guess
             raise MappingError("fast path: the stand-in body changed", structure="MQTT -> STOMP")
         t = _Template(out.destination, frame.destination, frame.headers, frame.head, target_type,
-                      tuple(report.findings), tuple(frame_report.findings), frame.content_length)
+                      (*report.findings, *frame_report.findings), frame.content_length)
         if len(self._templates) >= self.MAX_CACHED:
             self._templates.clear()
         self._templates[key] = t
         return t
 
     def _model_frame(self, item: Inbound) -> tuple[Outbound, str, ConversionReport]:
-        """The model path, with the frame built here too (the target's findings ride in ``extra``)."""
+        """The model path, with the frame built here too (its findings follow the conversion's, as the
+        router logs a JmsTarget's own)."""
         out, target_type, report = self._model(item)
         msg = out.message
         assert isinstance(msg, JmsMessage)
-        frame_report = ConversionReport()
-        out.message = jms_to_frame(msg, out.destination, frame_report)
-        if frame_report:
-            out.extra["findings"] = list(frame_report.findings)
+        out.message = jms_to_frame(msg, out.destination, report)
         return out, target_type, report
 
 
