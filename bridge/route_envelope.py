@@ -16,7 +16,7 @@ from bridge.route_convert import (
 )
 from mappings import mqconst as C
 from mappings.errors import MappingError
-from mappings.jms import DeliveryMode, Destination, DestinationKind, JmsMessage, jint, jstring
+from mappings.jms import DeliveryMode, Destination, DestinationKind, JavaValue, JmsMessage, jint, jstring
 from mappings.jms_mq import jms_to_mq_bytes, mq_bytes_to_jms
 from mappings.mqmessage import decode_message, encode_message
 from mappings.mqtt import MqttPublication
@@ -86,19 +86,24 @@ class EnvelopeConverter(RouteConverter):
     # -- from MQTT ----------------------------------------------------------------------------------
 
     def _read(self, item: Inbound, report: ConversionReport) -> tuple[MqttPublication, JmsMessage]:
+        """The envelope as a JMS message with the gateway's properties (JMSDestination still the envelope's)."""
         pub = item.message
         assert isinstance(pub, MqttPublication)
-        jms, found = read_envelope(pub.payload, qos=pub.qos, now_ms=int(time.time() * 1000))
+        # JMSTimestamp is the provider's to set over STOMP: only an MQ message gets the default (PutDate/PutTime)
+        now_ms = int(time.time() * 1000) if self.target_protocol == "mq" else 0
+        jms, found = read_envelope(pub.payload, qos=pub.qos, now_ms=now_ms)
         report.extend(found)
         if pub.retain:
             report.dropped("retain", "JMS has no retained-message flag")
         opts = self.route.options
+        props = dict(jms.properties.items())
         if self.target_protocol == "mq":   # seed mq-telemetry Table 1: UserIdentifier (JMSXUserID -> MQMD)
-            jms = _with_user_id(jms, self._user_id(pub), report)
+            _set_user_id(props, self._user_id(pub), report)
         elif opts.swiftmq_properties:
-            jms = _with_info_properties(jms, pub, report)
-        jms = _rename_properties(jms, opts.property_map, report)
-        return pub, jms
+            _set_info_properties(props, pub, report)
+        if props != dict(jms.properties.items()):
+            jms = JmsMessage(jms.headers, props, jms.body)   # one construction: names validated once more
+        return pub, _rename_properties(jms, opts.property_map, report)
 
     def _user_id(self, pub: MqttPublication) -> str | None:
         opts = self.route.options
@@ -131,7 +136,8 @@ class EnvelopeConverter(RouteConverter):
             dest, named = fixed, jms.headers.destination
             if named is not None and named != dest:
                 report.dropped("JMSDestination", f"{named.uri}: the route sends to {dest.uri}")
-        jms = dataclasses.replace(jms, headers=dataclasses.replace(jms.headers, destination=dest))
+        if dest != jms.headers.destination:
+            jms = JmsMessage(dataclasses.replace(jms.headers, destination=dest), jms.properties, jms.body)
         kind = dest.kind.value
         if temp:
             return jms, f"/remote-temp-{kind}/{dest.name}"   # ActiveMQ's STOMP name of another connection's one
@@ -184,32 +190,28 @@ class EnvelopeConverter(RouteConverter):
         return Outbound(item.key, data, dest, len(pub.payload)), C.MQFMT_RF_HEADER_2.strip(), report
 
 
-def _with_info_properties(jms: JmsMessage, pub: MqttPublication, report: ConversionReport) -> JmsMessage:
+def _set_info_properties(props: dict[str, JavaValue], pub: MqttPublication, report: ConversionReport) -> None:
     """The SwiftMQ informational properties (as mqtt_to_jms adds them): the gateway's values win over
     same-named envelope properties, so an MQTT client cannot claim another user or client id."""
     names = SWIFTMQ_NAMES
     extras = [(names.user_id, None if pub.username is None else jstring(pub.username)),
               (names.client_id, None if pub.client_id is None else jstring(pub.client_id)),
               (names.qos, jint(pub.qos))]
-    props = dict(jms.properties.items())
     for name, value in extras:
         if name is None or value is None:
             continue
         if name in props and props[name] != value:
             report.dropped(name, "envelope property replaced by the gateway's informational property")
         props[name] = value
-    return dataclasses.replace(jms, properties=props)
 
 
-def _with_user_id(jms: JmsMessage, user: str | None, report: ConversionReport) -> JmsMessage:
+def _set_user_id(props: dict[str, JavaValue], user: str | None, report: ConversionReport) -> None:
     """JMSXUserID (-> MQMD.UserIdentifier) is the gateway's to set, from the route's user_identifier."""
     if user is None:
-        return jms
-    props = dict(jms.properties.items())
+        return
     if "JMSXUserID" in props and props["JMSXUserID"] != jstring(user):
         report.dropped("JMSXUserID", "envelope property replaced by the route's user_identifier")
     props["JMSXUserID"] = jstring(user)
-    return dataclasses.replace(jms, properties=props)
 
 
 _STOMP_TEMPORARY = ("/temp-queue/", "/temp-topic/", "/remote-temp-queue/", "/remote-temp-topic/")

@@ -12,7 +12,8 @@ instead, and reads an MQTT payload back as one:
 - MQTT -> JMS (``read_envelope``): the payload must be UTF-8 JSON of that form; every error names the
   member path (``headers.JMSPriority``, ``properties.n``, ``body.map.k``). Headers the envelope leaves
   out take what a plain MQTT publication would give them (mqtt_to_jms): JMSDeliveryMode from the QoS
-  (0 -> NON_PERSISTENT, 1/2 -> PERSISTENT, mq-telemetry Table 1) and JMSTimestamp = now.
+  (0 -> NON_PERSISTENT, 1/2 -> PERSISTENT, mq-telemetry Table 1) and JMSTimestamp = ``now_ms`` (the
+  caller passes 0 where the provider sets it anyway, as over STOMP).
 - Reply addressing (``reply_destination``): a reply envelope names where it goes in
   ``headers.JMSDestination`` (the responder copies the request's ``JMSReplyTo`` there). A route target
   with ``reply_to: true`` sends it there when the destination's kind and name start with one of the
