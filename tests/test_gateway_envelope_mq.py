@@ -87,13 +87,15 @@ def test_mq_request_reaches_mqtt_as_envelope_and_the_reply_reaches_reply_to_q(
 
     reply = {"headers": {"JMSCorrelationID": h["JMSMessageID"], "JMSDestination": h["JMSReplyTo"],
                          "JMSType": "price-reply"},
-             "properties": {"price": {"type": "double", "value": 12.5}, "currency": "EUR"},
+             "properties": {"price": {"type": "double", "value": 12.5}, "currency": "EUR",
+                            "JMS_IBM_MsgType": {"type": "int", "value": C.MQMT_REPLY}},
              "body": {"type": "jms_text", "text": "12.50 EUR"}}
     responder.publish("svc/reply/1", json.dumps(reply).encode(), qos=1)
     wait_for(lambda: q.depth("SVC.REPLY.A") == 1, 15, what="the reply on SVC.REPLY.A")
     out: MqMessage = decode_message(q.browse("SVC.REPLY.A")[0].data)
     q.close()
     assert out.md.correl_id == msg_id                              # JMSCorrelationID "ID:..." -> CorrelId
+    assert out.md.msg_type == C.MQMT_REPLY                         # JMS_IBM_MsgType -> MsgType (§6.2)
     assert out.md.persistence == C.MQPER_PERSISTENT                # QoS 1 -> PERSISTENT
     assert out.md.user_identifier.strip() == "responder"           # Table 1: UserIdentifier from client id
     assert out.body == b"12.50 EUR"
