@@ -87,7 +87,7 @@ class ConversionLog:
             if not path.exists() or path.stat().st_size < self.max_bytes:
                 break
             seq += 1
-        self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - long-lived, closed in _close_file
+        self._file = open(path, "ab")  # noqa: SIM115 - long-lived, closed in _close_file; UTF-8 written by _write
         self._path = path
         self._hour = hour
         self._size = path.stat().st_size
@@ -143,9 +143,9 @@ class ConversionLog:
         hour = datetime.now(UTC).strftime("%Y%m%d-%H")
         if self._file is None or hour != self._hour or self._size >= self.max_bytes:
             self._open(hour)
-        data = "".join(lines)
+        data = "".join(lines).encode("utf-8")   # encoded once: the file is binary, the size is its length
         self._file.write(data)  # type: ignore[attr-defined]
-        self._size += len(data.encode("utf-8"))
+        self._size += len(data)
         self.written += len(lines)
 
 
