@@ -3,11 +3,13 @@ gateway's informational properties, MQ persistence overrides, and the MQ -> MQTT
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import given, settings
 
 from bridge.connectors.base import Inbound
 from bridge.route_envelope import EnvelopeConverter
@@ -19,6 +21,7 @@ from mappings.mqmessage import build_message, decode_message, encode_message
 from mappings.mqtt import MqttPublication
 from mappings.rfh2 import Rfh2, RfhElement, RfhFolder
 from mappings.rules import Route, parse_rules
+from tests.jms_strategies import messages
 
 
 def route(yaml_route: str, connectors: str = "connectors: {amq: {type: jms}}\n") -> Route:
@@ -169,3 +172,38 @@ def test_a_temporary_reply_queue_is_marked_and_reached_only_when_allowed() -> No
     assert out.destination == "/remote-temp-queue/ID:h-1-2:1:1" and not report
     with pytest.raises(MappingError, match="not an allowed reply destination"):
         EnvelopeConverter(route(REPLY % ""), "mqtt", "jms").convert(from_mqtt(reply))   # queue://ID: not enough
+
+
+_TO_MQTT = """\
+  - name: out
+    from: {connector: amq, queue: rq}
+    to: {mqtt: "svc/out"}
+    options: {mqtt_format: envelope}
+"""
+_BACK = """\
+  - name: back
+    from: {mqtt: "svc/#"}
+    to: {connector: amq, reply_to: true, allow: ["queue://", "topic://"], queue: fallback}
+    options: {mqtt_format: envelope, swiftmq_properties: false}
+"""
+
+
+@settings(max_examples=150, deadline=None)
+@given(messages)
+def test_jms_to_mqtt_and_back_through_two_envelope_routes_keeps_the_message(message: JmsMessage) -> None:
+    """The round trip that ties the two directions: only JMSDestination is the route's to decide."""
+    out, _, report = EnvelopeConverter(route(_TO_MQTT), "jms", "mqtt").convert(
+        Inbound("k", "jms", message, "TextMessage", 1, "rq", time.time()))
+    assert not report
+    pub = out.message
+    assert isinstance(pub, MqttPublication)
+    back, _, _ = EnvelopeConverter(route(_BACK), "mqtt", "jms").convert(
+        Inbound("k2", "mqtt", pub, "publish", len(pub.payload), pub.topic, time.time(), qos=pub.qos))
+    got = back.message
+    assert isinstance(got, JmsMessage)
+    named = message.headers.destination
+    expected = Destination.queue("fallback") if named is None else Destination(named.kind, named.name)
+    assert got.headers.destination == expected
+    assert dataclasses.replace(got.headers, destination=None) == dataclasses.replace(message.headers,
+                                                                                     destination=None)
+    assert got.properties == message.properties and got.body == message.body
