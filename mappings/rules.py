@@ -276,10 +276,11 @@ def envelope_problems(route: Route, rules: RulesFile) -> list[tuple[tuple[str, .
         if not dst.allow:
             out.append((("to", "reply_to"), "give allow: the destinations MQTT clients may send to, by prefix "
                                             "(e.g. [\"queue://replies.\"])"))
-        kind = rules.connectors[dst.connector].type if dst.connector in rules.connectors else EMBEDDED
+        known = dst.connector in rules.connectors or dst.connector == EMBEDDED   # else reported above
+        kind = rules.connector(dst.connector).type if known else None
         if kind == EMBEDDED and any(p.startswith("topic://") for p in dst.allow):
             out.append((("to", "allow"), "the embedded store has queues, not topics"))
-        if kind != "jms" and any(p.startswith("temp-") for p in dst.allow):
+        if known and kind != "jms" and any(p.startswith("temp-") for p in dst.allow):
             out.append((("to", "allow"), "temporary destinations are JMS destinations: the connector is "
                                          f"{kind}"))
     return out

@@ -235,3 +235,13 @@ def test_validate_command_describes_reply_targets_and_names_the_line(tmp_path: P
                          timeout=60, cwd=REPO)
     assert run.returncode != 0
     assert f"{bad}:10: routes.1.to.reply_to: needs options.mqtt_format: envelope" in run.stderr, run.stderr
+
+
+def test_an_undefined_reply_connector_is_reported_once() -> None:
+    found = problems("""\
+  - name: rep
+    from: {mqtt: r/#}
+    to: {connector: nowhere, reply_to: true, allow: ["topic://r.", "temp-queue://ID:"]}
+    options: {mqtt_format: envelope}
+""")
+    assert len(found) == 1 and "connector 'nowhere' is not defined" in found[0], found
