@@ -36,7 +36,7 @@ from mappings.report import ConversionReport
 STRUCTURE = "MQTT envelope"
 DESTINATION_FIELD = "headers.JMSDestination"
 TEMPORARY = ("temporary", "true")       # URI option marking a JMS temporary destination
-ALLOW_KINDS = ("queue://", "topic://", "temp-queue://", "temp-topic://")
+ALLOW_KINDS = ("queue://", "topic://", "temp-queue://", "temp-topic://")   # what allow prefixes start with
 
 
 def _fail(reason: str, field: str | None) -> MappingError:
@@ -79,6 +79,7 @@ def is_temporary(dest: Destination) -> bool:
 
 
 def temporary(dest: Destination) -> Destination:
+    """``dest`` marked as a JMS temporary destination."""
     return Destination(dest.kind, dest.name, dest.queue_manager, (*dest.options, TEMPORARY))
 
 

@@ -18,6 +18,7 @@ from pydantic import (
 )
 
 from mappings.errors import MappingError
+from mappings.mqtt_envelope import ALLOW_KINDS
 from mappings.selector import compile_selector
 from mappings.topic_rules import TopicError, filters_overlap, topic_matches, validate_topic_filter
 from mappings.yaml_lines import line_of
@@ -103,7 +104,7 @@ class QueueEndpoint(_Model):
         elif self.allow:
             raise ValueError("allow: only a reply_to target has an allow list")
         for prefix in self.allow:
-            if not prefix.startswith(("queue://", "topic://", "temp-queue://", "temp-topic://")):
+            if not prefix.startswith(ALLOW_KINDS):
                 raise ValueError(f"allow: {prefix!r} must start with queue://, topic://, temp-queue:// "
                                  "or temp-topic://")
         return self
