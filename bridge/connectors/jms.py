@@ -35,7 +35,9 @@ Outbound (JMS model -> SEND frame), ``jms_to_frame``:
 - Properties (§1): every property becomes a STOMP header, i.e. a **String** property on the JMS side;
   each non-String one is reported as coerced (``int -> String``). byte[] and null values cannot be
   headers: dropped. Names that are STOMP/ActiveMQ headers (``priority``, ``receipt``, ...) would be
-  read as such: dropped. Any header value holding NUL would end the frame (§9): dropped.
+  read as such: dropped. Any header value holding NUL would end the frame (§9): dropped. ActiveMQ
+  turns a character above U+FFFF in a header value into U+FFFD U+FFFD (tests/test_stomp_encoding.py,
+  as in map bodies, §4): coerced, one finding per header.
 
 Inbound (MESSAGE frame -> JMS model), ``frame_to_jms``; subscriptions ask for ``transformation:
 jms-xml`` (§3, §4: XStream XML keeps every Map value's Java type, where Jettison's JSON turns
@@ -342,6 +344,10 @@ def jms_to_frame(msg: JmsMessage, destination: str, report: ConversionReport | N
     for name in [n for n, v in headers.items() if "\x00" in v]:   # NUL would end the frame early
         report.dropped(_JMS_NAMES.get(name, name), "contains U+0000, which a STOMP header cannot carry")
         del headers[name]
+    for name, value in headers.items():
+        if _NON_BMP.search(value):
+            report.coerced(_JMS_NAMES.get(name, name), "a character above U+FFFF becomes U+FFFD U+FFFD in "
+                                                        "ActiveMQ's STOMP header decoding")
     return SendFrame(stomp_destination(destination), headers, data, content_length)
 
 
