@@ -74,9 +74,9 @@ class AuditConfig:
     grace_seconds: float = 300.0
     top_n: int = 10
     max_items: int = MAX_ITEMS
-    # Incremental runs: only rows from these Parquet files (the new ones) are counted; the rest of the
-    # window (the reopened grace period, counted by the previous run) only serves to match keys.
-    count_files: frozenset[str] | None = None
+    # Incremental runs: only the new rows are counted (the frame's "counted" column); the carried rows
+    # (the reopened grace period, counted by the previous run) only serve to match keys.
+    incremental: bool = False
 
 
 @dataclass(slots=True)
@@ -128,21 +128,29 @@ def ts_text(col: Column | str) -> Column:
     return F.date_format(col, TS_FORMAT)
 
 
-def _window_filter(config: AuditConfig, widen: timedelta) -> Column:
-    """Rows inside [since - widen, until + widen), with partition pruning on date and hour."""
+def time_range(lo: datetime | None, hi: datetime | None, partitioned: bool = True) -> Column:
+    """Rows with lo <= event_time < hi (either bound may be open); partition pruning on date and hour."""
     cond = F.lit(True)
     date, hour = F.col("date"), F.col("hour")
-    if config.since is not None:
-        lo = (config.since - widen).astimezone(UTC)
+    if lo is not None:
+        lo = lo.astimezone(UTC)
         lo_date = F.lit(lo.date())
-        partitions = (date > lo_date) | ((date == lo_date) & (hour >= F.lit(lo.hour)))
-        cond = cond & partitions & (F.col("event_time") >= ts_lit(lo))
-    if config.until is not None:
-        hi = (config.until + widen).astimezone(UTC)
+        if partitioned:
+            cond = cond & ((date > lo_date) | ((date == lo_date) & (hour >= F.lit(lo.hour))))
+        cond = cond & (F.col("event_time") >= ts_lit(lo))
+    if hi is not None:
+        hi = hi.astimezone(UTC)
         hi_date = F.lit(hi.date())
-        partitions = (date < hi_date) | ((date == hi_date) & (hour <= F.lit(hi.hour)))
-        cond = cond & partitions & (F.col("event_time") < ts_lit(hi))
+        if partitioned:
+            cond = cond & ((date < hi_date) | ((date == hi_date) & (hour <= F.lit(hi.hour))))
+        cond = cond & (F.col("event_time") < ts_lit(hi))
     return cond
+
+
+def _window_filter(config: AuditConfig, widen: timedelta) -> Column:
+    """Rows inside [since - widen, until + widen), with partition pruning on date and hour."""
+    return time_range(None if config.since is None else config.since - widen,
+                      None if config.until is None else config.until + widen)
 
 
 def in_window(config: AuditConfig, col: Column | str = "event_time") -> Column:
@@ -170,9 +178,19 @@ def _newest_partition(parquet_dir: str) -> Column | None:
     return (F.col("date") == F.lit(date).cast("date")) & (F.col("hour") == F.lit(hour))
 
 
-def _max_event_time(frame: DataFrame) -> datetime | None:
+def has_partitions(parquet_dir: str) -> bool:
+    """True when the Parquet log directory holds at least one date partition."""
+    return Path(parquet_dir).is_dir() and any(Path(parquet_dir).glob("date=*"))
+
+
+def max_event_time(frame: DataFrame) -> datetime | None:
     row = frame.agg(F.unix_micros(F.max("event_time")).alias("hi")).first()
     return None if row is None or row["hi"] is None else EPOCH + timedelta(microseconds=row["hi"])
+
+
+def audit_frame(source: DataFrame, config: AuditConfig, counted: Column) -> DataFrame:
+    """The audit's columns plus in_window and counted (the rows whose volume and findings are counted)."""
+    return source.select(*AUDIT_COLUMNS, in_window(config).alias("in_window"), counted.alias("counted"))
 
 
 def load(spark: SparkSession, parquet_dir: str, config: AuditConfig) -> AuditData:
@@ -183,25 +201,21 @@ def load(spark: SparkSession, parquet_dir: str, config: AuditConfig) -> AuditDat
     partition first (a scan of one hour), the whole window only when that partition has no row in it.
     """
     widened = None
-    if Path(parquet_dir).exists() and any(Path(parquet_dir).glob("date=*")):
+    if has_partitions(parquet_dir):
         widened = spark.read.parquet(parquet_dir).where(
             _window_filter(config, timedelta(seconds=config.grace_seconds))
         )
         source = widened
     else:
         source = spark.createDataFrame([], record_schema())
-    counted = in_window(config)
-    if config.count_files is not None:
-        new_file = F.col("_metadata.file_name").isin(sorted(config.count_files)) if widened else F.lit(False)
-        counted = counted & new_file
-    frame = source.select(*AUDIT_COLUMNS, in_window(config).alias("in_window"), counted.alias("counted"))
+    frame = audit_frame(source, config, in_window(config))
     as_of = config.until
     if as_of is None and widened is not None:
         newest = _newest_partition(parquet_dir)
         if newest is not None:
-            as_of = _max_event_time(widened.where(newest))
+            as_of = max_event_time(widened.where(newest))
         if as_of is None:
-            as_of = _max_event_time(widened)
+            as_of = max_event_time(widened)
     return AuditData(frame, as_of, config)
 
 
@@ -302,7 +316,7 @@ def duplicates(data: AuditData, records: DataFrame) -> DataFrame:
     copies = F.col("copies")
     allowed = (F.col("qos") == 1) & (copies <= F.col("max_redelivery") + 1)
     shown = (copies > 1) & in_window(data.config, "first_egress_time")
-    if data.config.count_files is not None:  # reported by an earlier run unless a copy is new
+    if data.config.incremental:  # reported by an earlier run unless a copy is new
         shown = shown & (F.col("new_copies") > 0)
     return per_client.where(shown).select(
         F.when(allowed, F.lit("allowed")).otherwise(F.lit("suspicious")).alias("kind"),

@@ -1,6 +1,8 @@
 """Reads JSON Lines logs with the explicit schema, counts bad lines, compacts good rows to Parquet."""
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -47,7 +49,6 @@ class IngestResult:
     samples: list[dict[str, str]] = field(default_factory=list)
     min_time: datetime | None = None
     max_time: datetime | None = None
-    files: frozenset[str] = frozenset()  # incremental mode: the Parquet files this ingest wrote
 
     @property
     def bad(self) -> int:
@@ -207,6 +208,29 @@ def ingest_frame(tagged: DataFrame, parquet_dir: str, mode: str, compact: bool =
     if result.bad:
         describe_problems(tagged, result)
     return result
+
+
+def ingest_batch(tagged: DataFrame, staging_dir: str, parquet_dir: str) -> tuple[IngestResult, list[str]]:
+    """Write a micro-batch's valid rows into the Parquet log, counting problems in the same pass.
+
+    The rows are written to a staging directory of their own first and the files then moved into the
+    log's date/hour partitions, so the caller knows exactly which files hold the new rows (no listing
+    of the log). The staging directory's name starts with "_": Spark never reads it as a partition.
+    """
+    shutil.rmtree(staging_dir, ignore_errors=True)  # what a failed attempt at this batch left
+    result = ingest_frame(tagged, staging_dir, "overwrite", compact=False)
+    moved = []
+    staging = Path(staging_dir)
+    for part in sorted(staging.glob("date=*/hour=*")):
+        target = Path(parquet_dir) / part.parent.name / part.name
+        target.mkdir(parents=True, exist_ok=True)
+        for f in part.iterdir():
+            if f.name.endswith(".parquet") or f.name.endswith(".parquet.crc"):
+                os.replace(f, target / f.name)
+                if f.name.endswith(".parquet"):
+                    moved.append(str(target / f.name))
+    shutil.rmtree(staging_dir, ignore_errors=True)
+    return result, moved
 
 
 def ingest(spark: SparkSession, paths: list[str], parquet_dir: str, mode: str = "overwrite") -> IngestResult:
