@@ -57,6 +57,19 @@ def read_schema() -> StructType:
     return StructType([*record_schema().fields, StructField(CORRUPT_COLUMN, StringType(), True)])
 
 
+def _findings_invalid(findings: Column) -> Column:
+    """True when a finding is null, has a change outside Change, or has no name.
+
+    Array functions with generated code (no lambda: a higher-order function is interpreted row by row):
+    an element's change missing from the allowed list (null included) survives array_except; a null
+    name sorts first.
+    """
+    allowed = F.array(*[F.lit(c.value) for c in Change])
+    bad_change = F.size(F.array_except(findings.getField("change"), allowed)) > 0
+    first_name = F.try_element_at(F.sort_array(findings.getField("name")), F.lit(1))
+    return bad_change | ((F.size(findings) > 0) & first_name.isNull())
+
+
 def _field_invalid(spec: FieldSpec) -> Column | None:
     """A condition true when the column breaks its spec's rule (required, enum, range)."""
     col = F.col(spec.name)
@@ -70,9 +83,7 @@ def _field_invalid(spec: FieldSpec) -> Column | None:
     if spec.max_value is not None:
         checks.append(col > F.lit(spec.max_value))
     if spec.kind == FINDINGS:
-        allowed = [c.value for c in Change]
-        checks.append(F.exists(col, lambda x: x["change"].isNull() | ~x["change"].isin(allowed)
-                               | x["name"].isNull()))
+        checks.append(_findings_invalid(col))
     if not checks:
         return None
     cond = checks[0]

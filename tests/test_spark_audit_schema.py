@@ -1,6 +1,7 @@
 """The bridge side and the Spark side agree on the log schema: a dataclass record read back by Spark."""
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import pytest
@@ -70,3 +71,21 @@ def test_dataclass_records_round_trip_through_spark(spark, tmp_path):
         want.pop("event_time")
         got["findings"] = [f.asDict() for f in got["findings"]]
         assert got == want
+
+
+@pytest.mark.parametrize(("findings", "problem"), [
+    ([], None),
+    ([{"change": "coerced", "name": "p", "detail": "i8 -> String"}, {"change": "dropped", "name": "q"}], None),
+    ([{"change": "coerced", "name": "p"}, {"change": "squashed", "name": "q"}], "invalid:findings"),
+    ([{"name": "p"}], "invalid:findings"),  # no change
+    ([{"change": "coerced", "name": "p"}, {"change": "dropped"}], "invalid:findings"),  # no name
+    ([{"change": "coerced", "name": "p"}, None], "invalid:findings"),  # a null finding
+])
+def test_each_finding_needs_a_known_change_and_a_name(spark, tmp_path, findings, problem):
+    line = records()[0].to_dict()
+    line["event_time"] = "2026-03-01T10:00:00.000000Z"
+    line["findings"] = findings
+    log = tmp_path / "log.jsonl"
+    log.write_text(json.dumps(line) + "\n")
+    (row,) = read_logs(spark, [str(log)]).collect()
+    assert row[PROBLEM_COLUMN] == problem
