@@ -20,6 +20,8 @@ from mappings.convlog_schema import (
     Protocol,
     RecordError,
     Status,
+    epoch_timestamp,
+    json_timestamp,
     trusted_json_line,
 )
 from mappings.mqtt import MqttPublication
@@ -57,6 +59,20 @@ def test_template_line_equals_trusted_line(variable: tuple[str, ...], t: float, 
     line = template.render(*(values[k] for k in variable))
     assert line == trusted_json_line(values)
     assert ConversionRecord.from_json_line(line).to_json_line() == line
+
+
+@given(st.lists(st.integers(0, 4_000_000_000_000_000).map(lambda us: us / 1_000_000)
+                | st.floats(0, 4e9, allow_nan=False), min_size=1, max_size=5))
+def test_json_timestamp_is_the_quoted_epoch_timestamp(times: list[float]) -> None:
+    """Also across its one-second cache: the same second twice, then another, then back."""
+    for t in [*times, *times, times[0] + 1, times[0]]:
+        assert json_timestamp(t) == f'"{epoch_timestamp(t)}"'
+
+
+def test_render_needs_one_value_per_variable_field() -> None:
+    template = LineTemplate({"gateway_id": "gw"}, ("event_time", "message_key"))
+    with pytest.raises(ValueError):
+        template.render_encoded('"t"')
 
 
 def test_template_names_a_bad_field() -> None:
