@@ -33,6 +33,19 @@ def test_a_character_above_u_ffff_in_a_header_is_reported() -> None:
     assert [(f.change, f.name) for f in report.findings] == [(Change.COERCED, "p"), (Change.COERCED, "JMSType")]
 
 
+def test_an_unpaired_surrogate_in_a_header_is_dropped_not_sent() -> None:
+    """A Java String may hold one; UTF-8 cannot: the header is dropped with a finding instead of the
+    frame failing to encode (which would fail the route's batch again and again)."""
+    report = ConversionReport()
+    msg = JmsMessage(JmsHeaders(correlation_id="c\ud800"), TypedMap([("p", jstring("x\udc00y")), ("q", jstring("ok"))]),
+                     TextBody("x"))
+    frame = jms_to_frame(msg, "q", report)
+    assert "p" not in frame.headers and "correlation-id" not in frame.headers and frame.headers["q"] == "ok"
+    assert {(f.change, f.name) for f in report.findings} == {(Change.DROPPED, "p"),
+                                                             (Change.DROPPED, "JMSCorrelationID")}
+    assert b"q:ok\n" in frame.head
+
+
 @activemq
 @pytest.mark.parametrize("transactional", [True, False])
 def test_awkward_header_values_and_bodies_arrive_exactly(activemq: BrokerEndpoints, jmstool: JmsTool,

@@ -35,7 +35,8 @@ Outbound (JMS model -> SEND frame), ``jms_to_frame``:
 - Properties (§1): every property becomes a STOMP header, i.e. a **String** property on the JMS side;
   each non-String one is reported as coerced (``int -> String``). byte[] and null values cannot be
   headers: dropped. Names that are STOMP/ActiveMQ headers (``priority``, ``receipt``, ...) would be
-  read as such: dropped. Any header value holding NUL would end the frame (§9): dropped. ActiveMQ
+  read as such: dropped. Any header value holding NUL would end the frame (§9), or an unpaired
+  surrogate (a Java String may hold one; UTF-8 cannot): dropped. ActiveMQ
   turns a character above U+FFFF in a header value into U+FFFD U+FFFD (tests/test_stomp_encoding.py,
   as in map bodies, §4): coerced, one finding per header.
 
@@ -343,6 +344,9 @@ def jms_to_frame(msg: JmsMessage, destination: str, report: ConversionReport | N
     data, content_length = _body_frame(msg, headers, report)
     for name in [n for n, v in headers.items() if "\x00" in v]:   # NUL would end the frame early
         report.dropped(_JMS_NAMES.get(name, name), "contains U+0000, which a STOMP header cannot carry")
+        del headers[name]
+    for name in [n for n, v in headers.items() if _SURROGATES.search(v)]:   # a Java string may hold one
+        report.dropped(_JMS_NAMES.get(name, name), "contains an unpaired surrogate, which UTF-8 cannot carry")
         del headers[name]
     for name, value in headers.items():
         if _NON_BMP.search(value):
