@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from functools import reduce
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -121,8 +122,15 @@ def _tail_files(carried: Carried, earlier: Earlier, new: NewRows, tail_start: da
     if earlier.log is None:
         return next_tail(carried, tail_start, new.files)
     newest = earlier.log.groupBy(FILE_PATH).agg(F.unix_micros(F.max("event_time")).alias("hi")).collect()
-    from_log = [TailFile(str(r[FILE_PATH]), EPOCH + timedelta(microseconds=int(r["hi"]))) for r in newest]
+    from_log = [TailFile(local_path(str(r[FILE_PATH])), EPOCH + timedelta(microseconds=int(r["hi"])))
+                for r in newest]
     return next_tail(Carried(), tail_start, [*from_log, *new.files])
+
+
+def local_path(uri: str) -> str:
+    """A local file path from the file: URI Spark reports in _metadata.file_path (others unchanged)."""
+    parsed = urlparse(uri)
+    return unquote(parsed.path) if parsed.scheme == "file" else uri
 
 
 def _union(frames: list[DataFrame]) -> DataFrame:

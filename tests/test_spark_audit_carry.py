@@ -126,10 +126,17 @@ def test_without_a_usable_tail_the_parquet_log_gives_the_same_findings(spark, tm
     runs.run("b1", BATCHES[0])
     state = Path(runs.checkpoint) / STATE_FILE  # a state as the version before tails wrote it
     state.write_text(json.dumps({"as_of": runs.state()["as_of"]}))
+    # This run reads the log (batch 1's rows) and finds the log files the next run needs: batch 1's
+    # file still holds rows inside two grace periods of this run's "as of" (k10 at 40 s).
+    assert runs.run("b1b", pair("k10", 40))["counts"] == EXPECTED[0]
+    listed = [Path(f["path"]) for f in runs.state()["tail_files"]]
+    assert len(listed) >= 2 and all(f.is_file() for f in listed)
+    # The next run reads those files, not the log: a broken file in the partition it would read is
+    # never opened.
+    (listed[0].parent / "part-99999-broken.parquet").write_bytes(b"not parquet at all")
     second = runs.run("b2", BATCHES[1])
     assert second["counts"] == EXPECTED[1]
     assert {r["message_key"]: r["copies"] for r in second["rows"]["duplicates"]} == {"k3": 2, "k8": 2}
-    assert runs.state()["tail_files"]  # the run found the log files it needs next time
     assert runs.run("b3", BATCHES[2])["counts"] == EXPECTED[2]
 
 
