@@ -93,6 +93,16 @@ class AuditData:
     rows_in_window: int = 0
 
 
+# Optional column of the audit frame: "as of" in epoch microseconds (the same in every row). Incremental
+# runs give it (and in_window) as columns: a run-dependent literal is compiled into generated code, so
+# every run would compile its classes anew (Janino, then the JIT). Without it, data.as_of is a literal.
+AS_OF_COLUMN = "_as_of_us"
+
+
+def has_as_of_column(data: AuditData) -> bool:
+    return AS_OF_COLUMN in data.frame.columns
+
+
 @dataclass(slots=True)
 class AuditResult:
     """Every finding as a DataFrame (for Parquet), its collected rows (capped), and headline counts."""
@@ -260,9 +270,13 @@ def flag_keys(data: AuditData) -> DataFrame:
     client later). The result is small.
     """
     config = data.config
-    cutoff_us = (micros(data.as_of) if data.as_of is not None else 0) - int(config.grace_seconds * 1_000_000)
+    grace_us = int(config.grace_seconds * 1_000_000)
+    if has_as_of_column(data):
+        cutoff = F.col(AS_OF_COLUMN) - F.lit(grace_us)
+    else:
+        cutoff = F.lit((micros(data.as_of) if data.as_of is not None else 0) - grace_us)
     window = F.col("in_window")
-    eligible = is_ingress() & is_ok() & window & (F.unix_micros("event_time") < F.lit(cutoff_us))
+    eligible = is_ingress() & is_ok() & window & (F.unix_micros("event_time") < cutoff)
 
     def count(cond: Column) -> Column:
         return F.sum(cond.cast("int"))
@@ -289,18 +303,22 @@ def flagged_records(data: AuditData, flagged: DataFrame) -> DataFrame:
 
 def key_problems(data: AuditData, records: DataFrame) -> DataFrame:
     """Lost ingress and unexpected egress records, with their details."""
-    as_of_us = micros(data.as_of) if data.as_of is not None else 0
+    as_of_us = F.col(AS_OF_COLUMN) if has_as_of_column(data) else F.lit(
+        micros(data.as_of) if data.as_of is not None else 0)
     kind = F.col("kind")
     wanted = (kind == "lost") & is_ingress() & is_ok() | (kind == "unexpected_egress")
     return records.where(kind.isNotNull() & wanted).select(
         "kind", "message_key", "route", "direction", "source_protocol", "target_protocol", "qos",
         "client_id", "destination", ts_text("event_time").alias("event_time"),
-        F.when(kind == "lost", (F.lit(as_of_us) - F.unix_micros("event_time")) / 1e6).alias("age_seconds"),
+        F.when(kind == "lost", (as_of_us - F.unix_micros("event_time")) / 1e6).alias("age_seconds"),
     )
 
 
 def duplicates(data: AuditData, records: DataFrame) -> DataFrame:
     """More than one ok egress per key/route/client: allowed for QoS 1 redeliveries, else suspicious."""
+    column_bounds = has_as_of_column(data)
+    # With run-dependent bounds kept out of generated code: the first copy's in_window flag.
+    first_in_window = [F.min_by("in_window", "event_time").alias("first_in_window")] if column_bounds else []
     per_client = (
         records.where(F.col("dup") & is_egress() & is_ok())
         .groupBy("message_key", "route", "client_id")
@@ -311,11 +329,13 @@ def duplicates(data: AuditData, records: DataFrame) -> DataFrame:
             F.min("destination").alias("destination"),
             F.min("event_time").alias("first_egress_time"),
             F.max(F.col("counted").cast("int")).alias("new_copies"),
+            *first_in_window,
         )
     )
     copies = F.col("copies")
     allowed = (F.col("qos") == 1) & (copies <= F.col("max_redelivery") + 1)
-    shown = (copies > 1) & in_window(data.config, "first_egress_time")
+    first_shown = F.col("first_in_window") if column_bounds else in_window(data.config, "first_egress_time")
+    shown = (copies > 1) & first_shown
     if data.config.incremental:  # reported by an earlier run unless a copy is new
         shown = shown & (F.col("new_copies") > 0)
     return per_client.where(shown).select(

@@ -75,16 +75,23 @@ def read_state(checkpoint_dir: str) -> Carried:
     return carried
 
 
-def read_tail(spark: SparkSession, carried: Carried) -> DataFrame | None:
-    """The tail's rows from tail_start on (key columns; schema given: nothing inferred or listed).
+def tail_file_rows(spark: SparkSession, carried: Carried) -> DataFrame | None:
+    """Every row of the tail's files (key columns; schema given: nothing inferred or listed).
 
-    Its files may hold older rows too; those are left out, so a read of the log before tail_start
-    never meets them twice. None when the tail is empty.
+    The files may hold rows older than tail_start too: the caller keeps event_time >= tail_start, so a
+    read of the log before tail_start never meets them twice. None when the tail is empty.
     """
     if not carried.files or carried.tail_start is None:
         return None
-    rows = spark.read.schema(record_schema()).parquet(*[f.path for f in carried.files])
-    return rows.where(F.col("event_time") >= ts_lit(carried.tail_start)).select(*KEY_COLUMNS)
+    return spark.read.schema(record_schema()).parquet(*[f.path for f in carried.files]).select(*KEY_COLUMNS)
+
+
+def read_tail(spark: SparkSession, carried: Carried) -> DataFrame | None:
+    """The tail's rows from tail_start on (tail_start as a literal); None when the tail is empty."""
+    rows = tail_file_rows(spark, carried)
+    if rows is None or carried.tail_start is None:
+        return None
+    return rows.where(F.col("event_time") >= ts_lit(carried.tail_start))
 
 
 def next_tail(carried: Carried, tail_start: datetime, new: list[TailFile]) -> tuple[TailFile, ...]:

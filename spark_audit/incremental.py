@@ -16,19 +16,29 @@ from urllib.parse import unquote, urlparse
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StructField, StructType
 
 from spark_audit.audit import (
+    AS_OF_COLUMN,
     AUDIT_COLUMNS,
     AuditConfig,
     AuditData,
     AuditResult,
     audit_frame,
     has_partitions,
-    in_window,
+    micros,
     run_audit,
     time_range,
 )
-from spark_audit.carry import KEY_COLUMNS, Carried, TailFile, next_tail, read_state, read_tail, write_state
+from spark_audit.carry import (
+    KEY_COLUMNS,
+    Carried,
+    TailFile,
+    next_tail,
+    read_state,
+    tail_file_rows,
+    write_state,
+)
 from spark_audit.ingest import IngestResult, ingest_batch, stream_logs
 from spark_audit.schema import record_schema
 
@@ -100,21 +110,49 @@ class Earlier:
     rows: list[DataFrame]  # key columns
     complete_from: datetime | None  # the carried files hold every row from here on (None: all of them)
     log: DataFrame | None = None  # rows read from the log when there was no usable tail (with FILE_PATH)
+    tail: DataFrame | None = None  # the carried files' rows (key columns), to be cut at tail_start
 
 
 def earlier_rows(spark: SparkSession, parquet_dir: str, carried: Carried, new: NewRows, prior_log: bool,
                  lo: datetime) -> Earlier:
     """The carried tail, plus the Parquet log from lo where the tail does not reach back that far."""
     if carried.continues(new.batch_ids[0]) and carried.tail_start is not None:
-        tail = read_tail(spark, carried)
-        rows = [] if tail is None else [tail]
+        rows = []
         if lo < carried.tail_start:  # a late file: older rows come from the log (they stay out of the tail)
             rows.append(_log_range(spark, parquet_dir, lo, carried.tail_start, new.names()).drop(FILE_PATH))
-        return Earlier(rows, carried.tail_start)
+        return Earlier(rows, carried.tail_start, tail=tail_file_rows(spark, carried))
     if prior_log:  # no usable tail: the log itself, as the audit read it before there was a tail
         log = _log_range(spark, parquet_dir, lo, None, new.names())
         return Earlier([log.drop(FILE_PATH)], lo, log)
     return Earlier([], None)
+
+
+# The run's bounds as a one-row frame joined to every row (epoch microseconds). As literals they would
+# be compiled into the generated code, which then differs every run: each run compiled ~16 classes anew
+# (Janino) and ran them interpreted until the JIT caught up. As columns, the code is the same every run.
+LO, HI, SINCE, UNTIL, TAIL_START = "_lo_us", "_hi_us", "_since_us", "_until_us", "_tail_start_us"
+
+
+def run_bounds(spark: SparkSession, lo: datetime, hi: datetime, window: AuditConfig, as_of: datetime,
+               tail_start: datetime | None) -> DataFrame:
+    """One row: the matching range [lo, hi), the window [since, until), "as of" and the tail's start."""
+    assert window.since is not None and window.until is not None
+    names = (LO, HI, SINCE, UNTIL, AS_OF_COLUMN, TAIL_START)
+    values = (lo, hi, window.since, window.until, as_of, tail_start if tail_start is not None else lo)
+    schema = StructType([StructField(n, LongType(), False) for n in names])
+    return spark.createDataFrame([tuple(micros(v) for v in values)], schema)
+
+
+def _bounded(rows: DataFrame, bounds: DataFrame, counted: bool, tail: bool = False) -> DataFrame:
+    """Audit-frame rows in [lo, hi) (and from tail_start on for the tail) with in_window, counted, "as of"."""
+    t = F.unix_micros("event_time")
+    joined = rows.crossJoin(F.broadcast(bounds))
+    keep = (t >= F.col(LO)) & (t < F.col(HI))
+    if tail:
+        keep = keep & (t >= F.col(TAIL_START))
+    window = (t >= F.col(SINCE)) & (t < F.col(UNTIL))
+    return joined.where(keep).select(*AUDIT_COLUMNS, window.alias("in_window"),
+                                     (window if counted else F.lit(False)).alias("counted"), AS_OF_COLUMN)
 
 
 def _tail_files(carried: Carried, earlier: Earlier, new: NewRows, tail_start: datetime) -> tuple[TailFile, ...]:
@@ -165,10 +203,12 @@ def audit_new(spark: SparkSession, parquet_dir: str, checkpoint_dir: str, new: N
     grace = timedelta(seconds=window.grace_seconds)
     lo, hi = window.since - grace, window.until + grace
     earlier = earlier_rows(spark, parquet_dir, carried, new, prior_log, lo)
-    in_range = time_range(lo, hi, partitioned=False)
-    sources = [audit_frame(new.rows(spark).where(in_range), window, in_window(window))]
-    sources += [audit_frame(_null_padded(e.where(in_range)), window, F.lit(False)) for e in earlier.rows]
     as_of = window.until
+    bounds = run_bounds(spark, lo, hi, window, as_of, earlier.complete_from if earlier.tail is not None else None)
+    sources = [_bounded(new.rows(spark), bounds, counted=True)]
+    if earlier.tail is not None:
+        sources.append(_bounded(_null_padded(earlier.tail), bounds, counted=False, tail=True))
+    sources += [_bounded(_null_padded(e), bounds, counted=False) for e in earlier.rows]
     result = run_audit(AuditData(_union(sources), as_of, window))
 
     tail_start = as_of - 2 * grace

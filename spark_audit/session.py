@@ -32,6 +32,10 @@ def session_conf(master: str = DEFAULT_MASTER) -> dict[str, str]:
         # Override for long jobs on big logs, where C2-compiled code pays back its warm-up.
         "spark.driver.extraJavaOptions": f"{driver_java_options()} {cds_options(driver_java_options())}".strip(),
         "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
+        # Compiled generated code is cached by its source text. At the default 100 entries (split into
+        # segments that evict separately) one ingest, stream and audit evicted each other's classes, so a
+        # long-lived session compiled the same code again run after run.
+        "spark.sql.codegen.cache.maxEntries": "1000",
     }
     if master.startswith("local"):
         conf["spark.driver.host"] = "127.0.0.1"
