@@ -1,8 +1,10 @@
 """The audit: three Spark jobs over the pruned Parquet log (no UDFs, no cache of the raw rows).
 
 1. "as of" (only without --until): max event time, read from the newest date/hour partition only;
-2. per message key: one integer-only aggregation flags lost / unexpected / duplicated keys, and the
-   records of those few keys are fetched by a broadcast join (losses and duplicates come from them);
+2. per message key: one aggregation per 64-bit hash of (message_key, route) (a long, not two strings;
+   a second hash detects two keys sharing one, and then the exact string keys are used) flags lost /
+   unexpected / duplicated keys, and the records of those few keys are fetched by a broadcast join
+   (losses and duplicates come from them);
 3. everything else (volume, failures, top offenders, conversions, latency, payload sizes) from one
    aggregation over tagged group keys, collected once and finished in Python.
 Jobs 2 and 3 run concurrently.
@@ -262,43 +264,100 @@ def with_trend(rows: list[Row], unit: str) -> list[Row]:
                     "previous_records": prev, "change": records - prev})
     return sort_rows(out, SORT_KEYS["volume_hourly"])
 
-def flag_keys(data: AuditData) -> DataFrame:
-    """One aggregation per (message_key, route), integer sums only, keeping just the keys with a problem.
+# Per-key flags, OR-ed over a key's records (bit_or: one integer buffer instead of four counts).
+SEEN_INGRESS, SEEN_ELIGIBLE, SEEN_EGRESS, SEEN_EGRESS_COUNTED = 1, 2, 4, 8
+KEY_HASH, KEY_CHECK = "_key_hash", "_key_check"
+# The records of flagged keys: the columns key_problems and duplicates read (not all of the frame's).
+RECORD_COLUMNS = ("message_key", "route", "direction", "source_protocol", "target_protocol", "qos", "client_id",
+                  "destination", "event_time", "status", "redelivery_count", "in_window", "counted")
 
-    kind: 'lost' (an ok ingress in the window, older than the grace period, and no egress at all) or
-    'unexpected_egress' (egress in the window, no ingress); dup: more than one ok egress (split per
-    client later). The result is small.
-    """
+
+def key_hash() -> Column:
+    """(message_key, route) as one long: the per-key aggregation hashes and shuffles a long, not two strings."""
+    return F.xxhash64("message_key", "route")
+
+
+def key_check() -> Column:
+    """A second, independent hash of (message_key, route): two keys sharing key_hash differ in it."""
+    return F.hash("route", "message_key")
+
+
+def _flag_conditions(data: AuditData) -> tuple[Column, Column]:
+    """Per record: its SEEN_* bits; and 1 for an ok egress (more than one per key is a duplicate)."""
     config = data.config
     grace_us = int(config.grace_seconds * 1_000_000)
     if has_as_of_column(data):
         cutoff = F.col(AS_OF_COLUMN) - F.lit(grace_us)
     else:
         cutoff = F.lit((micros(data.as_of) if data.as_of is not None else 0) - grace_us)
-    window = F.col("in_window")
-    eligible = is_ingress() & is_ok() & window & (F.unix_micros("event_time") < cutoff)
+    eligible = is_ok() & F.col("in_window") & (F.unix_micros("event_time") < cutoff)
+    seen = F.when(is_ingress(), F.when(eligible, F.lit(SEEN_INGRESS | SEEN_ELIGIBLE)).otherwise(F.lit(SEEN_INGRESS)))
+    seen = seen.when(is_egress(), F.when(F.col("counted"), F.lit(SEEN_EGRESS | SEEN_EGRESS_COUNTED))
+                     .otherwise(F.lit(SEEN_EGRESS))).otherwise(F.lit(0))
+    return seen, (is_egress() & is_ok()).cast("int")
 
-    def count(cond: Column) -> Column:
-        return F.sum(cond.cast("int"))
 
+def _kind(seen: Column) -> Column:
+    """'lost' (an ok ingress in the window, older than the grace period, and no egress at all) or
+    'unexpected_egress' (egress in the window, no ingress); null otherwise."""
+    def has(bit: int) -> Column:
+        return (seen.bitwiseAND(F.lit(bit))) != F.lit(0)
+
+    lost = has(SEEN_ELIGIBLE) & ~has(SEEN_EGRESS)
+    unexpected = ~has(SEEN_INGRESS) & has(SEEN_EGRESS_COUNTED)
+    return F.when(lost, F.lit("lost")).when(unexpected, F.lit("unexpected_egress"))
+
+
+def flag_keys(data: AuditData) -> DataFrame:
+    """One aggregation per (message_key, route), keeping just the keys with a problem (exact string keys).
+
+    kind: see _kind; dup: more than one ok egress (split per client later). The result is small. Used
+    when two keys of the log share a key_hash (see flag_hashed_keys).
+    """
+    seen, ok_egress = _flag_conditions(data)
     chains = data.frame.groupBy("message_key", "route").agg(
-        count(is_ingress()).alias("ingress_n"),
-        count(eligible).alias("eligible_n"),
-        count(is_egress()).alias("egress_n"),
-        count(is_egress() & F.col("counted")).alias("egress_counted"),
-        count(is_egress() & is_ok()).alias("egress_ok"),
-    )
-    lost = (F.col("eligible_n") > 0) & (F.col("egress_n") == 0)
-    unexpected = (F.col("ingress_n") == 0) & (F.col("egress_counted") > 0)
-    kind = F.when(lost, F.lit("lost")).when(unexpected, F.lit("unexpected_egress"))
+        F.bit_or(seen).alias("seen"), F.sum(ok_egress).alias("egress_ok"))
     return chains.select(
-        "message_key", "route", kind.alias("kind"), (F.col("egress_ok") > 1).alias("dup")
+        "message_key", "route", _kind(F.col("seen")).alias("kind"), (F.col("egress_ok") > 1).alias("dup")
     ).where(F.col("kind").isNotNull() | F.col("dup"))
 
 
-def flagged_records(data: AuditData, flagged: DataFrame) -> DataFrame:
+def flag_hashed_keys(data: AuditData) -> list[Row] | None:
+    """flag_keys grouped by key_hash (a long) instead of the two strings; None when two keys collide.
+
+    Every key of the frame is aggregated, so a collision shows as two key_check values in one group;
+    the caller then falls back to flag_keys. Returns (KEY_HASH, kind, dup) rows of the flagged keys.
+    """
+    seen, ok_egress = _flag_conditions(data)
+    check = key_check()
+    chains = data.frame.groupBy(key_hash().alias(KEY_HASH)).agg(
+        F.bit_or(seen).alias("seen"), F.sum(ok_egress).alias("egress_ok"),
+        F.min(check).alias("check_lo"), F.max(check).alias("check_hi"))
+    collided = F.col("check_lo") != F.col("check_hi")
+    flagged = chains.select(
+        KEY_HASH, _kind(F.col("seen")).alias("kind"), (F.col("egress_ok") > 1).alias("dup"),
+        collided.alias("collided"),
+    ).where(F.col("kind").isNotNull() | F.col("dup") | F.col("collided"))
+    rows = [r.asDict() for r in flagged.collect()]
+    if any(r["collided"] for r in rows):
+        return None
+    return [{KEY_HASH: r[KEY_HASH], "kind": r["kind"], "dup": r["dup"]} for r in rows]
+
+
+FLAGGED_SCHEMA = StructType([StructField(KEY_HASH, LongType(), False), StructField("kind", StringType()),
+                             StructField("dup", BooleanType())])
+
+
+def flagged_records(data: AuditData) -> DataFrame:
     """The records of the flagged keys (few), fetched in one pass with a broadcast join and cached."""
-    return data.frame.join(F.broadcast(flagged), ["message_key", "route"]).persist()
+    frame = data.frame.select(*RECORD_COLUMNS, *([AS_OF_COLUMN] if has_as_of_column(data) else []))
+    hashed = flag_hashed_keys(data)
+    if hashed is None:
+        records = frame.join(F.broadcast(flag_keys(data)), ["message_key", "route"])
+    else:
+        flagged = frame.sparkSession.createDataFrame(hashed, FLAGGED_SCHEMA)
+        records = frame.withColumn(KEY_HASH, key_hash()).join(F.broadcast(flagged), KEY_HASH).drop(KEY_HASH)
+    return records.persist()
 
 
 def key_problems(data: AuditData, records: DataFrame) -> DataFrame:
@@ -345,10 +404,10 @@ def duplicates(data: AuditData, records: DataFrame) -> DataFrame:
     )
 
 
-# The window aggregate: four small aggregations (volume and sizes, latency histogram, not-ok records,
+# The window aggregate: three small aggregations (volume, sizes and not-ok records; latency histogram;
 # conversion findings), each reading only its columns, unioned into one job whose result is collected
 # once and finished in Python (the same numbers separate Spark jobs gave, without their overhead).
-TAG_VOLUME, TAG_LATENCY, TAG_NOT_OK, TAG_FINDING = 0, 1, 2, 3
+TAG_VOLUME, TAG_LATENCY, TAG_FINDING = 0, 1, 2
 GROUP_STRINGS = (*VOLUME_DIMS, "reason", "client_id", "destination", "change", "name", "detail")
 GROUP_FIELDS = [StructField("tag", IntegerType()), StructField("hour_us", LongType()),
                 StructField("in_window", BooleanType()), StructField("counted", BooleanType()),
@@ -360,11 +419,17 @@ LATENCY_DIGITS = 3  # latency histogram keeps 3 significant digits (values below
 
 
 def round_latency(lat: Column) -> Column:
-    """Latency rounded half up to LATENCY_DIGITS significant digits (exact below 10**LATENCY_DIGITS)."""
-    step = F.pow(F.lit(10), F.floor(F.log10(lat)) - F.lit(LATENCY_DIGITS - 1)).cast("long")
-    return F.when(lat < F.lit(10**LATENCY_DIGITS), lat).otherwise(
-        F.floor((lat + F.floor(step / 2)) / step).cast("long") * step
-    )
+    """Latency rounded half up to LATENCY_DIGITS significant digits (exact below 10**LATENCY_DIGITS).
+
+    Integer arithmetic only (one comparison per decade; no log10/pow in doubles per row).
+    """
+    rounded = F.when(lat < F.lit(10**LATENCY_DIGITS), lat)
+    for exponent in range(LATENCY_DIGITS, 18):  # lat in [10**exponent, 10**(exponent + 1))
+        step = 10 ** (exponent - LATENCY_DIGITS + 1)
+        rest = lat % F.lit(step)
+        rounded = rounded.when(lat < F.lit(10 ** (exponent + 1)),
+                               lat - rest + F.when(rest >= F.lit(step // 2), F.lit(step)).otherwise(F.lit(0)))
+    return rounded.otherwise(lat)  # 10**18 us and more (31,000 years): as is
 
 
 def size_bucket(size: Column) -> Column:
@@ -386,19 +451,30 @@ def _aggregate(frame: DataFrame, tag: int, keys: dict[str, Column], aggs: dict[s
     return grouped.select(*out)
 
 
+NOT_OK_KEYS = ("reason", "client_id", "destination")
+
+
 def window_aggregates(data: AuditData) -> DataFrame:
-    """The one job behind volume, sizes, latency, failures, top offenders and conversions."""
+    """The one job behind volume, sizes, latency, failures, top offenders and conversions.
+
+    Volume and the not-ok records share one aggregation (one scan): a counted record that is not ok also
+    keeps its reason, client and destination in the group key (null for every other record, so they add
+    groups only for the few not-ok records) and its time in t_min/t_max.
+    """
     frame = data.frame
     size = F.when(is_ingress(), F.col("source_size")).otherwise(F.col("target_size"))
     one = F.count(F.lit(1))
+    not_ok = F.col("counted") & ~is_ok()
+    t_us = F.when(not_ok, F.unix_micros("event_time"))
     volume = _aggregate(
         frame.select(*VOLUME_DIMS, "in_window", "counted", "source_size", size.alias("size"),
-                     (F.floor(F.unix_micros("event_time") / 3_600_000_000) * 3_600_000_000).alias("hour_us")),
+                     (F.floor(F.unix_micros("event_time") / 3_600_000_000) * 3_600_000_000).alias("hour_us"),
+                     *[F.when(not_ok, F.col(c)).alias(c) for c in NOT_OK_KEYS], t_us.alias("t_us")),
         TAG_VOLUME,
         {"hour_us": F.col("hour_us"), "in_window": F.col("in_window"), "counted": F.col("counted"),
-         "bucket": size_bucket(F.col("size")), **{d: F.col(d) for d in VOLUME_DIMS}},
+         "bucket": size_bucket(F.col("size")), **{d: F.col(d) for d in (*VOLUME_DIMS, *NOT_OK_KEYS)}},
         {"n": one, "source_bytes": F.sum("source_size"), "sized": F.count("size"), "size_sum": F.sum("size"),
-         "size_min": F.min("size"), "size_max": F.max("size")},
+         "size_min": F.min("size"), "size_max": F.max("size"), "t_min": F.min("t_us"), "t_max": F.max("t_us")},
     )
     counted = frame.where("counted")
     latency = _aggregate(
@@ -406,19 +482,13 @@ def window_aggregates(data: AuditData) -> DataFrame:
         {"route": F.col("route"), "lat": round_latency(F.col("latency_us"))},
         {"n": one, "lat_sum": F.sum("latency_us"), "lat_max": F.max("latency_us")},
     )
-    t_us = F.unix_micros("event_time")
-    not_ok = _aggregate(
-        counted.where(~is_ok()), TAG_NOT_OK,
-        {c: F.col(c) for c in ("status", "route", "reason", "client_id", "destination")},
-        {"n": one, "t_min": F.min(t_us), "t_max": F.max(t_us)},
-    )
     findings = _aggregate(
         counted.where(F.size("findings") > 0).select("route", F.explode("findings").alias("f")), TAG_FINDING,
         {"route": F.col("route"), "change": F.col("f.change"), "name": F.col("f.name"),
          "detail": F.col("f.detail")},
         {"n": one},
     )
-    return volume.unionByName(latency).unionByName(not_ok).unionByName(findings)
+    return volume.unionByName(latency).unionByName(findings)
 
 
 def _ts(us: int) -> str:
@@ -533,11 +603,11 @@ def _change_rows(groups: list[Row]) -> list[Row]:
 
 def window_findings(groups: list[Row], top_n: int) -> tuple[dict[str, list[Row]], int, int]:
     """Split the collected window aggregate into the findings' rows; and rows loaded / in window."""
-    by_tag: dict[int, list[Row]] = {t: [] for t in (TAG_VOLUME, TAG_LATENCY, TAG_NOT_OK, TAG_FINDING)}
+    by_tag: dict[int, list[Row]] = {t: [] for t in (TAG_VOLUME, TAG_LATENCY, TAG_FINDING)}
     for g in groups:
         by_tag[int(g["tag"])].append(g)  # type: ignore[call-overload]
     hourly, loaded, in_window = _volume_rows(by_tag[TAG_VOLUME])
-    not_ok = by_tag[TAG_NOT_OK]
+    not_ok = [g for g in by_tag[TAG_VOLUME] if g["counted"] and g["status"] != Status.OK.value]
     rows = {
         "volume_hourly": hourly,
         "failures": _failure_rows(not_ok),
@@ -632,12 +702,12 @@ def _count_kinds(result: AuditResult, name: str, collected: tuple[list[Row], int
 def run_audit(data: AuditData) -> AuditResult:
     """Run the per-key job and the window aggregate concurrently; build every finding's rows and table."""
     result = AuditResult(data)
-    records = flagged_records(data, flag_keys(data))
-    result.cached.append(records)
-    result.tables = {"key_problems": key_problems(data, records), "duplicates": duplicates(data, records)}
     limit = data.config.max_items
 
     def per_key() -> dict[str, tuple[list[Row], int]]:
+        records = flagged_records(data)
+        result.cached.append(records)
+        result.tables.update(key_problems=key_problems(data, records), duplicates=duplicates(data, records))
         return {name: _collect(name, result.tables[name], limit) for name in CAPPED}
 
     def per_window() -> list[Row]:

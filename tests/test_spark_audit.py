@@ -238,3 +238,25 @@ def test_a_log_of_only_bad_lines_is_reported_not_a_crash(spark, tmp_path):
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["input"]["problems"] == {"future_version": 1, "malformed": 1}
     assert (summary["input"]["valid"], summary["records"]["in_window"]) == (0, 0)
+
+
+def test_keys_sharing_a_hash_fall_back_to_exact_keys(spark, cli_run, monkeypatch):
+    """Per-key flags group by a 64-bit hash of (message_key, route); a collision must not merge two keys.
+
+    A deliberately weak hash (the route alone: every key of a route collides) must be detected and give
+    the findings of the exact string keys.
+    """
+    from pyspark.sql import functions as F
+
+    import spark_audit.audit as audit_module
+
+    exact = audit(spark, cli_run[1] / "parquet", grace_seconds=60)
+    data = load(spark, str(cli_run[1] / "parquet"), AuditConfig(grace_seconds=60))
+    assert audit_module.flag_hashed_keys(data) is not None  # the real hash: no collision in the fixtures
+    monkeypatch.setattr(audit_module, "key_hash", lambda: F.xxhash64("route"))
+    assert audit_module.flag_hashed_keys(data) is None
+    weak = audit(spark, cli_run[1] / "parquet", grace_seconds=60)
+    assert weak.counts == exact.counts
+    assert weak.rows["key_problems"] == exact.rows["key_problems"]
+    assert weak.rows["duplicates"] == exact.rows["duplicates"]
+    assert exact.counts["losses"] == 1 and exact.counts["duplicates_suspicious"] == 2
