@@ -9,7 +9,8 @@ from collections.abc import Callable
 from bridge.connectors.base import Inbound, Outbound
 from mappings import mqconst as C
 from mappings.errors import MappingError
-from mappings.jms import JmsMessage
+from mappings.jms import DeliveryMode, JmsMessage, MapBody, StreamBody
+from mappings.jms_json import map_to_typed_json, stream_to_typed_json
 from mappings.jms_mq import jms_to_mq_bytes, mq_bytes_to_jms
 from mappings.mqmd import Mqmd
 from mappings.mqmessage import MqMessage, build_message, decode_message, encode_message
@@ -18,7 +19,7 @@ from mappings.mqtt_jms import ConvertMessageType, jms_to_mqtt, mqtt_to_jms
 from mappings.mqtt_mq import MqToMqttOptions, MqttToMqEncoder, MqttToMqOptions, UserIdSource, mq_to_mqtt
 from mappings.report import ConversionReport
 from mappings.rfh2 import Rfh2, RfhElement, RfhFolder
-from mappings.rules import MqttEndpoint, QueueEndpoint, Route, mqtt_to_dotted, render_topic
+from mappings.rules import MqttEndpoint, QueueEndpoint, Route, RouteOptions, render_dotted_topic, render_topic
 from mappings.topic_rules import TopicError, validate_topic_name
 
 Result = tuple[Outbound, str, ConversionReport]   # converted message, target type, findings
@@ -38,6 +39,28 @@ def _persistence(route: Route, source_persistent: bool) -> int:
     if p == "not_persistent":
         return C.MQPER_NOT_PERSISTENT
     return C.MQPER_PERSISTENT if source_persistent else C.MQPER_NOT_PERSISTENT
+
+
+def override_mqmd(data: bytes, route: Route, source_persistent: bool) -> bytes:
+    """The route's persistence/priority overrides on an MQ message (MQMD Persistence, Priority)."""
+    opts = route.options
+    if opts.persistence == "as_source" and opts.priority is None:
+        return data
+    msg = decode_message(data)
+    md = dataclasses.replace(msg.md, persistence=_persistence(route, source_persistent),
+                             priority=opts.priority if opts.priority is not None else msg.md.priority)
+    return encode_message(dataclasses.replace(msg, md=md))
+
+
+def override_jms(jms: JmsMessage, opts: RouteOptions) -> JmsMessage:
+    """The route's persistence/priority overrides on a JMS message (JMSDeliveryMode, JMSPriority)."""
+    if opts.persistence == "as_source" and opts.priority is None:
+        return jms
+    headers = jms.headers
+    mode = {"persistent": DeliveryMode.PERSISTENT, "not_persistent": DeliveryMode.NON_PERSISTENT}.get(
+        opts.persistence, headers.delivery_mode)
+    priority = opts.priority if opts.priority is not None else headers.priority
+    return dataclasses.replace(jms, headers=dataclasses.replace(headers, delivery_mode=mode, priority=priority))
 
 
 def _checked_topic(topic: str) -> str:
@@ -79,12 +102,7 @@ class RouteConverter:
         pub = item.message
         assert isinstance(pub, MqttPublication)
         data, report = self._mq_encoder.encode(pub)
-        opts = self.route.options
-        if opts.persistence != "as_source" or opts.priority is not None:
-            msg = decode_message(data)
-            md = dataclasses.replace(msg.md, persistence=_persistence(self.route, pub.qos > 0),
-                                     priority=opts.priority if opts.priority is not None else msg.md.priority)
-            data = encode_message(dataclasses.replace(msg, md=md))
+        data = override_mqmd(data, self.route, pub.qos > 0)
         target = self.route.target
         assert isinstance(target, QueueEndpoint)
         out = Outbound(item.key, data, target.destination, len(pub.payload))
@@ -96,6 +114,9 @@ class RouteConverter:
         raw = item.message
         assert isinstance(raw, bytes)
         msg = decode_message(raw)
+        if self.route.options.persistence != "as_source":   # Table 4 then gives the QoS of the new persistence
+            msg = dataclasses.replace(msg, md=dataclasses.replace(
+                msg.md, persistence=_persistence(self.route, msg.md.persistence == C.MQPER_PERSISTENT)))
         target = self.route.target
         assert isinstance(target, MqttEndpoint)
         mqps = msg.rfh2_folder("mqps")
@@ -118,12 +139,12 @@ class RouteConverter:
         jms, report = mqtt_to_jms(pub, convert=ConvertMessageType(opts.convert_message_type),
                                   now_ms=int(time.time() * 1000),
                                   **({} if opts.swiftmq_properties else {"info": None}))
-        jms = _rename_properties(jms, opts.property_map, report)
+        jms = override_jms(_rename_properties(jms, opts.property_map, report), opts)
         target = self.route.target
         assert isinstance(target, QueueEndpoint)
         dest = target.destination
         if target.topic is not None and "{" in target.topic:
-            dest = "topic:" + mqtt_to_dotted(render_topic(target.topic, topic=pub.topic))
+            dest = "topic:" + render_dotted_topic(target.topic, topic=pub.topic, client=pub.client_id or "")
         return Outbound(item.key, jms, dest, len(pub.payload)), type(jms.body).__name__, report
 
     # -- JMS -> MQTT ------------------------------------------------------------------------------------
@@ -135,7 +156,12 @@ class RouteConverter:
         assert isinstance(target, MqttEndpoint)
         topic = _checked_topic(render_topic(target.mqtt, topic=item.destination.replace(".", "/"),
                                             dest=item.destination))
+        opts = self.route.options
+        jms = override_jms(jms, opts)   # persistence -> the QoS rule (PERSISTENT 2, NON_PERSISTENT 0)
         pub, report = jms_to_mqtt(jms, topic=topic, now_ms=int(time.time() * 1000))
+        if opts.json_style == "typed" and isinstance(jms.body, MapBody | StreamBody):   # docs/json-forms.md
+            typed = map_to_typed_json(jms.body) if isinstance(jms.body, MapBody) else stream_to_typed_json(jms.body)
+            pub = dataclasses.replace(pub, payload=typed.encode("utf-8"))
         _mqtt5_only_losses(pub, report)
         return Outbound(item.key, pub, topic, len(pub.payload)), "publish", report
 
@@ -146,7 +172,7 @@ class RouteConverter:
         raw = item.message
         assert isinstance(raw, bytes)
         jms, report = mq_bytes_to_jms(raw, now_ms=int(time.time() * 1000))
-        jms = _rename_properties(jms, self.route.options.property_map, report)
+        jms = override_jms(_rename_properties(jms, self.route.options.property_map, report), self.route.options)
         target = self.route.target
         assert isinstance(target, QueueEndpoint)
         return Outbound(item.key, jms, target.destination, len(raw)), type(jms.body).__name__, report
@@ -157,6 +183,7 @@ class RouteConverter:
         jms = _rename_properties(jms, self.route.options.property_map, report := ConversionReport())
         data, conv = jms_to_mq_bytes(jms, now_ms=int(time.time() * 1000))
         report.extend(conv)
+        data = override_mqmd(data, self.route, jms.headers.delivery_mode is DeliveryMode.PERSISTENT)
         target = self.route.target
         assert isinstance(target, QueueEndpoint)
         return Outbound(item.key, data, target.destination, item.size), C.MQFMT_RF_HEADER_2.strip(), report

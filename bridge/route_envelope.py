@@ -11,14 +11,14 @@ from bridge.route_convert import (
     Result,
     RouteConverter,
     _checked_topic,
-    _persistence,
     _rename_properties,
+    override_jms,
+    override_mqmd,
 )
 from mappings import mqconst as C
 from mappings.errors import MappingError
 from mappings.jms import DeliveryMode, Destination, DestinationKind, JavaValue, JmsMessage, jint, jstring
 from mappings.jms_mq import jms_to_mq_bytes, mq_bytes_to_jms
-from mappings.mqmessage import decode_message, encode_message
 from mappings.mqtt import MqttPublication
 from mappings.mqtt_envelope import (
     DESTINATION_FIELD,
@@ -33,7 +33,7 @@ from mappings.mqtt_envelope import (
 )
 from mappings.mqtt_jms import SWIFTMQ_NAMES
 from mappings.report import ConversionReport
-from mappings.rules import MqttEndpoint, QueueEndpoint, Route, mqtt_to_dotted, render_topic
+from mappings.rules import MqttEndpoint, QueueEndpoint, Route, render_dotted_topic, render_topic
 
 
 class EnvelopeConverter(RouteConverter):
@@ -66,7 +66,7 @@ class EnvelopeConverter(RouteConverter):
         assert isinstance(target, MqttEndpoint)
         topic = _checked_topic(render_topic(target.mqtt, topic=item.destination.replace(".", "/"),
                                             dest=item.destination))
-        jms = _temporary_reply_to(jms, item)
+        jms = override_jms(_temporary_reply_to(jms, item), self.route.options)
         return self._publication(item, jms, topic, envelope_qos(jms)), "publish", ConversionReport()
 
     def _mq_to_envelope(self, item: Inbound) -> Result:
@@ -78,6 +78,7 @@ class EnvelopeConverter(RouteConverter):
         pub = plain.message
         assert isinstance(pub, MqttPublication)
         jms, report = mq_bytes_to_jms(raw, now_ms=int(time.time() * 1000))
+        jms = override_jms(jms, self.route.options)   # as the payload form's MQMD (the QoS above)
         if jms.headers.destination is None:   # what a JMS consumer of that queue would see
             jms = dataclasses.replace(jms, headers=dataclasses.replace(
                 jms.headers, destination=Destination.queue(item.destination)))
@@ -119,7 +120,7 @@ class EnvelopeConverter(RouteConverter):
         if target.topic is None:
             return None
         if "{" in target.topic:
-            return Destination.topic(mqtt_to_dotted(render_topic(target.topic, topic=pub.topic)))
+            return Destination.topic(render_dotted_topic(target.topic, topic=pub.topic, client=pub.client_id or ""))
         return Destination.topic(target.topic)
 
     def _addressed(self, pub: MqttPublication, jms: JmsMessage, report: ConversionReport) -> tuple[JmsMessage, str]:
@@ -169,7 +170,7 @@ class EnvelopeConverter(RouteConverter):
     def _envelope_to_jms(self, item: Inbound) -> Result:
         report = ConversionReport()
         pub, jms = self._read(item, report)
-        jms, dest = self._addressed(pub, jms, report)
+        jms, dest = self._addressed(pub, override_jms(jms, self.route.options), report)
         return Outbound(item.key, jms, dest, len(pub.payload)), type(jms.body).__name__, report
 
     def _envelope_to_mq(self, item: Inbound) -> Result:
@@ -180,13 +181,7 @@ class EnvelopeConverter(RouteConverter):
         jms, dest = self._addressed(pub, jms, report)
         data, conv = jms_to_mq_bytes(jms, now_ms=int(time.time() * 1000))
         report.extend(conv)
-        opts = self.route.options
-        if opts.persistence != "as_source" or opts.priority is not None:
-            msg = decode_message(data)
-            persistent = jms.headers.delivery_mode is DeliveryMode.PERSISTENT
-            md = dataclasses.replace(msg.md, persistence=_persistence(self.route, persistent),
-                                     priority=opts.priority if opts.priority is not None else msg.md.priority)
-            data = encode_message(dataclasses.replace(msg, md=md))
+        data = override_mqmd(data, self.route, jms.headers.delivery_mode is DeliveryMode.PERSISTENT)
         return Outbound(item.key, data, dest, len(pub.payload)), C.MQFMT_RF_HEADER_2.strip(), report
 
 

@@ -177,6 +177,19 @@ class Route(_Model):
                 raise ValueError(f"from.mqtt: {exc}") from None
         if isinstance(dst, MqttEndpoint):
             check_topic_template(dst.mqtt)
+            if self.options.priority is not None:
+                raise ValueError("options.priority: MQTT has no message priority (the option sets MQMD Priority "
+                                 "or JMSPriority on MQ and JMS targets)")
+        if isinstance(src, QueueEndpoint) and src.topic is not None and TEMPLATE_FIELD.search(src.topic):
+            raise ValueError(f"from.topic: {src.topic!r}: a source topic is not a template")
+        if isinstance(dst, QueueEndpoint) and dst.topic is not None and TEMPLATE_FIELD.search(dst.topic):
+            if not isinstance(src, MqttEndpoint):
+                raise ValueError(f"to.topic: {dst.topic!r}: a topic template is filled from the MQTT topic, "
+                                 "so from must be an mqtt topic filter")
+            for name in TEMPLATE_FIELD.findall(dst.topic):
+                if not (name.isdigit() and int(name) >= 1) and name not in ("topic", "client"):
+                    raise ValueError(f"to.topic: unknown template field {{{name}}} in {dst.topic!r} "
+                                     "(known: {1}.., {topic}, {client})")
         if isinstance(src, MqttEndpoint) and isinstance(dst, MqttEndpoint):
             raise ValueError("an MQTT -> MQTT route is the broker's own job: use a subscription")
         for where, ep in (("from", src), ("to", dst)):
@@ -222,6 +235,32 @@ def mqtt_to_dotted(topic: str) -> str:
     return topic.replace(".", "%2E").replace("/", ".")
 
 
+def render_dotted_topic(template: str, *, topic: str = "", client: str = "") -> str:
+    """A JMS topic template (``to.topic`` of a route from MQTT) filled in ActiveMQ's dotted naming: the
+    template's own text keeps its dots and has ``/`` read as ``.`` (``plant.{topic}`` and
+    ``plant/{topic}`` are the same); each filled-in value is converted by ``mqtt_to_dotted``, so MQTT
+    ``a/b`` gives ``a.b`` and a dot inside an MQTT level stays one level (``%2E``)."""
+    levels = topic.split("/") if topic else []
+
+    def field(m: re.Match[str]) -> str:
+        name = m.group(1)
+        if name == "topic":
+            return mqtt_to_dotted(topic)
+        if name == "client":
+            return mqtt_to_dotted(client)
+        i = int(name) - 1
+        return mqtt_to_dotted(levels[i]) if i < len(levels) else ""
+
+    out: list[str] = []
+    last = 0
+    for m in TEMPLATE_FIELD.finditer(template):
+        out.append(template[last:m.start()].replace("/", "."))
+        out.append(field(m))
+        last = m.end()
+    out.append(template[last:].replace("/", "."))
+    return "".join(out)
+
+
 class RulesFile(_Model):
     version: Literal[1] = 1
     connectors: dict[str, Connector] = Field(default_factory=dict)
@@ -249,7 +288,7 @@ def semantic_problems(rules: RulesFile) -> list[tuple[tuple[Any, ...], str]]:
                                  f"connector {ep.connector!r} is not defined "
                                  f"(known: {', '.join(sorted(names))})"))
         problems.extend((("routes", i, *loc), msg) for loc, msg in envelope_problems(route, rules))
-    loop = find_loop(rules.routes)
+    loop = find_loop(rules.routes, {name: c.type for name, c in rules.connectors.items()})
     if loop:
         first = next(i for i, r in enumerate(rules.routes) if r.name == loop[0])
         problems.append((("routes", first), f"routes loop a message back to its source: {' -> '.join(loop)}"))
@@ -300,7 +339,7 @@ def _endpoint_key(ep: MqttEndpoint | QueueEndpoint) -> tuple[str, str]:
     return (ep.connector, ep.destination)
 
 
-def _feeds(a: Route, b: Route) -> bool:
+def _feeds(a: Route, b: Route, kinds: dict[str, str] | None = None) -> bool:
     """Does what route ``a`` writes arrive at route ``b``'s source?"""
     dst, src = a.target, b.source
     if isinstance(dst, MqttEndpoint) and isinstance(src, MqttEndpoint):
@@ -312,14 +351,36 @@ def _feeds(a: Route, b: Route) -> bool:
     if isinstance(dst, QueueEndpoint) and isinstance(src, QueueEndpoint):
         if dst.reply_to and dst.connector == src.connector and _reply_prefix_covers(dst.allow, src):
             return True   # the envelope may name the source (allow prefix) ...
+        if (dst.topic is not None and src.topic is not None and dst.connector == src.connector
+                and kinds is not None):   # ... a topic the source's (wildcard) subscription matches ...
+            dotted = kinds.get(dst.connector) == "jms"
+            return filters_overlap(_topic_levels(dst.topic, dotted, template=True), _topic_levels(src.topic, dotted))
         return _endpoint_key(dst) == _endpoint_key(src)   # ... or the fallback is the source
     return False
 
 
-def find_loop(routes: list[Route]) -> list[str]:
-    """A cycle of routes (by name) through which a message could return to its source, or []."""
+def _topic_levels(topic: str, dotted: bool, *, template: bool = False) -> str:
+    """A JMS (ActiveMQ: ``.`` levels, ``*`` one, ``>`` the rest) or MQ topic (``/``, ``+``, ``#``) as an
+    MQTT-style filter; a target template's fields may stand for any levels (``#``)."""
+    if template:   # {1}.. fill one level; {topic}/{client} may fill several
+        topic = TEMPLATE_FIELD.sub(lambda m: "\x00" if m.group(1).isdigit() else "\x01", topic)
+    levels = topic.split("." if dotted else "/")
+    if dotted:
+        levels = [{"*": "+", ">": "#"}.get(level, level) for level in levels]
+    out: list[str] = []
+    for level in levels:
+        level = "#" if "\x01" in level else "+" if "\x00" in level else level
+        out.append(level)
+        if level == "#":
+            break
+    return "/".join(out)
+
+
+def find_loop(routes: list[Route], kinds: dict[str, str] | None = None) -> list[str]:
+    """A cycle of routes (by name) through which a message could return to its source, or []. ``kinds``
+    (connector name -> type) lets topics of one connector be matched with its wildcards."""
     active = [r for r in routes if r.enabled]
-    edges = {r.name: [s.name for s in active if _feeds(r, s)] for r in active}
+    edges = {r.name: [s.name for s in active if _feeds(r, s, kinds)] for r in active}
     state: dict[str, int] = {}
     stack: list[str] = []
 

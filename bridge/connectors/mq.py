@@ -599,12 +599,14 @@ class MqTarget(Target):
     def _destination(item: Outbound) -> str:
         dest = item.destination
         if dest.startswith(TOPIC_PREFIX) and "{" in dest:   # topic template: fill from the RFH2 mqps.Top
-            try:
-                mqps = decode_message(bytes(item.message)).rfh2_folder("mqps")  # type: ignore[arg-type]
+            try:                                             # (and mqtt.clientId: seed Table 2)
+                msg = decode_message(bytes(item.message))  # type: ignore[arg-type]
+                mqps, mqtt = msg.rfh2_folder("mqps"), msg.rfh2_folder("mqtt")
             except MappingError:
-                mqps = None
+                mqps = mqtt = None
             top = (mqps.value("Top") if mqps is not None else None) or ""
-            dest = TOPIC_PREFIX + render_topic(dest[len(TOPIC_PREFIX):], topic=top)
+            client = (mqtt.value("clientId") if mqtt is not None else None) or ""
+            dest = TOPIC_PREFIX + render_topic(dest[len(TOPIC_PREFIX):], topic=top, client=client)
         return dest
 
     async def close(self) -> None:

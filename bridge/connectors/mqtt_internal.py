@@ -13,7 +13,7 @@ import asyncio
 import itertools
 import time
 
-from bridge.connectors.base import Inbound, Inbox, Outbound, Source, Target
+from bridge.connectors.base import ConnectorError, Inbound, Inbox, Outbound, Source, Target
 from bridge.mqtt import packets as P
 from bridge.mqtt.broker import ROUTE_CLIENT_PREFIX, Broker
 from bridge.mqtt.session import Message, OutMsg, Session
@@ -163,7 +163,14 @@ class MqttTarget(Target):
         return None
 
     async def send(self, items: list[Outbound]) -> None:
+        """Publish the batch (or hand it to the one client's session) and wait for the store commit. A
+        route to one client whose session does not exist (it never connected, or its clean session
+        ended) is refused as a whole: the messages stay at the source and the router retries, with
+        backoff, until the client has a session (as MQ keeps messages for a client that is away)."""
         b = self.broker
+        if self.client_id is not None and self.client_id not in b.sessions:
+            raise ConnectorError(f"MQTT client {self.client_id!r} has no session on the broker: the messages "
+                                 "stay at the source until it connects")
         for item in items:
             pub = item.message
             assert isinstance(pub, MqttPublication)
