@@ -115,8 +115,8 @@ def test_mqtt_publish_reaches_jms_consumer_as_text_or_bytes(
         assert m["headers"]["deliveryMode"] == "PERSISTENT"          # QoS 1 -> PERSISTENT
         props = m["properties"]
         # SwiftMQ informational properties (seed swiftmq / amlen): every one arrives as a String over STOMP.
-        # JMSXUserID would carry the MQTT user name, but the built-in broker does not hand a route the
-        # publisher's user name (mqtt_internal builds the publication from client id and payload only).
+        # JMSXUserID carries the MQTT user name in the model, but ActiveMQ discards that header on a
+        # STOMP SEND (docs/stomp-facts.md §9): the log says so below.
         assert "JMSXUserID" not in props
         assert props["JMS_SWIFTMQ_CID"] == {"type": STRING, "value": "sensor-7"}
         assert props["JMS_SWIFTMQ_MQTT_PUBQOS"] == {"type": STRING, "value": "1"}   # an int in the model
@@ -125,6 +125,7 @@ def test_mqtt_publish_reaches_jms_consumer_as_text_or_bytes(
         assert r["status"] == "ok" and r["target_protocol"] == "jms"
         lost = {(f["change"], f["name"]) for f in r["findings"]}
         assert ("coerced", "JMS_SWIFTMQ_MQTT_PUBQOS") in lost        # the STOMP type loss is logged
+        assert ("dropped", "JMSXUserID") in lost                     # and the user name ActiveMQ discards
     if convert == "text":
         assert any(("coerced", "payload") in {(f["change"], f["name"]) for f in r["findings"]} for r in recs)
 

@@ -35,10 +35,10 @@ Outbound (JMS model -> SEND frame), ``jms_to_frame``:
 - Properties (§1): every property becomes a STOMP header, i.e. a **String** property on the JMS side;
   each non-String one is reported as coerced (``int -> String``). byte[] and null values cannot be
   headers: dropped. Names that are STOMP/ActiveMQ headers (``priority``, ``receipt``, ...) would be
-  read as such: dropped. Any header value holding NUL would end the frame (§9), or an unpaired
-  surrogate (a Java String may hold one; UTF-8 cannot): dropped. ActiveMQ
-  turns a character above U+FFFF in a header value into U+FFFD U+FFFD (tests/test_stomp_encoding.py,
-  as in map bodies, §4): coerced, one finding per header.
+  read as such: dropped. ``JMSXUserID`` is discarded by ActiveMQ on SEND (§9): dropped. Any header
+  value holding NUL would end the frame (§9), or an unpaired surrogate (a Java String may hold one;
+  UTF-8 cannot): dropped. ActiveMQ turns a character above U+FFFF in a header value into U+FFFD
+  U+FFFD (tests/test_stomp_encoding.py, as in map bodies, §4): coerced, one finding per header.
 
 Inbound (MESSAGE frame -> JMS model), ``frame_to_jms``; subscriptions ask for ``transformation:
 jms-xml`` (§3, §4: XStream XML keeps every Map value's Java type, where Jettison's JSON turns
@@ -130,6 +130,11 @@ STOMP_HEADERS = frozenset({
     "expires", "timestamp", "redelivered", "transformation", "amq-msg-type", "login", "passcode", "host",
     "accept-version", "heart-beat", "client-id",
 })
+# JMS-defined properties the provider sets itself: a SEND header of that name is discarded (§9).
+BROKER_SET_PROPERTIES = {
+    "JMSXUserID": "ActiveMQ discards a JMSXUserID header on a STOMP SEND (it sets JMSXUserID itself, from the "
+                  "connection's user, when populateJMSXUserID is on)",
+}
 _READ_ONLY_HEADERS = frozenset({"message-id", "destination", "subscription", "ack", "redelivered", "timestamp",
                                 "expires", "priority", "persistent", "correlation-id", "reply-to", "type",
                                 "transformation", "content-length", "content-type", "JMSXDeliveryCount"})
@@ -318,6 +323,9 @@ def _property_frame(props: TypedMap, headers: dict[str, str], report: Conversion
     for name, value in props.pairs:
         if name in STOMP_HEADERS or name in (BODY_TYPE_PROPERTY, OBJECT_CLASS_PROPERTY):
             report.dropped(name, "a STOMP header of that name has its own meaning")
+            continue
+        if name in BROKER_SET_PROPERTIES:
+            report.dropped(name, BROKER_SET_PROPERTIES[name])
             continue
         if value.value is None:
             report.dropped(name, f"null {value.type.value}: a STOMP header cannot be null")
