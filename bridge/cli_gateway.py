@@ -287,12 +287,19 @@ def cmd_log_tail(args: argparse.Namespace) -> int:
             if files and files[-1] != current:
                 current, pos = files[-1], 0
             if current is not None and current.stat().st_size > pos:
-                with open(current, encoding="utf-8", errors="replace") as fh:
+                with open(current, "rb") as fh:
                     fh.seek(pos)
-                    chunk = fh.read()
-                    pos = fh.tell()
-                for line in chunk.splitlines():
+                    lines, used = complete_lines(fh.read())
+                    pos += used   # a line the writer has not finished is read again next time
+                for line in lines:
                     print(line if args.json else _format_record(line), flush=True)
             time.sleep(0.5)
     except KeyboardInterrupt:
         return 0
+
+
+def complete_lines(chunk: bytes) -> tuple[list[str], int]:
+    """The whole lines of ``chunk`` (the log writer may be in the middle of one) and how many bytes they
+    take; the rest waits for its newline."""
+    end = chunk.rfind(b"\n") + 1
+    return chunk[:end].decode("utf-8", errors="replace").splitlines(), end
