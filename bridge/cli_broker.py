@@ -169,7 +169,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     for r in s.get("routes", []):   # filtered: not matched by the route's selector (acknowledged, not logged)
         error = f"  last error: {r['last_error']}" if r.get("last_error") else ""
         print(f"  route {r['route']:<28} moved {r['moved']}  filtered {r.get('filtered', 0)}  "
-              f"backout {r['backout']}  delivery failures {r['delivery_failures']}{error}")
+              f"dropped {r.get('dropped', 0)}  backout {r['backout']}  delivery failures {r['delivery_failures']}"
+              f"{error}")
     if conns:
         print(f"\n  {'CLIENT':<30} {'PEER':<22} {'PROTO':<6} {'IN/s':>8} {'OUT/s':>8} "
               f"{'INFL':>5} {'QUEUE':>6}")

@@ -77,6 +77,7 @@ class RouteWorker:
         self.task: asyncio.Task[None] | None = None
         self.moved = 0
         self.filtered = 0          # acknowledged, not converted, not logged: the selector did not match
+        self.dropped = 0           # dropped before the route took them (its broker session's limits): logged
         self.failed = 0
         self.backed_out = 0
         self.last_error: str | None = None
@@ -219,6 +220,13 @@ class RouteWorker:
         self.filtered += batch.filtered
         inflight.popleft()
 
+    def dropped_at_source(self, item: Inbound, reason: str) -> None:
+        """A publication the route's broker session dropped (MqttSource.on_drop): counted, and logged
+        as an egress record with status dropped."""
+        self.dropped += 1
+        self.router.record(self.route, item, self.converter.target_protocol, Direction.EGRESS, Status.DROPPED,
+                           reason=reason, now=time.time())
+
     def _refused(self, exc: BaseException, count: int) -> None:
         self.failed += 1
         if self.last_error != str(exc):
@@ -304,7 +312,10 @@ class Router:
             assert isinstance(built, Target)
             backout, dest = built, bdest.destination
         selector = source_selector(route.options, "mqtt") if isinstance(route.source, MqttEndpoint) else None
-        return RouteWorker(self, route, source, target, backout, dest, converter, selector)
+        worker = RouteWorker(self, route, source, target, backout, dest, converter, selector)
+        if isinstance(source, MqttSource):   # what the route's broker session drops is logged, not silent
+            source.on_drop = worker.dropped_at_source
+        return worker
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -337,7 +348,8 @@ class Router:
         self.workers.clear()
 
     def status(self) -> list[dict[str, object]]:
-        return [{"route": name, "moved": w.moved, "filtered": w.filtered, "backout": w.backed_out,
+        return [{"route": name, "moved": w.moved, "filtered": w.filtered, "dropped": w.dropped,
+                 "backout": w.backed_out,
                  "delivery_failures": w.failed,
                  "last_error": w.last_error} for name, w in self.workers.items()]
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from collections.abc import Callable
 
 from bridge.connectors.base import ConnectorError, Inbound, Inbox, Outbound, Source, Target
 from bridge.mqtt import packets as P
@@ -52,6 +53,9 @@ class MqttSource(Source):
         self._reader = P.PacketReader()
         self._session: Session | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        # the router's hook for publications the route's session drops (QoS 0 beyond QOS0_BACKLOG, QoS 1/2
+        # beyond the broker's max_queued): (the message as an Inbound, the reason)
+        self.on_drop: Callable[[Inbound, str], None] | None = None
 
     # -- Source -------------------------------------------------------------------------------------
 
@@ -79,6 +83,7 @@ class MqttSource(Source):
         self._session = session
         session.direct = self._on_qos0
         session.direct_out = self._on_delivery
+        session.on_drop = self._dropped_by_session
         b.connections.pop(self.client_id, None)
         session.resume(self)   # replays in-flight (DUP) and queued deliveries into our queue
 
@@ -129,8 +134,24 @@ class MqttSource(Source):
         if self._queue.qsize() >= QOS0_BACKLOG:
             if self._session is not None:
                 self._session.stats.dropped += 1
+            self._dropped(msg, 0, f"QoS 0 publication dropped: the route has {QOS0_BACKLOG} waiting")
             return
         self._enqueue(msg, msg.topic, msg.payload, 0, retain, False, None, f"mqtt:{_boot}:{next(_qos0_keys)}")
+
+    def _dropped_by_session(self, msg: Message, qos: int) -> None:
+        session = self._session
+        limit = session.max_queued if session is not None else "max_queued"
+        self._dropped(msg, qos, f"QoS {qos} publication dropped: the route's session has {limit} queued "
+                                "(broker limits.max_queued)")
+
+    def _dropped(self, msg: Message, qos: int, reason: str) -> None:
+        if self.on_drop is None:
+            return
+        key = f"mqtt:{msg.store_id}" if msg.store_id is not None and qos else f"mqtt:{_boot}:{next(_qos0_keys)}"
+        pub = MqttPublication(topic=msg.topic, payload=msg.payload, qos=qos, client_id=msg.origin,
+                              username=msg.username)
+        self.on_drop(Inbound(key=key, protocol="mqtt", message=pub, source_type="publish", size=len(msg.payload),
+                             destination=msg.topic, received=msg.ts, client_id=msg.origin, qos=qos), reason)
 
     def _on_delivery(self, out: OutMsg, dup: bool, durable: bool) -> None:
         if durable:   # QoS 2: the packet id is committed first (see Session._send_new)

@@ -126,6 +126,9 @@ class Session:
         # QoS 1/2 as (delivery, dup, durable) — durable: only once the store has committed
         self.direct: Callable[[Message, bool], None] | None = None
         self.direct_out: Callable[[OutMsg, bool, bool], None] | None = None
+        # told of every publication this session drops (QoS 0 its link cannot take, QoS 1/2 beyond
+        # max_queued): a route logs it to the conversion log
+        self.on_drop: Callable[[Message, int], None] | None = None
         self.last_seen = 0.0
         self.expiry_seconds = 0
         self.stats = SessionStats()
@@ -146,6 +149,8 @@ class Session:
                 return
             if not link.can_take_qos0():
                 self.stats.dropped += 1
+                if self.on_drop is not None:
+                    self.on_drop(msg, 0)
                 return
             self.stats.sent += 1
             if retain:
@@ -155,6 +160,8 @@ class Session:
             return
         if len(self.queue) >= self.max_queued:
             self.stats.dropped += 1
+            if self.on_drop is not None:
+                self.on_drop(msg, qos)
             return
         out = OutMsg(msg, qos, retain, self._next_seq)
         self._next_seq += 1
