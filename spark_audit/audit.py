@@ -3,11 +3,14 @@
 1. "as of" (only without --until): max event time, read from the newest date/hour partition only;
 2. per message key: one aggregation per 64-bit hash of (message_key, route) (a long, not two strings;
    a second hash detects two keys sharing one, and then the exact string keys are used) flags lost /
-   unexpected / duplicated keys, and the records of those few keys are fetched by a broadcast join
-   (losses and duplicates come from them);
+   unexpected / duplicated keys and collects those few keys;
 3. everything else (volume, failures, top offenders, conversions, latency, payload sizes) from one
-   aggregation over tagged group keys, collected once and finished in Python.
-Jobs 2 and 3 run concurrently.
+   aggregation over tagged group keys, collected once and finished in Python. The same scan fetches the
+   flagged keys' records (a broadcast join on the hash marks them; their columns join the group key),
+   and losses and duplicates are finished in Python from them.
+Above MAX_FETCHED_KEYS flagged keys, or when two keys share a hash, the flagged keys' records are fetched
+by a Spark job of their own (broadcast join), concurrently with job 3, and losses and duplicates stay
+Spark frames (collected capped at max_items).
 """
 from __future__ import annotations
 
@@ -348,10 +351,12 @@ FLAGGED_SCHEMA = StructType([StructField(KEY_HASH, LongType(), False), StructFie
                              StructField("dup", BooleanType())])
 
 
-def flagged_records(data: AuditData) -> DataFrame:
-    """The records of the flagged keys (few), fetched in one pass with a broadcast join and cached."""
+def flagged_records(data: AuditData, hashed: list[Row] | None) -> DataFrame:
+    """The records of the flagged keys (few), fetched in one pass with a broadcast join and cached.
+
+    hashed: flag_hashed_keys' rows; None (two keys share a hash): the keys are flagged by their strings.
+    """
     frame = data.frame.select(*RECORD_COLUMNS, *([AS_OF_COLUMN] if has_as_of_column(data) else []))
-    hashed = flag_hashed_keys(data)
     if hashed is None:
         records = frame.join(F.broadcast(flag_keys(data)), ["message_key", "route"])
     else:
@@ -409,9 +414,12 @@ def duplicates(data: AuditData, records: DataFrame) -> DataFrame:
 # once and finished in Python (the same numbers separate Spark jobs gave, without their overhead).
 TAG_VOLUME, TAG_LATENCY, TAG_FINDING = 0, 1, 2
 GROUP_STRINGS = (*VOLUME_DIMS, "reason", "client_id", "destination", "change", "name", "detail")
+GROUP_STRINGS = (*GROUP_STRINGS, "message_key", "kind")
 GROUP_FIELDS = [StructField("tag", IntegerType()), StructField("hour_us", LongType()),
                 StructField("in_window", BooleanType()), StructField("counted", BooleanType()),
                 StructField("bucket", IntegerType()), StructField("lat", LongType()),
+                StructField("dup", BooleanType()), StructField("qos", IntegerType()),
+                StructField("redelivery_count", IntegerType()), StructField("t_rec", LongType()),
                 *[StructField(name, StringType()) for name in GROUP_STRINGS]]
 AGG_FIELDS = [StructField(name, LongType()) for name in (
     "n", "source_bytes", "sized", "size_sum", "size_min", "size_max", "lat_sum", "lat_max", "t_min", "t_max")]
@@ -454,25 +462,41 @@ def _aggregate(frame: DataFrame, tag: int, keys: dict[str, Column], aggs: dict[s
 NOT_OK_KEYS = ("reason", "client_id", "destination")
 
 
-def window_aggregates(data: AuditData) -> DataFrame:
+def window_aggregates(data: AuditData, flagged: DataFrame | None = None) -> DataFrame:
     """The one job behind volume, sizes, latency, failures, top offenders and conversions.
 
     Volume and the not-ok records share one aggregation (one scan): a counted record that is not ok also
     keeps its reason, client and destination in the group key (null for every other record, so they add
-    groups only for the few not-ok records) and its time in t_min/t_max.
+    groups only for the few not-ok records) and its time in t_min/t_max. With flagged (KEY_HASH, kind,
+    dup rows from flag_hashed_keys) the same scan also fetches the records of those keys: a broadcast
+    join on KEY_HASH marks them, and their columns join the group key (null for every other record), so
+    each comes back as a group of its own (n identical records in one group of n).
     """
     frame = data.frame
     size = F.when(is_ingress(), F.col("source_size")).otherwise(F.col("target_size"))
     one = F.count(F.lit(1))
     not_ok = F.col("counted") & ~is_ok()
     t_us = F.when(not_ok, F.unix_micros("event_time"))
+    fetch: list[Column] = []
+    source = frame
+    shown = not_ok
+    if flagged is not None:
+        source = frame.withColumn(KEY_HASH, key_hash()).join(F.broadcast(flagged), KEY_HASH, "left")
+        fetched = F.col("dup").isNotNull()  # a flagged key (its dup is true or false)
+        shown = not_ok | fetched
+        fetch = [F.col("kind"), F.col("dup"),
+                 *[F.when(fetched, F.col(c)).alias(c) for c in ("message_key", "qos", "redelivery_count")],
+                 F.when(fetched, F.unix_micros("event_time")).alias("t_rec")]
+    keys = [*NOT_OK_KEYS, *(("message_key", "kind", "dup", "qos", "redelivery_count", "t_rec") if fetch else ())]
     volume = _aggregate(
-        frame.select(*VOLUME_DIMS, "in_window", "counted", "source_size", size.alias("size"),
-                     (F.floor(F.unix_micros("event_time") / 3_600_000_000) * 3_600_000_000).alias("hour_us"),
-                     *[F.when(not_ok, F.col(c)).alias(c) for c in NOT_OK_KEYS], t_us.alias("t_us")),
+        source.select(*VOLUME_DIMS, "in_window", "counted", "source_size", size.alias("size"),
+                      (F.floor(F.unix_micros("event_time") / 3_600_000_000) * 3_600_000_000).alias("hour_us"),
+                      F.when(not_ok, F.col("reason")).alias("reason"),
+                      *[F.when(shown, F.col(c)).alias(c) for c in ("client_id", "destination")],
+                      t_us.alias("t_us"), *fetch),
         TAG_VOLUME,
         {"hour_us": F.col("hour_us"), "in_window": F.col("in_window"), "counted": F.col("counted"),
-         "bucket": size_bucket(F.col("size")), **{d: F.col(d) for d in (*VOLUME_DIMS, *NOT_OK_KEYS)}},
+         "bucket": size_bucket(F.col("size")), **{d: F.col(d) for d in (*VOLUME_DIMS, *keys)}},
         {"n": one, "source_bytes": F.sum("source_size"), "sized": F.count("size"), "size_sum": F.sum("size"),
          "size_min": F.min("size"), "size_max": F.max("size"), "t_min": F.min("t_us"), "t_max": F.max("t_us")},
     )
@@ -699,23 +723,105 @@ def _count_kinds(result: AuditResult, name: str, collected: tuple[list[Row], int
     return dict(Counter(str(r["kind"]) for r in rows))
 
 
+# Above this many flagged keys the records are fetched by Spark (a broadcast join, findings as Spark
+# frames) instead of with the window aggregate into Python.
+MAX_FETCHED_KEYS = 20_000
+KEY_PROBLEM_SCHEMA = StructType(
+    [StructField(c, StringType()) for c in ("kind", "message_key", "route", "direction", "source_protocol",
+                                            "target_protocol")]
+    + [StructField("qos", IntegerType()), StructField("client_id", StringType()),
+       StructField("destination", StringType()), StructField("event_time", StringType()),
+       StructField("age_seconds", DoubleType())])
+DUPLICATE_SCHEMA = StructType(
+    [StructField(c, StringType()) for c in ("kind", "message_key", "route", "client_id", "destination")]
+    + [StructField("qos", IntegerType()), StructField("copies", LongType()),
+       StructField("max_redelivery", IntegerType()), StructField("first_egress_time", StringType())])
+
+
+def fetched_records(groups: list[Row]) -> list[Row]:
+    """The flagged keys' records from the window aggregate's groups, each repeated n times."""
+    out = []
+    for g in groups:
+        if int(g["tag"]) == TAG_VOLUME and g["dup"] is not None:  # type: ignore[call-overload]
+            out.extend([g] * int(g["n"]))  # type: ignore[call-overload]
+    return out
+
+
+def key_problem_rows(data: AuditData, records: list[Row]) -> list[Row]:
+    """key_problems (the Spark version) on the fetched records: lost ok ingress, unexpected egress."""
+    as_of_us = micros(data.as_of) if data.as_of is not None else 0
+    out = []
+    for r in records:
+        kind = r["kind"]
+        lost = kind == "lost" and r["direction"] == Direction.INGRESS.value and r["status"] == Status.OK.value
+        if not lost and kind != "unexpected_egress":
+            continue
+        t = int(r["t_rec"])  # type: ignore[call-overload]
+        out.append({"kind": kind, **{c: r[c] for c in ("message_key", "route", "direction", "source_protocol",
+                                                        "target_protocol", "qos", "client_id", "destination")},
+                    "event_time": _ts(t), "age_seconds": (as_of_us - t) / 1e6 if lost else None})
+    return out
+
+
+def duplicate_rows(data: AuditData, records: list[Row]) -> list[Row]:
+    """duplicates (the Spark version) on the fetched records: ok egress copies per key, route and client."""
+    per_client: dict[tuple[object, ...], list[Row]] = {}
+    for r in records:
+        if r["dup"] and r["direction"] == Direction.EGRESS.value and r["status"] == Status.OK.value:
+            per_client.setdefault((r["message_key"], r["route"], r["client_id"]), []).append(r)
+    out = []
+    for (key, route, client), copies in per_client.items():
+        first = min(copies, key=lambda r: int(r["t_rec"]))  # type: ignore[call-overload]
+        shown = len(copies) > 1 and bool(first["in_window"])
+        if data.config.incremental:  # reported by an earlier run unless a copy is new
+            shown = shown and any(r["counted"] for r in copies)
+        if not shown:
+            continue
+        max_redelivery = max(int(r["redelivery_count"]) for r in copies)  # type: ignore[call-overload]
+        qos = max(int(r["qos"]) for r in copies)  # type: ignore[call-overload]
+        destinations = [str(r["destination"]) for r in copies if r["destination"] is not None]
+        allowed = qos == 1 and len(copies) <= max_redelivery + 1
+        out.append({"kind": "allowed" if allowed else "suspicious", "message_key": key, "route": route,
+                    "client_id": client, "destination": min(destinations) if destinations else None, "qos": qos,
+                    "copies": len(copies), "max_redelivery": max_redelivery,
+                    "first_egress_time": _ts(int(first["t_rec"]))})  # type: ignore[call-overload]
+    return out
+
+
 def run_audit(data: AuditData) -> AuditResult:
-    """Run the per-key job and the window aggregate concurrently; build every finding's rows and table."""
+    """Flag keys, then one window job that also fetches the flagged keys' records; build every finding.
+
+    Two keys sharing a hash, or more than MAX_FETCHED_KEYS flagged keys: the per-key findings come from a
+    Spark job of their own (exact keys, broadcast join), concurrently with the window job.
+    """
     result = AuditResult(data)
     limit = data.config.max_items
+    spark = data.frame.sparkSession
+    hashed = flag_hashed_keys(data)
+    collected: dict[str, tuple[list[Row], int]] = {}
+    kinds: dict[str, dict[str, int]] = {}
+    if hashed is not None and len(hashed) <= MAX_FETCHED_KEYS:
+        flagged = spark.createDataFrame(hashed, FLAGGED_SCHEMA)
+        groups = [r.asDict() for r in window_aggregates(data, flagged).collect()]
+        records = fetched_records(groups)
+        for name, found, schema in (("key_problems", key_problem_rows(data, records), KEY_PROBLEM_SCHEMA),
+                                    ("duplicates", duplicate_rows(data, records), DUPLICATE_SCHEMA)):
+            result.tables[name] = spark.createDataFrame(found, schema)
+            collected[name] = (sort_rows(found, SORT_KEYS[name])[:limit], len(found))
+            kinds[name] = dict(Counter(str(r["kind"]) for r in found))
+    else:
+        def per_key() -> dict[str, tuple[list[Row], int]]:
+            records = flagged_records(data, hashed)
+            result.cached.append(records)
+            result.tables.update(key_problems=key_problems(data, records), duplicates=duplicates(data, records))
+            return {name: _collect(name, result.tables[name], limit) for name in CAPPED}
 
-    def per_key() -> dict[str, tuple[list[Row], int]]:
-        records = flagged_records(data)
-        result.cached.append(records)
-        result.tables.update(key_problems=key_problems(data, records), duplicates=duplicates(data, records))
-        return {name: _collect(name, result.tables[name], limit) for name in CAPPED}
+        def per_window() -> list[Row]:
+            return [r.asDict() for r in window_aggregates(data).collect()]
 
-    def per_window() -> list[Row]:
-        return [r.asDict() for r in window_aggregates(data).collect()]
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        keyed, windowed = pool.submit(per_key), pool.submit(per_window)
-        collected, groups = keyed.result(), windowed.result()
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            keyed, windowed = pool.submit(per_key), pool.submit(per_window)
+            collected, groups = keyed.result(), windowed.result()
     rows, data.rows_loaded, data.rows_in_window = window_findings(groups, data.config.top_n)
     result.rows = {name: found for name, (found, _total) in collected.items()}
     hourly = rows.pop("volume_hourly")
@@ -727,8 +833,8 @@ def run_audit(data: AuditData) -> AuditResult:
         result.tables[name] = spark.createDataFrame(result.rows[name], VOLUME_SCHEMA)
     for name, schema in TABLE_SCHEMAS.items():
         result.tables[name] = spark.createDataFrame(result.rows[name], schema)
-    problems = _count_kinds(result, "key_problems", collected["key_problems"])
-    dups = _count_kinds(result, "duplicates", collected["duplicates"])
+    problems, dups = (kinds[name] if name in kinds else _count_kinds(result, name, collected[name])
+                      for name in ("key_problems", "duplicates"))
     result.counts["losses"] = problems.get("lost", 0)
     result.counts["unexpected_egress"] = problems.get("unexpected_egress", 0)
     result.counts["duplicates_allowed"] = dups.get("allowed", 0)

@@ -260,3 +260,21 @@ def test_keys_sharing_a_hash_fall_back_to_exact_keys(spark, cli_run, monkeypatch
     assert weak.rows["key_problems"] == exact.rows["key_problems"]
     assert weak.rows["duplicates"] == exact.rows["duplicates"]
     assert exact.counts["losses"] == 1 and exact.counts["duplicates_suspicious"] == 2
+
+
+def test_many_flagged_keys_are_fetched_by_spark_with_the_same_findings(spark, cli_run, monkeypatch):
+    """Up to MAX_FETCHED_KEYS flagged keys come back with the window aggregate and are finished in Python;
+    beyond that a Spark job of their own fetches them. Both give the same rows, counts and table types."""
+    import spark_audit.audit as audit_module
+
+    fetched = audit(spark, cli_run[1] / "parquet", grace_seconds=60)
+    monkeypatch.setattr(audit_module, "MAX_FETCHED_KEYS", 0)
+    joined = audit(spark, cli_run[1] / "parquet", grace_seconds=60, max_items=1)
+    assert joined.counts == fetched.counts
+    assert joined.rows["key_problems"] == fetched.rows["key_problems"][:1]
+    assert joined.rows["duplicates"] == fetched.rows["duplicates"][:1]
+    for name in ("key_problems", "duplicates"):
+        types = [(f.name, f.dataType) for f in fetched.tables[name].schema.fields]
+        assert [(f.name, f.dataType) for f in joined.tables[name].schema.fields] == types
+        assert sorted(map(tuple, joined.tables[name].collect())) == sorted(map(tuple, fetched.tables[name].collect()))
+    assert len(fetched.rows["duplicates"]) == 3 and fetched.counts["losses"] == 1
