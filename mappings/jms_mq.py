@@ -1061,16 +1061,33 @@ def _report_unused(msg: MqMessage, ctx: _ToJms, folders: dict[str, RfhFolder]) -
 # --------------------------------------------------------------------------------------------------
 def mq_bytes_to_jms(data: bytes, *, now_ms: int,
                     options: MqToJmsOptions = MqToJmsOptions()) -> tuple[JmsMessage, ConversionReport]:
-    """Decode a message file (MQMD + headers + body) and convert it (§6.3)."""
+    """Decode a message file (MQMD + headers + body) and convert it (§6.3).
+
+    The usual messages (an MQMD v2 alone or with one RFH2 of simple mcd/jms/usr folders, nothing to
+    report) take mappings.jms_mq_fast, which gives the same result without the MqMessage model; the rest
+    are decoded and mapped here."""
+    fast = _fast.mq_bytes_to_jms_fast(data, now_ms=now_ms, options=options)
+    if fast is not None:
+        return fast
     return mq_to_jms(decode_message(data), now_ms=now_ms, options=options)
 
 
 def jms_to_mq_bytes(message: JmsMessage, *, now_ms: int,
                     options: JmsToMqOptions = JmsToMqOptions()) -> tuple[bytes, ConversionReport]:
-    """Convert (§6.2) and encode: MQMD v2 then the RFH2 and body, integers in ``options.encoding`` order."""
+    """Convert (§6.2) and encode: MQMD v2 then the RFH2 and body, integers in ``options.encoding`` order.
+
+    The usual messages take mappings.jms_mq_fast (the same bytes and findings, written without the
+    MqMessage model); the rest, and every error, go through :func:`jms_to_mq` and ``encode_message``."""
+    fast = _fast.jms_to_mq_bytes_fast(message, now_ms=now_ms, options=options)
+    if fast is not None:
+        return fast
     msg, report = jms_to_mq(message, now_ms=now_ms, options=options)
     return encode_message(msg), report
 
+
+# The fast paths import this module's rules and tables, so they are imported once those exist (as a module, so
+# that importing mappings.jms_mq_fast first works too).
+from mappings import jms_mq_fast as _fast  # noqa: E402
 
 __all__ = [
     "BODY_TABLE",
