@@ -65,7 +65,14 @@ from mappings.jms_mq import (
     put_epoch_ms,
 )
 from mappings.report import Change, ConversionReport, Finding
-from mappings.typed_xml import TYPE_TO_DT, decode_value, escape_attr, float_range_problem, format_float
+from mappings.typed_xml import (
+    TYPE_TO_DT,
+    decode_value,
+    escape_attr,
+    float_range_problem,
+    format_float,
+    parse_float,
+)
 
 __all__ = ["jms_to_mq_bytes_fast", "mq_bytes_to_jms_fast"]
 
@@ -522,6 +529,8 @@ _TEXT = rf"{_CHAR}*(?:&(?:amp|lt|gt|quot|apos|#13);{_CHAR}*)*"
 _DT = r"(?: dt=('[A-Za-z0-9.]*'|\"[A-Za-z0-9.]*\"))?"       # group: the quoted value, "" without dt
 _NIL = r"( xsi:nil='true'| xsi:nil=\"true\")?"                 # group: the attribute, "" without it
 _OPEN_RE = re.compile(rf"<({_NAME})>")
+_SIMPLE_RE = re.compile(rf"<({_NAME})>({_TEXT})</\1>")               # an element without attributes
+_SIMPLE_ALL_RE = re.compile(rf"(?:<({_NAME})>{_TEXT}</\1>)*")
 # An element, or (last group) any character where none starts: markup this path does not read.
 _ITEM_RE = re.compile(rf"<({_NAME}){_DT}{_NIL}>({_TEXT})</\1>|([\s\S])")
 _MD_HEADER_FORMATS = frozenset({C.MQFMT_RF_HEADER, C.MQFMT_MD_EXTENSION, C.MQFMT_DEAD_LETTER_HEADER})
@@ -531,6 +540,7 @@ _MCD_ELEMENTS = frozenset({"Msd", "Set", "Type", "Fmt"})
 _INT_RE = re.compile(r"[+-]?[0-9]+", re.ASCII)
 _DELIVERY = {C.MQPER_NOT_PERSISTENT: DeliveryMode.NON_PERSISTENT, C.MQPER_PERSISTENT: DeliveryMode.PERSISTENT}
 _MODES = {int(mode): mode for mode in DeliveryMode}
+_DLV = {str(int(mode)): mode for mode in DeliveryMode}        # jms/Dlv as IBM writes it
 _reply_queues: _Bounded = _Bounded()     # (ReplyToQ, ReplyToQMgr) -> Destination
 _usr_kinds: _Bounded = _Bounded()        # (usr element name, quoted dt) -> how its text is read (_usr_kind)
 _mcd_folders: _Bounded = _Bounded()      # mcd NameValueData -> its elements (one per body type and JMSType)
@@ -539,6 +549,7 @@ _INT = JavaType.INT
 _STRING = JavaType.STRING
 _BOOLEAN = JavaType.BOOLEAN
 _BYTES = JavaType.BYTES
+_DOUBLE = JavaType.DOUBLE
 _OTHER_DT = "decode_value"
 _INTEGER_DT = {"i1": JavaType.BYTE, "i2": JavaType.SHORT, "i4": JavaType.INT, "i8": JavaType.LONG,
                "int": JavaType.LONG}
@@ -556,10 +567,9 @@ def _unescape(text: str) -> str:
             .replace("&#13;", "\r").replace("&amp;", "&"))
 
 
-def _folder(raw: bytes) -> tuple[str, list[tuple[str, str, str, str, str]]]:
-    """rfh2.parse_folder for a folder of simple elements written without whitespace between them: the
-    folder name and its items (name, quoted dt or "", xsi:nil or "", text, "" or a character no element
-    explains)."""
+def _folder(raw: bytes) -> tuple[str, str, int, int]:
+    """rfh2.parse_folder's reading of the folder element itself: its name, and the text with the span
+    of its content, for a folder this path reads (else _Fallback)."""
     try:
         text = raw.decode("utf-8").strip(" \x00\t\r\n")
     except UnicodeDecodeError:
@@ -568,19 +578,23 @@ def _folder(raw: bytes) -> tuple[str, list[tuple[str, str, str, str, str]]]:
     if m is None or "]]>" in text:
         raise _Fallback
     name = m.group(1)
-    close = f"</{name}>"
-    if not text.endswith(close):
+    close = len(text) - len(name) - 3
+    if text[close:] != f"</{name}>":
         raise _Fallback
-    return name, _ITEM_RE.findall(text, m.end(), len(text) - len(close))
+    return name, text, m.end(), close
 
 
-def _simple(items: list[tuple[str, str, str, str, str]], known: frozenset[str]) -> dict[str, str]:
-    """jms_mq._folder_values of an mcd/jms folder whose elements all have a rule (else they are reported)."""
-    out: dict[str, str] = {}
-    for name, dt, nil, value, junk in items:
-        if junk or dt or nil or name not in known or name in out:
-            raise _Fallback
-        out[name] = _unescape(value) if "&" in value else value
+def _simple(text: str, start: int, stop: int, known: frozenset[str]) -> dict[str, str]:
+    """jms_mq._folder_values of an mcd/jms folder of elements without attributes, each of them read by a rule
+    (the general path reports the others) and each once (it reports a duplicate)."""
+    if not _SIMPLE_ALL_RE.fullmatch(text, start, stop):
+        raise _Fallback
+    items = _SIMPLE_RE.findall(text, start, stop)
+    out = dict(items)
+    if len(out) != len(items) or not out.keys() <= known:
+        raise _Fallback
+    if "&" in text:
+        return {name: _unescape(value) for name, value in items}
     return out
 
 
@@ -695,6 +709,14 @@ def _map_body(text: str) -> MapBody:
             made = _new(JavaValue)
             _set(made, "type", _STRING)
             _set(made, "value", _unescape(value) if "&" in value else value)
+        elif dt == ' dt="r8"' and not nil:
+            try:
+                number = parse_float(value.strip(_XML_WS), _DOUBLE)
+            except ValueError:
+                raise _Fallback from None   # an error
+            made = _new(JavaValue)
+            _set(made, "type", _DOUBLE)
+            _set(made, "value", number)
         else:
             made = decode_value(dt[5:-1] if dt else None, _unescape(value), name=key, nil=bool(nil),
                                 structure="map entry")
@@ -764,16 +786,17 @@ def _to_jms(data: bytes, now_ms: int, options: MqToJmsOptions) -> tuple[JmsMessa
             if found is not None:
                 name = "mcd"
             else:
-                name, elements = _folder(raw)
+                name, text, start, stop = _folder(raw)
             if name in seen:
                 raise _Fallback             # reported: a second folder of that name
             seen.add(name)
             if name == "jms":
-                jms = _simple(elements, _JMS_ELEMENTS)
+                jms = _simple(text, start, stop, _JMS_ELEMENTS)
             elif name == "mcd":
-                mcd = found if found is not None else _mcd_folders.put(raw, _simple(elements, _MCD_ELEMENTS))
+                mcd = found if found is not None else _mcd_folders.put(raw, _simple(text, start, stop,
+                                                                                    _MCD_ELEMENTS))
             elif name == "usr":
-                usr = elements
+                usr = _ITEM_RE.findall(text, start, stop)
             else:
                 raise _Fallback             # mqps and other folders: the general path
     elif fmt in _MD_HEADER_FORMATS:
@@ -790,7 +813,7 @@ def _to_jms(data: bytes, now_ms: int, options: MqToJmsOptions) -> tuple[JmsMessa
     # JMSDeliveryMode (_delivery_mode_to_jms)
     dlv = get("Dlv")
     if dlv is not None:
-        mode = _MODES[_folder_int(dlv, 1, 2)]
+        mode = _DLV.get(dlv) or _MODES[_folder_int(dlv, 1, 2)]
         if persistence in _DELIVERY and _DELIVERY[persistence] is not mode:
             raise _Fallback                 # reported
         headers["delivery_mode"] = mode
@@ -801,7 +824,8 @@ def _to_jms(data: bytes, now_ms: int, options: MqToJmsOptions) -> tuple[JmsMessa
     # JMSExpiration (_expiration_to_jms)
     exp = get("Exp")
     if exp is not None:
-        headers["expiration"] = _folder_int(exp, _LONG_MIN, _LONG_MAX)
+        headers["expiration"] = (int(exp) if exp.isdigit() and exp.isascii() and len(exp) < 19
+                                 else _folder_int(exp, _LONG_MIN, _LONG_MAX))
     elif expiry > 0:
         exp = headers["expiration"] = now_ms + expiry * 100
         if not _LONG_MIN <= exp <= _LONG_MAX:
@@ -820,7 +844,8 @@ def _to_jms(data: bytes, now_ms: int, options: MqToJmsOptions) -> tuple[JmsMessa
     tms = get("Tms")
     date, time = _mq_name(put_date), _mq_text(put_time)
     if tms is not None:
-        tms = headers["timestamp"] = _folder_int(tms, _LONG_MIN, _LONG_MAX)
+        tms = headers["timestamp"] = (int(tms) if tms.isdigit() and tms.isascii() and len(tms) < 19
+                                      else _folder_int(tms, _LONG_MIN, _LONG_MAX))
         if date:
             day, rem = divmod(tms, 86_400_000)
             secs, milli = divmod(rem, 1000)

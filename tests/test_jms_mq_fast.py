@@ -345,6 +345,9 @@ _MAP_BODIES = [
     '<map><elt name="a" dt="char">c</elt><elt name="s" dt="string">t</elt><elt name="\u00e9">\u4e2d</elt></map>',
     '<?xml version="1.0"?><map></map>', '<map><elt name="a"><b/></elt></map>', '<stream></stream>',
     '<map><elt name="a" dt="i4">\u0661</elt></map>', '<map><elt name="a" dt="i2">40000</elt></map>',
+    '<map><elt name="a" dt="r8">NaN</elt><elt name="b" dt="r8"> -1e5 </elt><elt name="c" dt="r8">-INF</elt></map>',
+    '<map><elt name="a" dt="r8">1e400</elt></map>', '<map><elt name="a" dt="r8">1e-320</elt></map>',
+    '<map><elt name="a" dt="r8">0x1p3</elt></map>', '<map><elt name="a" dt="r8" xsi:nil="true"></elt></map>',
 ]
 
 
