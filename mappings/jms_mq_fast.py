@@ -54,6 +54,7 @@ from mappings.jms_bodies import decode_stream, encode_stream
 from mappings.jms_mq import (
     _GROUP_FLAGS,
     BODY_TABLE,
+    IBM_MQMD_PROPERTIES,
     MAPPED_PROPERTIES,
     MSD_TO_BODY,
     JmsToMqOptions,
@@ -171,6 +172,8 @@ _MID_ZERO = Finding(Change.DROPPED, "JMSMessageID", "all zero is MQMI_NONE: MQ a
 _MID_UPPER = Finding(Change.COERCED, "JMSMessageID", "hex digits read back in lower case")
 _CID_CUT = Finding(Change.TRUNCATED, "MQMD.CorrelId", "first 24 bytes of JMSCorrelationID (jms/Cid keeps it whole)")
 _ZERO_HEX48 = "0" * 48
+#: jms_mq.IBM_MQMD_PROPERTIES, in rule order
+_IBM_FIELDS = dict(IBM_MQMD_PROPERTIES)
 _BLANK48 = b" " * 48
 _BLANK12 = b" " * 12
 _BLANK28 = b" " * 28
@@ -443,6 +446,7 @@ def _to_mq(message: JmsMessage, now_ms: int, writer: _Writer) -> tuple[bytes, Co
     appl_name = _BLANK28
     usr: list[str] = []
     usr_findings: list[Finding] = []
+    ibm: dict[str, Any] = {}
     for name, value in message.properties.pairs:
         if name in MAPPED_PROPERTIES:
             if name == "JMSXDeliveryCount":
@@ -457,12 +461,34 @@ def _to_mq(message: JmsMessage, now_ms: int, writer: _Writer) -> tuple[bytes, Co
                 if value.type is not JavaType.STRING:
                     raise _Fallback
                 appl_name = _mqchar(value.value, C.MQ_PUT_APPL_NAME_LENGTH)
+            elif name in _IBM_FIELDS:
+                if value.type is not JavaType.INT:
+                    raise _Fallback         # an error (a null int cannot be: JavaValue refuses it)
+                ibm[name] = value.value
             else:
-                raise _Fallback             # groups and JMS_IBM_* properties: the general path
+                raise _Fallback             # the group properties: the general path
             continue
         element = _usr_element(name, value, usr_findings)
         if element is not None:
             usr.append(element)
+    # JMS_IBM_MsgType/Feedback/PutApplType -> MsgType/Feedback/PutApplType (_ibm_properties_to_mq, rule order)
+    feedback = C.MQFB_NONE
+    put_appl_type = C.MQAT_NO_CONTEXT
+    if ibm:
+        defaults = {"JMS_IBM_MsgType": msg_type, "JMS_IBM_Feedback": feedback, "JMS_IBM_PutApplType": put_appl_type}
+        for prop, attr in _IBM_FIELDS.items():
+            value = ibm.get(prop)
+            if value is None:
+                continue
+            if value == defaults[prop]:
+                findings.append(Finding(Change.DROPPED, prop, f"{value} is what MQMD.{attr} holds without it: "
+                                        "reads back as absent"))
+            if prop == "JMS_IBM_MsgType":
+                msg_type = value
+            elif prop == "JMS_IBM_Feedback":
+                feedback = value
+            else:
+                put_appl_type = value
     # JMSRedelivered / JMSXDeliveryCount -> BackoutCount (_delivery_count_to_mq)
     redelivered = headers.redelivered
     if count is None:
@@ -489,9 +515,9 @@ def _to_mq(message: JmsMessage, now_ms: int, writer: _Writer) -> tuple[bytes, Co
         length += 4 + len(usr_data)
     parts.append(body)
     parts[0] = writer.md_pack(
-        b"MD  ", C.MQMD_VERSION_2, C.MQRO_NONE, msg_type, expiry, C.MQFB_NONE, writer.encoding, C.CCSID_UTF8,
+        b"MD  ", C.MQMD_VERSION_2, C.MQRO_NONE, msg_type, expiry, feedback, writer.encoding, C.CCSID_UTF8,
         b"MQHRF2  ", priority, persistence, msg_id, correl_id, backout, reply_q, reply_qm, user_id, C.MQACT_NONE,
-        b" " * 32, C.MQAT_NO_CONTEXT, appl_name, put_date, put_time, b"    ", C.MQGI_NONE, 1, 0, C.MQMF_NONE,
+        b" " * 32, put_appl_type, appl_name, put_date, put_time, b"    ", C.MQGI_NONE, 1, 0, C.MQMF_NONE,
         C.MQOL_UNDEFINED)
     parts[1] = writer.rfh_pack(b"RFH ", C.MQRFH_VERSION_2, length, writer.encoding, writer.body_ccsid,
                                body_format.encode(), C.MQRFH_NO_FLAGS, C.CCSID_UTF8)

@@ -127,6 +127,10 @@ def usual_messages(draw: st.DrawFn) -> JmsMessage:
         pairs.append(("JMSXUserID", jstring(draw(st.sampled_from(["app", "mqm", "user\u00e9"])))))
     if draw(st.booleans()):
         pairs.append(("JMSXAppID", jstring("my.app")))
+    for name, values in (("JMS_IBM_MsgType", [1, 2, 8]), ("JMS_IBM_Feedback", [0, 5]),
+                         ("JMS_IBM_PutApplType", [0, 28])):
+        if draw(st.integers(0, 3)) == 0:    # a reply envelope's JMS_IBM_MsgType, for one
+            pairs.append((name, jint(draw(st.sampled_from(values)))))
     values = st.one_of(js.java_values(), st.builds(jchar, st.sampled_from("ab&")), st.builds(jlong, st.integers()
                        .filter(lambda n: -(2**63) <= n < 2**63)), st.builds(jboolean, st.booleans()))
     pairs += draw(st.lists(st.tuples(_usr, values), max_size=6, unique_by=lambda kv: kv[0]))
