@@ -1,19 +1,31 @@
 """Benchmark: MQ bytes -> JMS (and JMS -> MQ bytes) conversions per second, public API of mappings.jms_mq only.
 
-Run: .venv/bin/python bench/bench_jms_mq.py [--rounds 5] [--count 5000]
-Prints a Markdown table of conversions per CPU second of this process (best round); the results go to
-bench/README.md ("JMS <-> MQ") by hand.
+Run: .venv/bin/python bench/bench_jms_mq.py [--rounds 5] [--count 5000] [--code TREE]
+Prints a Markdown table of conversions per CPU second of this process and per wall second (each the best
+round); the results go to bench/README.md ("JMS <-> MQ") by hand. ``--code TREE`` imports ``mappings`` from
+another source tree (e.g. ``git archive`` of the commit before a change), for before/after runs of the same
+benchmark.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+def _code_root() -> Path:
+    """The source tree to import ``mappings`` from: ``--code TREE`` or this checkout (read before argparse,
+    since the imports below need it)."""
+    if "--code" in sys.argv[:-1]:
+        return Path(sys.argv[sys.argv.index("--code") + 1]).resolve()
+    return Path(__file__).resolve().parent.parent
+
+
+sys.path.insert(0, str(_code_root()))
 
 from mappings import mqconst as C  # noqa: E402
 from mappings.jms import (  # noqa: E402
@@ -64,26 +76,31 @@ def cases() -> dict[str, Callable[[], object]]:
     }
 
 
-def best_rate(fn: Callable[[], object], rounds: int, count: int) -> float:
-    best = 0.0
+def best_rates(fn: Callable[[], object], rounds: int, count: int) -> tuple[float, float]:
+    """(per CPU second, per wall second), each the best of ``rounds``."""
+    best_cpu = best_wall = 0.0
     for _ in range(rounds):
-        start = time.process_time()
+        start, wall = time.process_time(), time.perf_counter()
         for _ in range(count):
             fn()
-        elapsed = time.process_time() - start
-        best = max(best, count / elapsed if elapsed else float("inf"))
-    return best
+        cpu, wall = time.process_time() - start, time.perf_counter() - wall
+        best_cpu = max(best_cpu, count / cpu if cpu else float("inf"))
+        best_wall = max(best_wall, count / wall if wall else float("inf"))
+    return best_cpu, best_wall
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--count", type=int, default=5000)
+    parser.add_argument("--code", type=Path, default=None, help="import mappings from this source tree")
     args = parser.parse_args()
-    print(f"Python {platform.python_version()} on {platform.machine()}")
-    print("| conversion | per second |\n|---|---:|")
+    print(f"Python {platform.python_version()} on {platform.machine()}, code {_code_root()}, load average "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    print("| conversion | per CPU second | per wall second |\n|---|---:|---:|")
     for name, fn in cases().items():
-        print(f"| {name} | {best_rate(fn, args.rounds, args.count):,.0f} |")
+        cpu, wall = best_rates(fn, args.rounds, args.count)
+        print(f"| {name} | {cpu:,.0f} | {wall:,.0f} |")
     return 0
 
 
