@@ -168,9 +168,14 @@ def cmd_status(args: argparse.Namespace) -> int:
           f"store commits {s['store']['commits']}")
     for r in s.get("routes", []):   # filtered: not matched by the route's selector (acknowledged, not logged)
         error = f"  last error: {r['last_error']}" if r.get("last_error") else ""
+        queue = ""
+        if "queued" in r:   # a route from MQTT: its broker session's queue, and whether it holds publishers
+            queue = f"  queued {r['queued']}/{r['max_queued']}"
+            if r.get("backpressure"):
+                queue += f"  BACKPRESSURE: {r['held_publishers']} publisher(s) held"
         print(f"  route {r['route']:<28} moved {r['moved']}  filtered {r.get('filtered', 0)}  "
               f"dropped {r.get('dropped', 0)}  backout {r['backout']}  delivery failures {r['delivery_failures']}"
-              f"{error}")
+              f"{queue}{error}")
     if conns:
         print(f"\n  {'CLIENT':<30} {'PEER':<22} {'PROTO':<6} {'IN/s':>8} {'OUT/s':>8} "
               f"{'INFL':>5} {'QUEUE':>6}")

@@ -269,7 +269,8 @@ class Router:
         if isinstance(ep, MqttEndpoint):
             if role == "source":
                 return MqttSource(self.broker, route.name, ep.mqtt,
-                                  max_inflight=max(256, BATCH * route.options.pipeline))
+                                  max_inflight=max(256, BATCH * route.options.pipeline),
+                                  max_queued=route.options.max_queued)
             return MqttTarget(self.broker, route.name, ep.client_id)
         ctype = self._connector_type(rules, ep)
         if ctype == EMBEDDED:
@@ -348,10 +349,15 @@ class Router:
         self.workers.clear()
 
     def status(self) -> list[dict[str, object]]:
-        return [{"route": name, "moved": w.moved, "filtered": w.filtered, "dropped": w.dropped,
-                 "backout": w.backed_out,
-                 "delivery_failures": w.failed,
-                 "last_error": w.last_error} for name, w in self.workers.items()]
+        out: list[dict[str, object]] = []
+        for name, w in self.workers.items():
+            row: dict[str, object] = {"route": name, "moved": w.moved, "filtered": w.filtered, "dropped": w.dropped,
+                                      "backout": w.backed_out, "delivery_failures": w.failed,
+                                      "last_error": w.last_error}
+            if isinstance(w.source, MqttSource):   # queue, max_queued, backpressure, held_publishers
+                row.update(w.source.flow_status())
+            out.append(row)
+        return out
 
     # -- conversion log ---------------------------------------------------------------------------------
 

@@ -144,6 +144,9 @@ class RouteOptions(_Model):
     default_qos: int = Field(2, ge=0, le=2)                           # seed Table 4: DEFAULT.QoS
     swiftmq_properties: bool = True                                   # JMSXUserID, client id, QoS
     mqtt_format: Literal["payload", "envelope"] = "payload"   # envelope: JMS message JSON (docs/json-forms.md)
+    # from an MQTT topic filter: QoS 1/2 publications the route's broker session queues while its target is
+    # stuck before it holds their publishers (backpressure); default: the broker's limits.max_queued
+    max_queued: int | None = Field(None, ge=1)
 
     @field_validator("selector")
     @classmethod
@@ -175,6 +178,9 @@ class Route(_Model):
                 validate_topic_filter(src.mqtt)
             except TopicError as exc:
                 raise ValueError(f"from.mqtt: {exc}") from None
+        if self.options.max_queued is not None and not isinstance(src, MqttEndpoint):
+            raise ValueError("options.max_queued: only a route from an MQTT topic filter has a broker session "
+                             "queue to limit")
         if isinstance(dst, MqttEndpoint):
             check_topic_template(dst.mqtt)
             if self.options.priority is not None:

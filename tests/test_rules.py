@@ -68,10 +68,19 @@ def test_routes_that_cannot_return_a_message_are_accepted(routes: str) -> None:
     ("{name: a, from: {mqtt: 'x/#'}, to: {mqtt: 'y/{nope}'}}", "to.mqtt: unknown template field {nope}"),
     ("{name: a, from: {queue: Q}, to: {mqtt: 'y/+'}}", "must be a topic name (no wildcards)"),
     ("{name: a, from: {mqtt: 'x/#'}, to: {queue: Q}, options: {json_style: pretty}}", "options.json_style"),
+    ("{name: a, from: {queue: Q}, to: {mqtt: 'x'}, options: {max_queued: 10}}",
+     "options.max_queued: only a route from an MQTT topic filter"),
+    ("{name: a, from: {mqtt: 'x/#'}, to: {queue: Q}, options: {max_queued: 0}}", "options.max_queued"),
 ])
 def test_bad_route_options_and_templates_name_the_line_and_field(route: str, needle: str) -> None:
     (problem,) = problems(AMQ + "  - " + route + "\n")
     assert problem.startswith("r.yaml:5: routes.0") and needle in problem
+
+
+def test_max_queued_is_a_route_from_mqtt_option() -> None:
+    rules = parse_rules(AMQ + "  - {name: a, from: {mqtt: 'x/#'}, to: {connector: amq, queue: Q}, "
+                              "options: {max_queued: 500}}\n")
+    assert rules.routes[0].options.max_queued == 500
 
 
 def test_priority_is_accepted_on_mq_and_jms_targets() -> None:

@@ -3,7 +3,9 @@
 As a source, a route is a persistent broker session (client id ``$route:<name>``) subscribed to the
 route's topic filter at QoS 2: the broker stores QoS 1/2 publications for it durably before it
 acknowledges the publisher, and the route acknowledges them (PUBACK, or PUBREC+PUBCOMP) only after
-the target accepted the converted message. A crash in between replays them, as for any client.
+the target accepted the converted message. A crash in between replays them, as for any client. When
+the target is stuck and the session's queue reaches the route's max_queued, the broker holds the
+publishers that fill it instead of dropping what it acknowledged (Broker.flow_control).
 As a target, converted messages are published into the broker (or to one client's session) and the
 target waits for the broker's store commit before the source is confirmed.
 """
@@ -43,18 +45,20 @@ async def wait_committed(broker: Broker) -> None:
 
 
 class MqttSource(Source):
-    def __init__(self, broker: Broker, route: str, topic_filter: str, max_inflight: int = 256) -> None:
+    def __init__(self, broker: Broker, route: str, topic_filter: str, max_inflight: int = 256,
+                 max_queued: int | None = None) -> None:
         self.broker = broker
         self.route = route
         self.topic_filter = topic_filter
         self.client_id = route_client_id(route)
         self.max_inflight = max_inflight
+        self.max_queued = max_queued if max_queued is not None else max(1, broker.limits.max_queued)
         self._queue = Inbox()
         self._reader = P.PacketReader()
         self._session: Session | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        # the router's hook for publications the route's session drops (QoS 0 beyond QOS0_BACKLOG, QoS 1/2
-        # beyond the broker's max_queued): (the message as an Inbound, the reason)
+        # the router's hook for publications the route drops (QoS 0 beyond QOS0_BACKLOG; QoS 1/2 are never
+        # dropped, their publishers are held instead): (the message as an Inbound, the reason)
         self.on_drop: Callable[[Inbound, str], None] | None = None
 
     # -- Source -------------------------------------------------------------------------------------
@@ -70,6 +74,8 @@ class MqttSource(Source):
             b.store.write("INSERT OR REPLACE INTO sessions VALUES (?, ?, ?, ?)",
                           (self.client_id, P.MQTT_311, b.clock(), 0))
         session.max_inflight = self.max_inflight
+        session.max_queued = self.max_queued
+        b.flow_control(session)
         for old in [f for f in session.subscriptions if f != self.topic_filter]:
             del session.subscriptions[old]
             b.trie.remove(old, self.client_id)
@@ -83,7 +89,6 @@ class MqttSource(Source):
         self._session = session
         session.direct = self._on_qos0
         session.direct_out = self._on_delivery
-        session.on_drop = self._dropped_by_session
         b.connections.pop(self.client_id, None)
         session.resume(self)   # replays in-flight (DUP) and queued deliveries into our queue
 
@@ -115,6 +120,15 @@ class MqttSource(Source):
         if self._session is not None and self._session.link is self:
             self._session.detach()
 
+    def flow_status(self) -> dict[str, object]:
+        """The route session's queue and flow control, for status."""
+        session = self._session
+        if session is None:
+            return {}
+        return {"queued": len(session.queue), "inflight": len(session.inflight), "max_queued": session.max_queued,
+                "backpressure": session.pushing_back,
+                "held_publishers": len(self.broker.holds.get(self.client_id, ()))}
+
     # -- Link (what the session writes to) ------------------------------------------------------------
 
     def send(self, data: bytes) -> None:
@@ -137,12 +151,6 @@ class MqttSource(Source):
             self._dropped(msg, 0, f"QoS 0 publication dropped: the route has {QOS0_BACKLOG} waiting")
             return
         self._enqueue(msg, msg.topic, msg.payload, 0, retain, False, None, f"mqtt:{_boot}:{next(_qos0_keys)}")
-
-    def _dropped_by_session(self, msg: Message, qos: int) -> None:
-        session = self._session
-        limit = session.max_queued if session is not None else "max_queued"
-        self._dropped(msg, qos, f"QoS {qos} publication dropped: the route's session has {limit} queued "
-                                "(broker limits.max_queued)")
 
     def _dropped(self, msg: Message, qos: int, reason: str) -> None:
         if self.on_drop is None:

@@ -64,6 +64,11 @@ class Broker:
         self.stats = BrokerStats(started=clock())
         self.trace_clients = set(trace_clients)
         self._next_message_id = 1
+        # flow control for route sessions (soft max_queued): route session id -> the publishers it holds,
+        # since when it pushes back, and the pushing-back sessions the packet being handled reached
+        self.holds: dict[str, set[ClientConnection]] = {}
+        self._pushing_since: dict[str, float] = {}
+        self._pressing: list[Session] = []
         # hooks set by the server / gateway
         self.listener_control: Callable[[str, bool], list[str]] | None = None
 
@@ -110,6 +115,39 @@ class Broker:
                        max_inflight=self.limits.max_inflight, max_queued=self.limits.max_queued,
                        on_release=self._release_message)
 
+    def flow_control(self, session: Session) -> None:
+        """Make ``session`` (a route's) push back instead of dropping: its max_queued becomes a soft
+        limit; a QoS 1/2 publication that reaches it while it is at the limit is queued all the same and
+        the publisher's connection is held (nothing more is processed from it) until the queue is down
+        to the low-water mark. Ordinary client sessions keep the drop-and-count behaviour."""
+        session.soft_limit = True
+        session.on_flow = self._on_flow
+
+    def _on_flow(self, session: Session, pushing: bool) -> None:
+        cid = session.client_id
+        if pushing:
+            self._pushing_since[cid] = time.monotonic()
+            log.warning("%s: %d queued, its limit (max_queued %d): pushing back, publishers that reach it are "
+                        "held until it is down to %d", cid, len(session.queue), session.max_queued,
+                        session.low_water())
+            return
+        held = self.holds.pop(cid, set())
+        since = self._pushing_since.pop(cid, time.monotonic())
+        log.info("%s: %d queued: no longer pushing back after %.1f s; %d held publisher(s) resumed", cid,
+                 len(session.queue), time.monotonic() - since, len(held))
+        for conn in held:
+            conn.unhold(cid)
+
+    def _hold(self, conn: ClientConnection) -> None:
+        """The packet just handled from ``conn`` reached route sessions that push back: hold ``conn``."""
+        pressing = self._pressing
+        for session in pressing:
+            cid = session.client_id
+            if session.pushing_back and cid not in conn.held_by and self.sessions.get(cid) is session:
+                conn.held_by.add(cid)
+                self.holds.setdefault(cid, set()).add(conn)
+        pressing.clear()
+
     def _release_message(self, msg: Message) -> None:
         if not self.store.cancel(msg.store_op):
             self.store.write("DELETE FROM messages WHERE id=?", (msg.store_id,))
@@ -123,7 +161,12 @@ class Broker:
         if conn.trace:
             trace_log.info("%s <- %s", conn.client_id, packet)
         if isinstance(packet, P.Publish):
+            pressing = self._pressing
+            if pressing:
+                pressing.clear()   # left by a publication no connection made (a will, a route's target)
             self._on_publish(conn, packet)
+            if pressing:
+                self._hold(conn)
             return
         session = conn.session
         if isinstance(packet, P.PacketIdOnly):
@@ -137,7 +180,10 @@ class Broker:
             elif t == P.PUBCOMP:
                 session.on_pubcomp(packet.packet_id)
             elif t == P.PUBREL:
+                self._pressing.clear()
                 self._on_pubrel(conn, session, packet.packet_id)
+                if self._pressing:
+                    self._hold(conn)
             else:
                 raise P.ProtocolError("a client must not send UNSUBACK", packet="UNSUBACK")
             return
@@ -346,6 +392,8 @@ class Broker:
                 self._store_message(msg)
             writes = True
         session.deliver(msg, qos, retain)
+        if qos and session.pushing_back:
+            self._pressing.append(session)
         return writes
 
     def _release_if_unreferenced(self, msg: Message) -> None:
@@ -476,6 +524,11 @@ class Broker:
 
     def connection_lost(self, conn: ClientConnection, reason: str) -> None:
         """The connection ended (any reason). Publishes the will unless the client sent DISCONNECT."""
+        for cid in conn.held_by:   # no longer a publisher a route session holds
+            held = self.holds.get(cid)
+            if held is not None:
+                held.discard(conn)
+        conn.held_by.clear()
         client_id = conn.client_id
         if client_id is None or self.connections.get(client_id) is not conn:
             return

@@ -45,6 +45,13 @@ class ClientConnection:
         # output held back until a commit: (data, durable) in order
         self._held: list[tuple[bytes, bool]] = []
         self._held_start = 0   # absolute index of _held[0]
+        # flow control: the route sessions (client ids) whose queues this publisher filled. While any
+        # holds it, what it sends is read but not processed (except acknowledgements and PINGREQ), in
+        # order, until the last one lets go (Broker.hold / Broker._on_flow)
+        self.held_by: set[str] = set()
+        self.held: list[P.Packet] = []
+        self.held_bytes = 0
+        self.on_unhold: Callable[[], None] | None = None   # set by the server: resume processing
         self.packets_in = 0
         self.packets_out = 0
         self.bytes_in = 0
@@ -99,6 +106,14 @@ class ClientConnection:
             packets = []
         for packet in packets:
             trace_log.info("%s -> %s", self.client_id, packet)
+
+    def unhold(self, session_id: str) -> None:
+        """A route session no longer holds this publisher; the last one to let go resumes it."""
+        held_by = self.held_by
+        if session_id in held_by:
+            held_by.discard(session_id)
+            if not held_by and self.on_unhold is not None:
+                self.on_unhold()
 
     def can_take_qos0(self) -> bool:
         return self._buffer_size() < self._qos0_limit

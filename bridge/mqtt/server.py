@@ -25,6 +25,17 @@ log = logging.getLogger("mqbridge.server")
 
 SWEEP_INTERVAL = 0.5
 FLUSH_BYTES = 64 * 1024    # coalesced output is written at the latest when this much is queued
+# a publisher held by a route's flow control is still read (its PINGREQs answered, its acknowledgements of
+# deliveries to it processed) until this much is waiting unprocessed; then its socket is not read at all
+HELD_READ_BYTES = 1024 * 1024
+
+
+def _passes_hold(packet: P.Packet) -> bool:
+    """What a held publisher's connection still processes: acknowledgements of deliveries to it (they add
+    nothing to any queue) and PINGREQ (so its keepalive is answered)."""
+    if type(packet) is P.PacketIdOnly:
+        return packet.type != P.PUBREL   # PUBREL publishes a QoS 2 message: held
+    return type(packet) is P.Bare and packet.type == P.PINGREQ
 
 
 @dataclass(slots=True)
@@ -56,7 +67,7 @@ class Listener:
 
 
 class MqttProtocol(asyncio.Protocol):
-    __slots__ = ("server", "listener", "transport", "conn", "_out", "_out_bytes", "_peer")
+    __slots__ = ("server", "listener", "transport", "conn", "_out", "_out_bytes", "_peer", "_reading_paused")
 
     def __init__(self, server: MqttServer, listener: Listener) -> None:
         self.server = server
@@ -65,6 +76,7 @@ class MqttProtocol(asyncio.Protocol):
         self.conn: ClientConnection | None = None
         self._out: list[bytes] = []
         self._out_bytes = 0
+        self._reading_paused = False
 
     # -- asyncio callbacks ----------------------------------------------------------------------
 
@@ -101,6 +113,7 @@ class MqttProtocol(asyncio.Protocol):
             now=server.loop.time(), write=self._queue_write, abort=self._abort,
             after_commit=broker.store.after_commit, write_buffer_size=self.buffered,
             qos0_buffer_limit=limits.qos0_buffer_bytes)
+        self.conn.on_unhold = lambda: server.loop.call_soon(self._unheld)
         listener.connections.add(self)
         listener.accepted += 1
         server.connections.add(self)
@@ -112,18 +125,82 @@ class MqttProtocol(asyncio.Protocol):
         conn.last_activity = self.server.loop.time()
         conn.bytes_in += len(data)
         broker = self.server.broker
+        held = conn.held
         try:
             for packet in conn.reader.feed(data):
                 conn.packets_in += 1
+                if (conn.held_by or held) and not _passes_hold(packet):
+                    held.append(packet)   # in order, processed once no route session holds it
+                    continue
                 broker.handle(conn, packet)
                 transport = self.transport
                 if conn.closed or transport is None or transport.is_closing():
                     return
+            if held:
+                conn.held_bytes += len(data)
+                if conn.held_bytes >= HELD_READ_BYTES and not self._reading_paused and self.transport is not None:
+                    self._reading_paused = True
+                    self.transport.pause_reading()
         except P.ProtocolError as exc:
             self._protocol_error(exc)
         except Exception as exc:  # a broker bug must cost one connection, not the process
             log.exception("client %s (%s): internal error", conn.client_id, conn.peer)
             self._close(f"internal error: {exc}")
+
+    def _unheld(self) -> None:
+        """No route session holds this publisher any more: process what it sent meanwhile, in order (it
+        may be held again on the way), then read its socket again."""
+        conn = self.conn
+        transport = self.transport
+        if conn is None or conn.closed or transport is None:
+            return
+        conn.last_activity = self.server.loop.time()   # not the client's fault that nothing was processed
+        held = conn.held
+        broker = self.server.broker
+        done = 0
+        try:
+            while done < len(held) and not conn.held_by:
+                packet = held[done]
+                done += 1
+                broker.handle(conn, packet)
+                if conn.closed or transport.is_closing():
+                    held.clear()   # nothing is processed after a DISCONNECT
+                    return
+        except P.ProtocolError as exc:
+            held.clear()   # what followed a broken packet is not processed
+            self._protocol_error(exc)
+            return
+        except Exception as exc:  # as in data_received: one connection, not the process
+            held.clear()
+            log.exception("client %s (%s): internal error", conn.client_id, conn.peer)
+            self._close(f"internal error: {exc}")
+            return
+        finally:
+            del held[:done]
+        if not held:
+            conn.held_bytes = 0
+            if self._reading_paused:
+                self._reading_paused = False
+                transport.resume_reading()
+
+    def _handle_held_at_close(self, conn: ClientConnection) -> None:
+        """The connection ended while packets it sent were held: they were received, so they are processed
+        (publications stored and routed, a DISCONNECT honoured: no will); answers go nowhere."""
+        broker = self.server.broker
+        held, conn.held = conn.held, []
+        if conn.client_id is None or broker.connections.get(conn.client_id) is not conn:
+            return   # taken over: the session belongs to the new connection now
+        for packet in held:
+            try:
+                broker.handle(conn, packet)
+            except P.ProtocolError as exc:
+                log.warning("client %s (%s): held packet refused at close: %s", conn.client_id, conn.peer, exc)
+                return
+            except Exception:
+                log.exception("client %s (%s): internal error on a held packet", conn.client_id, conn.peer)
+                return
+            if type(packet) is P.Bare and packet.type == P.DISCONNECT:
+                return
 
     def connection_lost(self, exc: Exception | None) -> None:
         conn = self.conn
@@ -131,6 +208,8 @@ class MqttProtocol(asyncio.Protocol):
         self.listener.connections.discard(self)
         if conn is None:
             return
+        if conn.held:
+            self._handle_held_at_close(conn)
         reason = conn.close_reason or (f"I/O error: {exc}" if exc else "connection closed by peer")
         conn.closed = True
         if conn.client_id is not None:
@@ -333,8 +412,10 @@ class MqttServer:
             if conn.client_id is None:
                 if now - conn.created > timeout:
                     proto._close(f"no CONNECT within {timeout:g} s")
-            elif conn.keepalive and now - conn.last_activity > 1.5 * conn.keepalive:
-                # seed: the broker disconnects a client it has not heard from in 1.5 x keep alive
+            elif (conn.keepalive and not (conn.held_by or conn.held)
+                  and now - conn.last_activity > 1.5 * conn.keepalive):
+                # seed: the broker disconnects a client it has not heard from in 1.5 x keep alive; not a
+                # publisher held by a route's flow control, whose socket may not have been read at all
                 proto._close(f"keepalive expired ({conn.keepalive} s x 1.5 without a packet)")
         mono = time.monotonic()
         dt = mono - self._last_rates

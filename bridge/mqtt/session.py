@@ -126,9 +126,12 @@ class Session:
         # QoS 1/2 as (delivery, dup, durable) — durable: only once the store has committed
         self.direct: Callable[[Message, bool], None] | None = None
         self.direct_out: Callable[[OutMsg, bool, bool], None] | None = None
-        # told of every publication this session drops (QoS 0 its link cannot take, QoS 1/2 beyond
-        # max_queued): a route logs it to the conversion log
-        self.on_drop: Callable[[Message, int], None] | None = None
+        # a route's session: max_queued is a soft limit. What reaches it is queued all the same, and the
+        # session says (on_flow(self, True)) that it is pushing back, so the broker holds the publishers
+        # that fill it; once the queue is down to the low-water mark it says so again (on_flow(self, False))
+        self.soft_limit = False
+        self.pushing_back = False
+        self.on_flow: Callable[[Session, bool], None] | None = None
         self.last_seen = 0.0
         self.expiry_seconds = 0
         self.stats = SessionStats()
@@ -149,8 +152,6 @@ class Session:
                 return
             if not link.can_take_qos0():
                 self.stats.dropped += 1
-                if self.on_drop is not None:
-                    self.on_drop(msg, 0)
                 return
             self.stats.sent += 1
             if retain:
@@ -159,10 +160,13 @@ class Session:
                 link.send(msg.qos0_bytes())
             return
         if len(self.queue) >= self.max_queued:
-            self.stats.dropped += 1
-            if self.on_drop is not None:
-                self.on_drop(msg, qos)
-            return
+            if not self.soft_limit:
+                self.stats.dropped += 1
+                return
+            if not self.pushing_back:
+                self.pushing_back = True
+                if self.on_flow is not None:
+                    self.on_flow(self, True)
         out = OutMsg(msg, qos, retain, self._next_seq)
         self._next_seq += 1
         if self.journal is not None:
@@ -229,6 +233,17 @@ class Session:
         queue = self.queue
         while queue and len(self.inflight) < self.max_inflight:
             self._send_new(queue.popleft(), link)
+        if self.pushing_back and len(queue) <= self.low_water():
+            self._relieved()
+
+    def low_water(self) -> int:
+        """Where a route's session stops pushing back: 90 % of max_queued."""
+        return self.max_queued * 9 // 10
+
+    def _relieved(self) -> None:
+        self.pushing_back = False
+        if self.on_flow is not None:
+            self.on_flow(self, False)
 
     def _finish(self, out: OutMsg) -> None:
         journal = self.journal
@@ -314,3 +329,5 @@ class Session:
         self.queue.clear()
         self.inbound_qos2.clear()
         self.inbound_ops.clear()
+        if self.pushing_back:
+            self._relieved()
