@@ -54,7 +54,7 @@ class ListenerConfig(_Model):
 class LimitsConfig(_Model):
     max_message_size: int = Field(10 * 1024 * 1024, ge=64)     # bytes of remaining length
     max_inflight: int = Field(128, ge=1, le=65535)              # QoS 1/2 in flight per client
-    max_queued: int = Field(100_000, ge=0)                      # QoS 1/2 queued per session
+    max_queued: int = Field(100_000, ge=0)   # QoS 1/2 queued per session: beyond, dropped (routes: held)
     connect_timeout: float = Field(10.0, gt=0)                  # seconds from TCP accept to CONNECT
     session_expiry_hours: float = Field(168.0, gt=0)            # idle persistent sessions expire
     qos0_buffer_bytes: int = Field(8 * 1024 * 1024, ge=1024)    # drop QoS 0 to a client this far behind

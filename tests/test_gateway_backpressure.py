@@ -13,8 +13,11 @@ from typing import Any
 
 import pytest
 
+from bridge.connectors.embedded import QueueStore, default_path
 from bridge.convlog import log_files
 from bridge.mqtt import packets as P
+from mappings.jms import DeliveryMode, JmsHeaders, JmsMessage, TextBody, TypedMap
+from mappings.jms_mq import jms_to_mq_bytes
 from tests.support.activemq import BrokerEndpoints
 from tests.support.gateway import GatewayProcess, free_port, wait_for
 from tests.support.jmstool import JmsTool
@@ -208,4 +211,44 @@ def test_held_publisher_across_sigkill_loses_nothing_acknowledged(
     assert set(got) == set(range(N))
     once = [i for i in got if i + 1 in acked]
     assert once == sorted(i - 1 for i in acked)   # acknowledged before the kill: exactly once
+    assert dropped_records(gw) == []
+
+
+def test_a_route_into_the_broker_waits_for_a_stuck_route_from_mqtt(
+    gateway_factory: Callable[..., GatewayProcess], tmp_path: Path, proxy: TcpProxy, jmstool: JmsTool,
+    queue: str,
+) -> None:
+    """An embedded MQ queue -> MQTT route publishes into the stuck route's topics: it is held like a
+    publisher's connection (its source stays unconfirmed on the queue) instead of filling the stuck
+    route's session without bound; once the target is back every message arrives."""
+    m = 1500   # more than the stuck route's 512 in flight + 20 queued + the feeding route's 4 batches of 128
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(json.dumps({
+        "connectors": {"amq": {"type": "jms", "host": "127.0.0.1", "port": proxy.port,
+                               "reconnect_max_seconds": 1.0}},
+        "routes": [{"name": "stuck", "from": {"mqtt": "bp/#"}, "to": {"connector": "amq", "queue": queue},
+                    "options": {"max_queued": LIMIT}},
+                   {"name": "feed", "from": {"queue": "IN.Q"}, "to": {"mqtt": "bp/feed"}}]}))
+    gw = gateway_factory({"rules": str(rules)})
+    store = QueueStore(default_path(gw.data_dir)).open()
+    try:
+        store.put_many([("IN.Q", jms_to_mq_bytes(JmsMessage(JmsHeaders(delivery_mode=DeliveryMode.PERSISTENT),
+                                                            TypedMap([], what="property"), TextBody(str(i))),
+                                                 now_ms=1_700_000_000_000)[0]) for i in range(m)])
+
+        def stuck() -> dict[str, Any]:
+            return next(r for r in gw.admin("/status")[1]["routes"] if r["route"] == "stuck")
+
+        wait_for(lambda: stuck()["backpressure"], 30, what="the stuck route to push back")
+        t0 = gw.admin("/status")[1]["uptime_seconds"]
+        wait_for(lambda: gw.admin("/status")[1]["uptime_seconds"] >= t0 + 3, 30, what="3 s of gateway uptime")
+        state = stuck()
+        assert state["backpressure"] and state["queued"] <= LIMIT + 4 * 128 + 1
+        assert store.depth("IN.Q") > 0   # the feeding route did not confirm what it could not hand on
+        proxy.up()
+        got = sorted(int(x["body"]) for x in jmstool.receive(f"queue://{queue}", m, timeout=90))
+        assert got == list(range(m))
+        wait_for(lambda: store.depth("IN.Q") == 0, 30, what="the feeding route to confirm everything")
+    finally:
+        store.close()
     assert dropped_records(gw) == []

@@ -76,6 +76,7 @@ class MqttSource(Source):
         session.max_inflight = self.max_inflight
         session.max_queued = self.max_queued
         b.flow_control(session)
+        session.check_relief()
         for old in [f for f in session.subscriptions if f != self.topic_filter]:
             del session.subscriptions[old]
             b.trie.remove(old, self.client_id)
@@ -200,6 +201,7 @@ class MqttTarget(Target):
         if self.client_id is not None and self.client_id not in b.sessions:
             raise ConnectorError(f"MQTT client {self.client_id!r} has no session on the broker: the messages "
                                  "stay at the source until it connects")
+        b.take_pressing()   # forget what a publication this route did not make left there
         for item in items:
             pub = item.message
             assert isinstance(pub, MqttPublication)
@@ -208,4 +210,9 @@ class MqttTarget(Target):
                 b.publish(msg)
                 continue
             b.deliver_to_client(self.client_id, msg)
+        pressing = b.take_pressing()
         await wait_committed(b)
+        # the batch reached routes from MQTT that push back (their target is stuck): like a publisher's
+        # connection, this route is held (its source not confirmed) until they are down to their low water
+        for session in pressing:
+            await b.relieved(session)

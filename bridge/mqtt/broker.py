@@ -9,6 +9,7 @@ level 4 (assigned client ids, SUBACK 0x80, session present).
 """
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import logging
@@ -69,6 +70,7 @@ class Broker:
         self.holds: dict[str, set[ClientConnection]] = {}
         self._pushing_since: dict[str, float] = {}
         self._pressing: list[Session] = []
+        self._relief_waiters: dict[str, list[asyncio.Future[None]]] = {}   # routes into the broker (MqttTarget)
         # hooks set by the server / gateway
         self.listener_control: Callable[[str, bool], list[str]] | None = None
 
@@ -131,12 +133,30 @@ class Broker:
                         "held until it is down to %d", cid, len(session.queue), session.max_queued,
                         session.low_water())
             return
+        for fut in self._relief_waiters.pop(cid, []):
+            if not fut.done():
+                fut.set_result(None)
         held = self.holds.pop(cid, set())
         since = self._pushing_since.pop(cid, time.monotonic())
         log.info("%s: %d queued: no longer pushing back after %.1f s; %d held publisher(s) resumed", cid,
                  len(session.queue), time.monotonic() - since, len(held))
         for conn in held:
             conn.unhold(cid)
+
+    def take_pressing(self) -> list[Session]:
+        """The pushing-back route sessions the publications made since the last call reached (for a
+        publisher that is not a connection: a route into the broker)."""
+        pressing = list(dict.fromkeys(self._pressing))
+        self._pressing.clear()
+        return pressing
+
+    async def relieved(self, session: Session) -> None:
+        """Return once ``session`` no longer pushes back (or is gone)."""
+        if not session.pushing_back or self.sessions.get(session.client_id) is not session:
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._relief_waiters.setdefault(session.client_id, []).append(fut)
+        await fut
 
     def _hold(self, conn: ClientConnection) -> None:
         """The packet just handled from ``conn`` reached route sessions that push back: hold ``conn``."""

@@ -240,6 +240,11 @@ class Session:
         """Where a route's session stops pushing back: 90 % of max_queued."""
         return self.max_queued * 9 // 10
 
+    def check_relief(self) -> None:
+        """After max_queued changed (a route reloaded with another limit): stop pushing back if under it."""
+        if self.pushing_back and len(self.queue) <= self.low_water():
+            self._relieved()
+
     def _relieved(self) -> None:
         self.pushing_back = False
         if self.on_flow is not None:
