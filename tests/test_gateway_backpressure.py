@@ -244,6 +244,7 @@ def test_a_route_into_the_broker_waits_for_a_stuck_route_from_mqtt(
         wait_for(lambda: gw.admin("/status")[1]["uptime_seconds"] >= t0 + 3, 30, what="3 s of gateway uptime")
         state = stuck()
         assert state["backpressure"] and state["queued"] <= LIMIT + 4 * 128 + 1
+        assert state["held_publishers"] >= 1   # the feeding route, waiting
         assert store.depth("IN.Q") > 0   # the feeding route did not confirm what it could not hand on
         proxy.up()
         got = sorted(int(x["body"]) for x in jmstool.receive(f"queue://{queue}", m, timeout=90))

@@ -128,7 +128,7 @@ class MqttSource(Source):
             return {}
         return {"queued": len(session.queue), "inflight": len(session.inflight), "max_queued": session.max_queued,
                 "backpressure": session.pushing_back,
-                "held_publishers": len(self.broker.holds.get(self.client_id, ()))}
+                "held_publishers": self.broker.held_publishers(self.client_id)}
 
     # -- Link (what the session writes to) ------------------------------------------------------------
 

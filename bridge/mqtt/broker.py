@@ -158,6 +158,10 @@ class Broker:
         self._relief_waiters.setdefault(session.client_id, []).append(fut)
         await fut
 
+    def held_publishers(self, session_id: str) -> int:
+        """How many publishers the route session holds: connections, and routes into the broker waiting."""
+        return len(self.holds.get(session_id, ())) + len(self._relief_waiters.get(session_id, ()))
+
     def _hold(self, conn: ClientConnection) -> None:
         """The packet just handled from ``conn`` reached route sessions that push back: hold ``conn``."""
         pressing = self._pressing
