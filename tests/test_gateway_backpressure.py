@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -252,4 +253,42 @@ def test_a_route_into_the_broker_waits_for_a_stuck_route_from_mqtt(
         wait_for(lambda: store.depth("IN.Q") == 0, 30, what="the feeding route to confirm everything")
     finally:
         store.close()
+    assert dropped_records(gw) == []
+
+
+def test_a_held_publisher_that_keeps_sending_is_no_longer_read_and_loses_nothing(
+    gateway_factory: Callable[..., GatewayProcess], tmp_path: Path, proxy: TcpProxy, jmstool: JmsTool,
+    queue: str,
+) -> None:
+    """A held publisher that sends 2 MiB more: the broker reads up to 1 MiB of it (then stops reading the
+    socket), and once the target is back it reads and processes all of it: every PUBACK, every message."""
+    more = 2000
+    gw = start(gateway_factory, tmp_path, proxy, queue)
+    raw = RawClient(gw.port)
+    raw.connect("bp-pub", clean=False, keepalive=0)
+    publish_all(raw)
+    acked: set[int] = set()
+    wait_held(gw, raw, acked)
+    data = b"".join(P.encode(P.Publish(f"bp/{i}", str(i).encode().ljust(1024), 1, False, False, i + 1))
+                    for i in range(N, N + more))
+
+    def bytes_in() -> int:
+        (conn,) = [c for c in gw.admin("/connections")[1] if c["client_id"] == "bp-pub"]
+        return int(conn["bytes_in"])
+
+    start_in = bytes_in()
+    raw.sock.settimeout(None)
+    sender = threading.Thread(target=raw.sock.sendall, args=(data,), daemon=True)
+    sender.start()   # may block in sendall once the broker stops reading: the kernel buffers fill
+    t0 = gw.admin("/status")[1]["uptime_seconds"]
+    wait_for(lambda: gw.admin("/status")[1]["uptime_seconds"] >= t0 + 2, 30, what="2 s of gateway uptime")
+    read = bytes_in() - start_in
+    assert 1024 * 1024 <= read < len(data)   # read up to the 1 MiB it may hold, and then not all of it
+    assert route_status(gw)["backpressure"]
+    proxy.up()
+    sender.join(60)
+    assert not sender.is_alive()
+    read_acks(raw, acked, lambda: len(acked) == N + more, 120, "every PUBACK")
+    got = sorted(int(m["body"]) for m in jmstool.receive(f"queue://{queue}", N + more, timeout=120))
+    assert got == list(range(N + more))
     assert dropped_records(gw) == []
