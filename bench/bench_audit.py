@@ -143,6 +143,8 @@ def main() -> int:
     parser.add_argument("--audit-only", action="store_true",
                         help="a fresh session that only runs the full audits, on the Parquet log an earlier "
                         "run left in --work (the cold first audit, nothing else run in the JVM before)")
+    parser.add_argument("--long-running", action="store_true",
+                        help="the session's JVM options of the long-running mode (--every: full tiered JIT)")
     args = parser.parse_args()
     work = Path(args.work)
     logs, parquet, out = work / "logs", str(work / "parquet"), str(work / "out")
@@ -153,7 +155,7 @@ def main() -> int:
     results: dict[str, float] = {}
 
     t = time.perf_counter()
-    spark = build_session(args.master, "mqbridge-bench-audit")
+    spark = build_session(args.master, "mqbridge-bench-audit", long_running=args.long_running)
     results["session_start"] = round(time.perf_counter() - t, 2)
     JVM_PID.append(int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()))
     print(f"session_start: {results['session_start']:.2f} s", flush=True)
@@ -205,6 +207,7 @@ def main() -> int:
               f"{new.rows_read} rows, audited {res.data.rows_in_window} in window, {res.counts}", flush=True)
         res.cleanup()
     print(json.dumps({"rows": args.rows, "master": args.master, "cpus": os.cpu_count(),
+                      "long_running": args.long_running,
                       "python": platform.python_version(), "results": results}))
     spark.stop()
     return 0

@@ -27,6 +27,23 @@ def non_negative(text: str) -> float:
     return value
 
 
+def positive(text: str) -> float:
+    value = non_negative(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be > 0")
+    return value
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be >= 1")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the audit's arguments to a parser."""
     parser.add_argument("logs", nargs="+", metavar="LOGS",
@@ -43,6 +60,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the compacted Parquet log (default: OUT/parquet)")
     parser.add_argument("--incremental", action="store_true",
                         help="audit only log files not seen before (one LOGS directory; checkpoint in OUT)")
+    parser.add_argument("--every", type=positive, metavar="SECONDS",
+                        help="keep running: an incremental run (implies --incremental) every SECONDS in one "
+                        "Spark session, started with JVM options for a long-lived process")
+    parser.add_argument("--max-runs", type=positive_int, metavar="N",
+                        help="with --every: stop after N runs (default: run until stopped)")
     parser.add_argument("--top", type=int, default=10, metavar="N", help="top offenders to list (default 10)")
     parser.add_argument("--no-parquet-tables", dest="parquet_tables", action="store_false",
                         help="skip writing one Parquet table per finding")

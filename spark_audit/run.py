@@ -3,14 +3,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
 
-from spark_audit.audit import AuditConfig, load, run_audit
+from spark_audit.audit import AuditConfig, AuditResult, load, run_audit
 from spark_audit.incremental import run_incremental
-from spark_audit.ingest import expand_paths, ingest
+from spark_audit.ingest import IngestResult, expand_paths, ingest
 from spark_audit.report import build_summary, write_outputs
 from spark_audit.session import build_session
 
@@ -37,35 +39,60 @@ def verdict_text(summary: dict[str, Any], out_dir: str) -> str:
 
 def run(args: argparse.Namespace, spark: SparkSession | None = None) -> int:
     """Run the audit; a session passed in (or already active) is reused and left running."""
+    every = getattr(args, "every", None)
     paths = expand_paths(args.logs)
-    if not paths:
-        print(f"audit: no log files found in {' '.join(args.logs)}", file=sys.stderr)
-        return EXIT_USAGE
     if args.since and args.until and args.since >= args.until:
         print("audit: --since must be before --until", file=sys.stderr)
         return EXIT_USAGE
-    if args.incremental and (len(args.logs) != 1 or not Path(args.logs[0]).is_dir()):
-        print("audit: --incremental takes exactly one LOGS directory", file=sys.stderr)
+    if (args.incremental or every is not None) and (len(args.logs) != 1 or not Path(args.logs[0]).is_dir()):
+        print("audit: --incremental and --every take exactly one LOGS directory", file=sys.stderr)
+        return EXIT_USAGE
+    if not paths and every is None:  # a long-running audit waits for the first files
+        print(f"audit: no log files found in {' '.join(args.logs)}", file=sys.stderr)
         return EXIT_USAGE
     out_dir = args.out
     parquet_dir = args.parquet or str(Path(out_dir) / "parquet")
     # Stop the session at the end only if this run started it (not when a caller or test owns one).
     own_session = spark is None and SparkSession.getActiveSession() is None
-    session = spark or build_session(args.master)
+    session = spark or build_session(args.master, long_running=every is not None)
     try:
+        if every is not None:
+            return follow(session, args, parquet_dir, every)
         if args.incremental:
-            checkpoint = str(Path(out_dir) / "checkpoint")
-            ingested, result = run_incremental(
-                session, args.logs[0], parquet_dir, checkpoint, config_from(args)
-            )
-        else:
-            ingested = ingest(session, paths, parquet_dir)
-            result = run_audit(load(session, parquet_dir, config_from(args)))
-        summary = build_summary(result, ingested)
-        write_outputs(result, summary, out_dir, parquet=args.parquet_tables)
-        result.cleanup()
-        print(verdict_text(summary, out_dir))
-        return int(summary["verdict"]["exit_code"])
+            return incremental_once(session, args, parquet_dir)
+        ingested = ingest(session, paths, parquet_dir)
+        result = run_audit(load(session, parquet_dir, config_from(args)))
+        return report(result, ingested, args)
     finally:
         if own_session:
             session.stop()
+
+
+def report(result: AuditResult, ingested: IngestResult, args: argparse.Namespace) -> int:
+    """Write the outputs, print the verdict; the exit code."""
+    summary = build_summary(result, ingested)
+    write_outputs(result, summary, args.out, parquet=args.parquet_tables)
+    result.cleanup()
+    print(verdict_text(summary, args.out), flush=True)
+    return int(summary["verdict"]["exit_code"])
+
+
+def incremental_once(session: SparkSession, args: argparse.Namespace, parquet_dir: str) -> int:
+    checkpoint = str(Path(args.out) / "checkpoint")
+    ingested, result = run_incremental(session, args.logs[0], parquet_dir, checkpoint, config_from(args))
+    return report(result, ingested, args)
+
+
+def follow(session: SparkSession, args: argparse.Namespace, parquet_dir: str, every: float,
+           sleep: Callable[[float], None] = time.sleep) -> int:
+    """An incremental run every `every` seconds in this one session (a run that takes longer is followed
+    at once); after --max-runs runs, the last run's exit code (else until stopped)."""
+    runs, code = 0, 0
+    while True:
+        started = time.monotonic()
+        code = incremental_once(session, args, parquet_dir)
+        runs += 1
+        print(f"audit run {runs} exit {code}; next run in {every:g} s", flush=True)
+        if args.max_runs is not None and runs >= args.max_runs:
+            return code
+        sleep(max(0.0, started + every - time.monotonic()))

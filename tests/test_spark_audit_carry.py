@@ -22,9 +22,10 @@ except ImportError:  # tests/ is not a package: pytest puts this directory on sy
     from spark_fixtures import spark  # noqa: F401
 
 from mappings.convlog_schema import ConversionRecord  # noqa: E402
-from spark_audit.audit import AuditConfig  # noqa: E402
+from spark_audit.audit import AuditConfig, load, run_audit  # noqa: E402
 from spark_audit.carry import STATE_FILE  # noqa: E402
 from spark_audit.incremental import run_incremental  # noqa: E402
+from spark_audit.ingest import expand_paths, ingest  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
@@ -68,7 +69,7 @@ class Runs:
     def __init__(self, spark: Any, root: Path) -> None:
         self.spark, self.root = spark, root
         self.logs, self.parquet, self.checkpoint = root / "logs", str(root / "parquet"), str(root / "ckpt")
-        self.logs.mkdir()
+        self.logs.mkdir(parents=True)
 
     def run(self, name: str, lines: list[str]) -> dict[str, Any]:
         (self.logs / f"{name}.jsonl").write_text("".join(lines))
@@ -162,3 +163,44 @@ def test_a_run_of_only_bad_lines_keeps_the_state_moving(spark, tmp_path):
     assert (bad["new"].bad, bad["new"].valid) == (1, 0)
     assert runs.state()["tail_files"] == tail and runs.state()["batch_id"] == 1
     assert runs.run("b2", BATCHES[1])["counts"] == EXPECTED[1]
+
+
+def test_incremental_findings_add_up_to_a_full_audit_of_the_same_files(spark, tmp_path):
+    runs = Runs(spark, tmp_path / "incremental")
+    found: set[tuple[str, str, str]] = set()
+    copies: dict[str, int] = {}
+    for i, lines in enumerate(BATCHES):
+        rows = runs.run(f"b{i + 1}", lines)["rows"]
+        found |= {("key_problems", r["kind"], r["message_key"]) for r in rows["key_problems"]}
+        found |= {("duplicates", r["kind"], r["message_key"]) for r in rows["duplicates"]}
+        copies.update({r["message_key"]: r["copies"] for r in rows["duplicates"]})
+    full_parquet = str(tmp_path / "full")
+    assert ingest(spark, expand_paths([runs.logs]), full_parquet).valid == sum(len(b) for b in BATCHES)
+    full = run_audit(load(spark, full_parquet, CONFIG))
+    full.cleanup()
+    expected = {("key_problems", r["kind"], r["message_key"]) for r in full.rows["key_problems"]}
+    expected |= {("duplicates", r["kind"], r["message_key"]) for r in full.rows["duplicates"]}
+    assert found == expected == {("key_problems", "lost", "k4"), ("key_problems", "unexpected_egress", "k9"),
+                                 ("duplicates", "suspicious", "k3"), ("duplicates", "allowed", "k8")}
+    assert copies == {r["message_key"]: r["copies"] for r in full.rows["duplicates"]}
+
+
+def compilations(spark: Any) -> int:
+    """Classes Spark has compiled from generated code in this JVM so far (Janino; cached by source)."""
+    return int(spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics
+               .METRIC_COMPILATION_TIME().getCount())
+
+
+def test_later_runs_reuse_the_generated_code(spark, tmp_path):
+    """Run-dependent bounds are columns, not literals: a run like the one before compiles nothing new."""
+    runs = Runs(spark, tmp_path)
+    compiled = []
+    for i in range(4):
+        t = 200 * i
+        lines = [*pair(f"a{i}", t), *pair(f"b{i}", t + 10), record(f"c{i}", "ingress", t + 20),
+                 record(f"a{i}", "egress", t + 30)]
+        before = compilations(spark)
+        assert runs.run(f"b{i}", lines)["counts"]["losses"] == (1 if i else 0)
+        compiled.append(compilations(spark) - before)
+    assert compiled[0] > 0  # the counter counts
+    assert compiled[3] == 0, compiled

@@ -1,6 +1,7 @@
 """Incremental audit: a checkpointed availableNow file stream audits only log files not seen before."""
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -14,6 +15,8 @@ except ImportError:  # tests/ is not a package: pytest puts this directory on sy
 
 from spark_audit.audit import AuditConfig  # noqa: E402
 from spark_audit.incremental import run_incremental  # noqa: E402
+from spark_audit.options import build_parser  # noqa: E402
+from spark_audit.run import follow, run  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
@@ -65,3 +68,30 @@ def test_each_run_ingests_only_new_files(spark, tmp_path):
     assert (new.rows_read, new.valid) == (2, 2)
     assert sum(int(r["records"]) for r in result.rows["volume_hourly"]) == 2
     assert result.counts["losses"] == result.counts["unexpected_egress"] == 0
+
+
+def test_every_audits_each_tick_in_one_session(spark, tmp_path):
+    logs, out = tmp_path / "logs", tmp_path / "out"
+    logs.mkdir()
+    args = build_parser().parse_args([str(logs), "--every", "300", "--max-runs", "3", "--out", str(out),
+                                      "--grace", "60", "--no-parquet-tables"])
+    files = iter(["gateway-a.jsonl", "gateway-b.jsonl"])
+    waits: list[float] = []
+
+    def next_tick(seconds: float) -> None:  # between two runs the gateway writes its next file
+        waits.append(seconds)
+        shutil.copy(FIXTURE_LOGS / next(files), logs)
+        assert json.loads((out / "summary.json").read_text())["input"]["rows_read"] == [0, 46][len(waits) - 1]
+
+    # An empty directory is no error for a long-running audit: the first run finds nothing yet.
+    assert follow(spark, args, str(out / "parquet"), args.every, sleep=next_tick) == 0
+    assert len(waits) == 2 and all(0 < w <= 300 for w in waits)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["input"]["rows_read"] == 15  # the third run read gateway-b only
+    assert summary["verdict"]["dropped"] == 1 and summary["verdict"]["losses"] == 0
+
+
+def test_every_and_incremental_take_one_directory(spark, tmp_path, capsys):
+    args = build_parser().parse_args([str(FIXTURE_LOGS / "gateway-a.jsonl"), "--every", "60"])
+    assert run(args, spark) == 2
+    assert "exactly one LOGS directory" in capsys.readouterr().err
