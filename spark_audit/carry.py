@@ -17,9 +17,7 @@ from datetime import datetime
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
-from spark_audit.audit import ts_lit
 from spark_audit.options import parse_time
 from spark_audit.schema import record_schema
 
@@ -84,14 +82,6 @@ def tail_file_rows(spark: SparkSession, carried: Carried) -> DataFrame | None:
     if not carried.files or carried.tail_start is None:
         return None
     return spark.read.schema(record_schema()).parquet(*[f.path for f in carried.files]).select(*KEY_COLUMNS)
-
-
-def read_tail(spark: SparkSession, carried: Carried) -> DataFrame | None:
-    """The tail's rows from tail_start on (tail_start as a literal); None when the tail is empty."""
-    rows = tail_file_rows(spark, carried)
-    if rows is None or carried.tail_start is None:
-        return None
-    return rows.where(F.col("event_time") >= ts_lit(carried.tail_start))
 
 
 def next_tail(carried: Carried, tail_start: datetime, new: list[TailFile]) -> tuple[TailFile, ...]:
