@@ -87,12 +87,14 @@ def follow(session: SparkSession, args: argparse.Namespace, parquet_dir: str, ev
            sleep: Callable[[float], None] = time.sleep) -> int:
     """An incremental run every `every` seconds in this one session (a run that takes longer is followed
     at once); after --max-runs runs, the last run's exit code (else until stopped)."""
-    runs, code = 0, 0
+    max_runs = getattr(args, "max_runs", None)
+    runs = 0
     while True:
         started = time.monotonic()
         code = incremental_once(session, args, parquet_dir)
         runs += 1
-        print(f"audit run {runs} exit {code}; next run in {every:g} s", flush=True)
-        if args.max_runs is not None and runs >= args.max_runs:
+        if max_runs is not None and runs >= max_runs:
             return code
-        sleep(max(0.0, started + every - time.monotonic()))
+        wait = max(0.0, started + every - time.monotonic())
+        print(f"audit run {runs} exit {code}; next run in {wait:.0f} s", flush=True)
+        sleep(wait)
