@@ -12,9 +12,10 @@ DEFAULT_MASTER = "local[2]"
 # cache at 48 MB, which one ingest plus a few audits fill; the JIT then stops and everything after runs
 # interpreted (measured: incremental runs 2x slower), hence the larger code cache.
 DRIVER_JAVA_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
-# A long-lived session (--every) runs the same code run after run: full tiered JIT (C2) pays back its
-# warm-up there (measured: an incremental run of 100k rows takes ~25% less CPU from the third run on,
-# parsing JSON about twice as fast), while it made a one-shot audit slower.
+# A long-lived session (--every) runs the same code run after run: full tiered JIT (C2) parses and writes
+# new rows about twice as fast once warm (whole incremental runs of 100k rows: 8.5-10.3 s CPU against
+# 11.5-12.4 s with C1 in one series under heavy load, not clearly less in another; bench/README.md),
+# while it made a one-shot audit slower.
 LONG_RUNNING_JAVA_OPTIONS = "-XX:+UseSerialGC -XX:ReservedCodeCacheSize=240m"
 
 
