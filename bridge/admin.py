@@ -137,7 +137,10 @@ class AdminServer:
                          "sent": sum(s.stats.sent for s in sessions),
                          "dropped": sum(s.stats.dropped for s in sessions),
                          "queued": sum(len(s.queue) for s in sessions),
-                         "inflight": sum(len(s.inflight) for s in sessions)},
+                         "inflight": sum(len(s.inflight) for s in sessions),
+                         # a persistent publisher's QoS 1 re-sends (DUP, same packet id and content)
+                         # routed again under the first publication's message key
+                         "resends": b.stats.resends_recognised},
             "rates": {"received_per_s": round(sum(s.stats.rate_in for s in sessions), 1),
                       "sent_per_s": round(sum(s.stats.rate_out for s in sessions), 1)},
             "protocol_errors": b.stats.protocol_errors,

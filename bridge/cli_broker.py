@@ -163,7 +163,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"  connections {s['connections']}   sessions {sess['total']} ({sess['persistent']} persistent, "
           f"{sess['offline']} offline)   subscriptions {s['subscriptions']}   retained {s['retained']}")
     print(f"  messages received {msgs['received']}  sent {msgs['sent']}  dropped {msgs['dropped']}  "
-          f"queued {msgs['queued']}  in flight {msgs['inflight']}")
+          f"queued {msgs['queued']}  in flight {msgs['inflight']}  "
+          f"publisher re-sends {msgs.get('resends', 0)}")
     print(f"  rates  in {s['rates']['received_per_s']}/s  out {s['rates']['sent_per_s']}/s   "
           f"store commits {s['store']['commits']}")
     for r in s.get("routes", []):   # filtered: not matched by the route's selector (acknowledged, not logged)

@@ -63,7 +63,8 @@ def test_close_flushes_and_reload_recovers(tmp_path: Path) -> None:
     store.open()
     store.write("INSERT INTO sessions VALUES ('c1', 4, 1.0, 3600)")
     store.write("INSERT INTO subscriptions VALUES ('c1', 'a/#', 2)")
-    store.write("INSERT INTO messages VALUES (7, 'a/b', x'00ff', 2, 0, 'p', 1.0, 'u')")
+    store.write("INSERT INTO messages (id, topic, payload, qos, retain, origin, created, username) "
+                "VALUES (7, 'a/b', x'00ff', 2, 0, 'p', 1.0, 'u')")
     store.write("INSERT INTO outbound VALUES ('c1', 3, 7, 2, 0, 12, 2)")
     store.write("INSERT INTO inbound_qos2 VALUES ('c1', 5, 'x/y', x'01', 1)")
     store.write("INSERT INTO retained VALUES ('r', x'02', 1, 'p', 1.0)")

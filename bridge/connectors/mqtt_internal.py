@@ -6,7 +6,9 @@ acknowledges the publisher, and the route acknowledges them (PUBACK, or PUBREC+P
 the target accepted the converted message. A crash in between replays them, as for any client. When
 the target is stuck and the session's queue reaches the route's max_queued, the broker holds the
 publishers that fill it instead of dropping what it acknowledged (Broker.flow_control).
-As a target, converted messages are published into the broker (or to one client's session) and the
+A publisher's QoS 1 re-send that the broker stored again (``Message.key_id``, see
+``Broker._publish_qos1_persistent``) keeps the first publication's key ``mqtt:<id>`` and counts as a
+redelivery. As a target, converted messages are published into the broker (or to one client's session) and the
 target waits for the broker's store commit before the source is confirmed.
 """
 from __future__ import annotations
@@ -156,7 +158,8 @@ class MqttSource(Source):
     def _dropped(self, msg: Message, qos: int, reason: str) -> None:
         if self.on_drop is None:
             return
-        key = f"mqtt:{msg.store_id}" if msg.store_id is not None and qos else f"mqtt:{_boot}:{next(_qos0_keys)}"
+        kid = msg.key()
+        key = f"mqtt:{kid}" if kid is not None and qos else f"mqtt:{_boot}:{next(_qos0_keys)}"
         pub = MqttPublication(topic=msg.topic, payload=msg.payload, qos=qos, client_id=msg.origin,
                               username=msg.username)
         self.on_drop(Inbound(key=key, protocol="mqtt", message=pub, source_type="publish", size=len(msg.payload),
@@ -167,7 +170,8 @@ class MqttSource(Source):
             self.broker.store.after_commit(lambda: self._on_delivery(out, dup, False))
             return
         msg = out.msg
-        key = f"mqtt:{msg.store_id}" if msg.store_id is not None else f"mqtt:{_boot}:{next(_qos0_keys)}"
+        kid = msg.key()
+        key = f"mqtt:{kid}" if kid is not None else f"mqtt:{_boot}:{next(_qos0_keys)}"
         self._enqueue(msg, msg.topic, msg.payload, out.qos, out.retain, dup, out.packet_id, key)
 
     def _enqueue(self, msg: Message | None, topic: str, payload: bytes, qos: int, retain: bool, dup: bool,
@@ -178,7 +182,7 @@ class MqttSource(Source):
         self._queue.put_nowait(Inbound(
             key=key, protocol="mqtt", message=pub, source_type="publish", size=len(payload),
             destination=topic, received=msg.ts if msg is not None else time.time(), client_id=origin,
-            redelivery_count=1 if dup else 0, qos=qos, handle=pid))
+            redelivery_count=(msg.redelivery if msg is not None else 0) + (1 if dup else 0), qos=qos, handle=pid))
 
 
 class MqttTarget(Target):

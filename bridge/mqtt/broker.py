@@ -36,6 +36,7 @@ trace_log = logging.getLogger("mqbridge.trace")
 
 LISTENER_CONTROL_PREFIX = "$SYS/SCADA/MQIsdpListener/"
 ROUTE_CLIENT_PREFIX = "$route:"   # the broker sessions of the gateway's own routes; no client may use it
+MESSAGE_ID_BLOCK = 65_536   # message ids reserved in the store per write
 MAX_31_CLIENT_ID = 23   # seed: "The Client Identifier ... between 1 and 23 characters"
 
 
@@ -47,6 +48,22 @@ class BrokerStats:
     connections_total: int = 0
     protocol_errors: int = 0
     dropped: int = 0
+    # a persistent publisher's QoS 1 re-sends (DUP=1, same packet id and digest as the last one stored):
+    # routed again as redeliveries under the first one's message key
+    resends_recognised: int = 0
+
+
+_INSERT_INBOUND_QOS1 = "INSERT OR REPLACE INTO inbound_qos1 VALUES (?, ?, ?, ?, ?)"
+
+
+def publication_digest(topic_b: bytes, payload: bytes, qos: int, retain: bool) -> bytes:
+    """What identifies a publication's content for re-send detection: BLAKE2b-128 of topic, QoS, retain
+    and payload (the topic length first, so no topic/payload split can collide)."""
+    h = hashlib.blake2b(len(topic_b).to_bytes(2, "big"), digest_size=16)
+    h.update(topic_b)
+    h.update(bytes((qos, int(retain))))
+    h.update(payload)
+    return h.digest()
 
 
 class Broker:
@@ -71,6 +88,7 @@ class Broker:
         self._pushing_since: dict[str, float] = {}
         self._pressing: list[Session] = []
         self._relief_waiters: dict[str, list[asyncio.Future[None]]] = {}   # routes into the broker (MqttTarget)
+        self._id_reserved = 0     # ids below this are reserved in the store (meta message_id_reserved)
         # hooks set by the server / gateway
         self.listener_control: Callable[[str, bool], list[str]] | None = None
 
@@ -79,8 +97,12 @@ class Broker:
     def recover(self, state: RecoveredState) -> None:
         """Rebuild sessions, queues and retained messages from the store after a (re)start."""
         self._next_message_id = state.next_message_id
+        self._id_reserved = 0
         messages = {mid: Message(m.topic, m.payload, m.qos, m.retain, m.origin, store_id=mid, username=m.username)
                     for mid, m in state.messages.items()}
+        for mid, m in state.messages.items():
+            messages[mid].key_id = m.key_id
+            messages[mid].redelivery = m.redelivery
         for topic, (payload, qos, origin) in state.retained.items():
             self.retained[topic] = Message(topic, payload, qos, True, origin)
         restored = 0
@@ -103,6 +125,7 @@ class Broker:
                 restored += 1
             for pid, (topic, payload, retain) in stored.inbound_qos2.items():
                 session.inbound_qos2[pid] = Message(topic, payload, 2, retain, cid)
+            session.inbound_qos1.update(stored.inbound_qos1)
             self.sessions[cid] = session
         # messages no delivery refers to any more (a crash between writes): delete them
         for msg in messages.values():
@@ -354,9 +377,12 @@ class Broker:
         pid = packet.packet_id
         assert pid is not None
         if qos == 1:
-            writes = self.publish(Message(topic, packet.payload, 1, packet.retain, conn.client_id,
-                                          username=conn.username))
+            msg = Message(topic, packet.payload, 1, packet.retain, conn.client_id, username=conn.username)
             ack = P.encode_ack(P.PUBACK, pid)
+            if session.persistent:
+                writes = self._publish_qos1_persistent(session, msg, pid, packet.dup)
+            else:   # a clean session cannot re-send after a reconnect: nothing to remember
+                writes = self.publish(msg)
             if writes:
                 conn.send_durable(ack)
             else:
@@ -376,6 +402,38 @@ class Broker:
             conn.send_durable(ack)
         else:
             conn.send(ack)
+
+    def _publish_qos1_persistent(self, session: Session, msg: Message, pid: int, dup: bool) -> bool:
+        """A QoS 1 publication from a persistent session. MQTT 3.1.1 §4.4: after a reconnect the client
+        re-sends an unacknowledged PUBLISH with DUP=1 and the same packet id, and it cannot reuse the id
+        before the PUBACK. So DUP=1 with the packet id and digest of the last publication stored from this
+        session is taken for a re-send of it (its PUBACK was lost: connection drop, crash after the
+        commit) and routed again as a redelivery under the first one's message key (``Message.key_id``,
+        ``redelivery`` + 1). It is routed again even when the first is still pending somewhere: a new use
+        of the packet id with the same content whose first (DUP=0) transmission was lost to a connection
+        drop also arrives as DUP=1, and acknowledging that without routing it would lose it; routing it
+        costs at most a duplicate, which QoS 1 allows and the audit counts as allowed. Anything else is a
+        new publication. The (packet id -> key) index is written in the same commit as the message, so a
+        PUBACK lost to a crash still finds it after the restart. Returns whether the store was written."""
+        index = session.inbound_qos1
+        digest = publication_digest(msg.topic_b, msg.payload, 1, msg.retain)
+        if dup:
+            entry = index.get(pid)
+            if entry is not None and entry[2] == digest:
+                msg.key_id = entry[0]
+                msg.redelivery = entry[1] + 1
+                self.stats.resends_recognised += 1
+        writes = self.publish(msg)
+        mid = msg.store_id
+        if mid is not None:
+            key = msg.key_id if msg.key_id is not None else mid
+            index[pid] = (key, msg.redelivery, digest)
+            self.store.write(_INSERT_INBOUND_QOS1, (session.client_id, pid, key, msg.redelivery, digest))
+        elif index.pop(pid, None) is not None:
+            # not stored (no durable delivery): no key to keep, and the older entry is obsolete
+            self.store.write("DELETE FROM inbound_qos1 WHERE client_id=? AND packet_id=?", (session.client_id, pid))
+            writes = True
+        return writes
 
     def _on_pubrel(self, conn: ClientConnection, session: Session, pid: int) -> None:
         msg = session.inbound_qos2.pop(pid, None)
@@ -436,11 +494,19 @@ class Broker:
     def _store_message(self, msg: Message) -> None:
         mid = self._next_message_id
         self._next_message_id += 1
+        if mid >= self._id_reserved:
+            # a message id is a message key (mqtt:<id>) and must not come back after a restart when the
+            # messages table is empty again: reserve ids durably, a block at a time (committed with or
+            # before this message)
+            self._id_reserved = mid + MESSAGE_ID_BLOCK
+            self.store.write("INSERT OR REPLACE INTO meta VALUES ('message_id_reserved', ?)",
+                             (str(self._id_reserved),))
         msg.store_id = mid
         msg.store_op = self.store.write(
-            "INSERT INTO messages (id, topic, payload, qos, retain, origin, created, username) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (mid, msg.topic, msg.payload, msg.qos, int(msg.retain), msg.origin, self.clock(), msg.username))
+            "INSERT INTO messages (id, topic, payload, qos, retain, origin, created, username, key_id, redelivery) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (mid, msg.topic, msg.payload, msg.qos, int(msg.retain), msg.origin, self.clock(), msg.username,
+             msg.key_id, msg.redelivery))
 
     def _set_retained(self, msg: Message, persist: bool = True) -> bool:
         topic = msg.topic
@@ -585,7 +651,7 @@ class Broker:
         if self.sessions.get(cid) is session:
             del self.sessions[cid]
         if session.persistent:
-            for table in ("sessions", "subscriptions", "outbound", "inbound_qos2"):
+            for table in ("sessions", "subscriptions", "outbound", "inbound_qos2", "inbound_qos1"):
                 self.store.write(f"DELETE FROM {table} WHERE client_id=?", (cid,))
 
     def delete_session(self, client_id: str) -> str:

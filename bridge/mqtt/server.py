@@ -445,6 +445,7 @@ class MqttServer:
             "messages/received": str(stats.received),
             "messages/sent": str(sum(s.stats.sent for s in b.sessions.values())),
             "messages/retained/count": str(len(b.retained)),
+            "messages/resends": str(stats.resends_recognised),
             "subscriptions/count": str(len(b.trie)),
             "load/messages/received/rate": f"{sum(s.stats.rate_in for s in b.sessions.values()):.1f}",
             "load/messages/sent/rate": f"{sum(s.stats.rate_out for s in b.sessions.values()):.1f}",

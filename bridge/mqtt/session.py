@@ -40,7 +40,7 @@ class Message:
     """A publication as the broker routes it: encoded topic cached, stored once when durable."""
 
     __slots__ = ("topic", "topic_b", "payload", "qos", "retain", "origin", "username", "store_id", "store_op",
-                 "refs", "ts", "_qos0")
+                 "refs", "ts", "_qos0", "key_id", "redelivery")
 
     def __init__(self, topic: str, payload: bytes, qos: int, retain: bool = False,
                  origin: str | None = None, store_id: int | None = None, username: str | None = None) -> None:
@@ -56,6 +56,14 @@ class Message:
         self.refs = 0
         self.ts = time.time()     # when the broker took it in (conversion-log latency)
         self._qos0: bytes | None = None
+        # a publisher's QoS 1 re-send (DUP) is stored again under the first one's message key: key_id is
+        # that publication's store id, redelivery how many times the publisher re-sent it
+        self.key_id: int | None = None
+        self.redelivery = 0
+
+    def key(self) -> int | None:
+        """The id in this publication's message key (``mqtt:<id>``): the first publication's store id."""
+        return self.key_id if self.key_id is not None else self.store_id
 
     def qos0_bytes(self) -> bytes:
         """QoS 0 delivery is the same bytes for every subscriber: encode once."""
@@ -121,6 +129,9 @@ class Session:
         self.inflight: dict[int, OutMsg] = {}     # packet id -> delivery, in send order
         self.inbound_qos2: dict[int, Message] = {}
         self.inbound_ops: dict[int, list[object]] = {}   # their queued INSERTs, for Journal.cancel
+        # persistent sessions: the last stored QoS 1 publication per packet id, to recognise the client's
+        # DUP re-send of it: packet id -> (key id, redelivery, digest) (Broker._publish_qos1_persistent)
+        self.inbound_qos1: dict[int, tuple[int, int, bytes]] = {}
         self.link: Link | None = None
         # in-process consumers (a route) take messages without the wire encoding: QoS 0 as (msg, retain),
         # QoS 1/2 as (delivery, dup, durable) — durable: only once the store has committed
@@ -336,3 +347,4 @@ class Session:
         self.inbound_ops.clear()
         if self.pushing_back:
             self._relieved()
+        self.inbound_qos1.clear()

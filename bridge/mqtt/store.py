@@ -20,7 +20,8 @@ from pathlib import Path
 
 log = logging.getLogger("mqbridge.store")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# 2: messages.key_id/redelivery and table inbound_qos1 (a publisher's QoS 1 re-send keeps its message key)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -44,7 +45,9 @@ CREATE TABLE IF NOT EXISTS messages (
     retain INTEGER NOT NULL,
     origin TEXT,
     created REAL NOT NULL,
-    username TEXT
+    username TEXT,
+    key_id INTEGER,                   -- a publisher's re-send stored again: the first publication's id
+    redelivery INTEGER NOT NULL DEFAULT 0   -- how many times the publisher re-sent it (DUP) before this row
 );
 CREATE TABLE IF NOT EXISTS outbound (
     client_id TEXT NOT NULL,
@@ -64,6 +67,16 @@ CREATE TABLE IF NOT EXISTS inbound_qos2 (
     retain INTEGER NOT NULL,
     PRIMARY KEY (client_id, packet_id)
 );
+CREATE TABLE IF NOT EXISTS inbound_qos1 (
+    -- the last QoS 1 publication a persistent session published (and the broker stored) per packet id:
+    -- a DUP=1 PUBLISH with that id and the same digest is the client's re-send of it (MQTT 3.1.1 §4.4)
+    client_id TEXT NOT NULL,
+    packet_id INTEGER NOT NULL,
+    key_id INTEGER NOT NULL,          -- its message key: mqtt:<key_id>
+    redelivery INTEGER NOT NULL,
+    digest BLOB NOT NULL,             -- BLAKE2b-128 of topic, QoS, retain and payload
+    PRIMARY KEY (client_id, packet_id)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS retained (
     topic TEXT PRIMARY KEY,
     payload BLOB NOT NULL,
@@ -89,6 +102,8 @@ class StoredSession:
     outbound: list[tuple[int, int, int, int, int | None, int]] = field(default_factory=list)
     # (seq, message_id, qos, retain, packet_id, state) in seq order
     inbound_qos2: dict[int, tuple[str, bytes, bool]] = field(default_factory=dict)
+    inbound_qos1: dict[int, tuple[int, int, bytes]] = field(default_factory=dict)
+    # packet id -> (key_id, redelivery, digest)
 
 
 @dataclass(slots=True)
@@ -100,6 +115,8 @@ class StoredMessage:
     retain: bool
     origin: str | None
     username: str | None = None
+    key_id: int | None = None
+    redelivery: int = 0
 
 
 @dataclass(slots=True)
@@ -153,6 +170,8 @@ class Store:
             conn.close()
             raise RuntimeError(f"store {self.path} has schema {row[0]}, newer than this mqbridge "
                                f"({SCHEMA_VERSION})")
+        elif int(row[0]) < SCHEMA_VERSION:
+            _migrate(conn, int(row[0]))
         self._conn = conn
         state = self._load(conn)
         return state
@@ -303,15 +322,47 @@ class Store:
                 "SELECT client_id, packet_id, topic, payload, retain FROM inbound_qos2"):
             if cid in sessions:
                 sessions[cid].inbound_qos2[pid] = (topic, bytes(payload), bool(retain))
+        for cid, pid, key_id, redelivery, digest in conn.execute(
+                "SELECT client_id, packet_id, key_id, redelivery, digest FROM inbound_qos1"):
+            if cid in sessions:
+                sessions[cid].inbound_qos1[pid] = (key_id, redelivery, bytes(digest))
         messages: dict[int, StoredMessage] = {}
-        for mid, topic, payload, qos, retain, origin, username in conn.execute(
-                "SELECT id, topic, payload, qos, retain, origin, username FROM messages"):
-            messages[mid] = StoredMessage(mid, topic, bytes(payload), qos, bool(retain), origin, username)
+        for mid, topic, payload, qos, retain, origin, username, key_id, redelivery in conn.execute(
+                "SELECT id, topic, payload, qos, retain, origin, username, key_id, redelivery FROM messages"):
+            messages[mid] = StoredMessage(mid, topic, bytes(payload), qos, bool(retain), origin, username,
+                                          key_id, redelivery)
         retained = {topic: (bytes(payload), qos, origin) for topic, payload, qos, origin in
                     conn.execute("SELECT topic, payload, qos, origin FROM retained")}
         row = conn.execute("SELECT MAX(id) FROM messages").fetchone()
         next_id = (row[0] or 0) + 1
+        # ids of messages already deleted may still be message keys (conversion log, inbound_qos1): never
+        # hand them out again. The broker reserves ids in blocks (meta message_id_reserved).
+        reserved = conn.execute("SELECT value FROM meta WHERE key='message_id_reserved'").fetchone()
+        if reserved is not None:
+            next_id = max(next_id, int(reserved[0]))
+        row = conn.execute("SELECT MAX(key_id) FROM inbound_qos1").fetchone()
+        next_id = max(next_id, (row[0] or 0) + 1)
         return RecoveredState(sessions, messages, retained, next_id)
+
+
+def _migrate(conn: sqlite3.Connection, version: int) -> None:
+    """Bring a store written by an older mqbridge to SCHEMA_VERSION (new tables exist already: the
+    schema script creates what is missing; columns added to existing tables are added here)."""
+    columns = {r[1] for r in conn.execute("PRAGMA table_info(messages)")}
+    conn.execute("BEGIN")
+    try:
+        if "username" not in columns:
+            conn.execute("ALTER TABLE messages ADD COLUMN username TEXT")
+        if "key_id" not in columns:
+            conn.execute("ALTER TABLE messages ADD COLUMN key_id INTEGER")
+        if "redelivery" not in columns:
+            conn.execute("ALTER TABLE messages ADD COLUMN redelivery INTEGER NOT NULL DEFAULT 0")
+        conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    log.info("store: schema %d migrated to %d", version, SCHEMA_VERSION)
 
 
 def _run_all(callbacks: list[Callable[[], None]]) -> None:
