@@ -100,6 +100,8 @@ class Spec:
     window: int = 64             # QoS 1/2 messages in flight per publisher
     rate: float = 0.0            # total messages/s for all publishers; 0: as fast as possible
     clean: bool = True           # subscriber clean session (False: persistent, stored durably)
+    pub_clean: bool = True       # publisher clean session (False: persistent; mqbridge then keeps a
+                                 # QoS 1 re-send index row per publication, see Broker._publish_qos1_persistent)
     latency: bool = False        # timestamps in payloads, subscriber measures percentiles
     idle: int = 0                # idle-connections scenario: how many connections to hold
     hold: float = 3.0            # idle: seconds to hold them
@@ -289,7 +291,7 @@ class PubProto(asyncio.Protocol):
         sock = transport.get_extra_info("socket")
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         transport.set_write_buffer_limits(high=256 * 1024)
-        transport.write(connect_packet(self.cid, True))
+        transport.write(connect_packet(self.cid, self.spec.pub_clean))
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.connected.done():

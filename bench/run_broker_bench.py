@@ -206,6 +206,9 @@ def scenarios(duration: float, idle: int) -> dict[str, tuple[Spec, list[str]]]:
         "qos0-64-flood": (Spec("qos0-64-flood", qos=0, publishers=4, payload=64, duration=d, idle_exit=8.0,
                                drain=20.0), plain),
         "qos1": (Spec("qos1", qos=1, publishers=4, payload=64, window=64, clean=False, duration=d), durable),
+        # the same with persistent publishers (CleanSession=0): what recognising their QoS 1 re-sends costs
+        "qos1-pubpersist": (Spec("qos1-pubpersist", qos=1, publishers=4, payload=64, window=64, clean=False,
+                                 pub_clean=False, duration=d), durable),
         "qos2": (Spec("qos2", qos=2, publishers=4, payload=64, window=64, clean=False, duration=d), durable),
         "fanout-50": (Spec("fanout-50", qos=0, publishers=1, subscribers=50, payload=64, budget=2_000,
                            duration=d), plain),
@@ -223,6 +226,7 @@ HEADLINE = {
     "qos0-1k": ("delivered_per_s", "msg/s delivered"),
     "qos0-64-flood": ("delivered_per_s", "msg/s delivered"),
     "qos1": ("delivered_per_s", "msg/s end to end"),
+    "qos1-pubpersist": ("delivered_per_s", "msg/s end to end"),
     "qos2": ("delivered_per_s", "msg/s end to end"),
     "fanout-50": ("delivered_per_s", "deliveries/s"),
     "latency-qos0": ("p50/p99", "us"),
