@@ -122,10 +122,14 @@ def test_spark_audit_command_parses_with_the_audit_cli() -> None:
     spark = SERVICES["spark-audit"]
     script = spark["command"][0].replace("$$", "$")
     run = next(part for part in script.split(";") if "-m spark_audit" in part)
-    argv = shlex.split(run.strip().removeprefix("while true; do").strip())
+    for name, value in spark.get("environment", {}).items():  # the shell expands them at run time
+        run = run.replace("${" + name + "}", str(value))
+    argv = shlex.split(run.strip().removeprefix("do").strip())
     argv = argv[argv.index("spark_audit") + 1:]
     args = build_parser().parse_args(argv)
-    assert args.logs == ["/var/log/mqbridge/convlog"] and args.incremental and args.out == "/audit"
+    # --every is the long-running incremental mode: one availableNow run per tick in one Spark session
+    assert args.logs == ["/var/log/mqbridge/convlog"] and args.out == "/audit"
+    assert args.every == float(spark["environment"]["AUDIT_INTERVAL_SECONDS"]) > 0
     assert _mounts("spark-audit")["/audit"] in COMPOSE["volumes"]
 
 

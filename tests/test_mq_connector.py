@@ -44,8 +44,11 @@ from typing import Any
 import pytest
 
 import bridge.connectors.mq as mq
+from bridge.config import BrokerConfig
 from bridge.connectors.base import ConnectorError, Inbound, Outbound, Target
 from bridge.connectors.embedded import QueueStore
+from bridge.mqtt.broker import Broker
+from bridge.mqtt.store import Store
 from bridge.route_selector import mq_view
 from bridge.router import CONNECTOR_FACTORIES, Router, RouteSetupError, backout_queue_name
 from mappings import mqconst as C
@@ -1095,7 +1098,8 @@ def test_missing_library_is_one_clear_error() -> None:
         mq.load_mqi(no_client)
 
 
-def test_missing_client_library_for_real_and_route_setup_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_client_library_for_real_and_route_setup_names_it(monkeypatch: pytest.MonkeyPatch,
+                                                                   tmp_path: Path) -> None:
     """This machine has no MQ client library: the real import fails and the route is refused with the hint."""
     monkeypatch.setattr(mq, "_loaded", None)
     try:
@@ -1113,7 +1117,8 @@ connectors:
 routes:
   - {name: r, from: {mqtt: "a/#"}, to: {connector: qm1, queue: Q}}
 """)
-    router = Router(None, None, None, "gw", None)  # type: ignore[arg-type]
+    broker = Broker(BrokerConfig(), Store(tmp_path / "broker.sqlite3"))  # the route's MQTT source reads its limits
+    router = Router(broker, None, None, "gw", None)  # type: ignore[arg-type]
     with pytest.raises(RouteSetupError, match="route r: connector 'qm1': IBM MQ is not available"):
         router.build(rules, rules.routes[0])
 
