@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -69,6 +69,14 @@ class IngestResult:
         self.min_time = min(times) if times else None
         times = [t for t in (self.max_time, other.max_time) if t is not None]
         self.max_time = max(times) if times else None
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> IngestResult:
+        """The counts as_dict wrote (incremental mode keeps each micro-batch's in its checkpoint)."""
+        times = [None if raw[k] is None else datetime.fromisoformat(raw[k]) for k in ("min_time", "max_time")]
+        return cls(int(raw["rows_read"]), int(raw["valid"]), {str(k): int(v) for k, v in raw["problems"].items()},
+                   {str(f): {str(k): int(v) for k, v in c.items()} for f, c in raw["problems_by_file"].items()},
+                   [dict(s) for s in raw["samples"]], times[0], times[1])
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -210,27 +218,41 @@ def ingest_frame(tagged: DataFrame, parquet_dir: str, mode: str, compact: bool =
     return result
 
 
-def ingest_batch(tagged: DataFrame, staging_dir: str, parquet_dir: str) -> tuple[IngestResult, list[str]]:
+def ingest_batch(
+    tagged: DataFrame, staging_dir: str, parquet_dir: str, name: str,
+    before_move: Callable[[IngestResult, list[str]], None] | None = None,
+) -> tuple[IngestResult, list[str]]:
     """Write a micro-batch's valid rows into the Parquet log, counting problems in the same pass.
 
     The rows are written to a staging directory of their own first and the files then moved into the
     log's date/hour partitions, so the caller knows exactly which files hold the new rows (no listing
     of the log). The staging directory's name starts with "_": Spark never reads it as a partition.
+    The moved files are named f"{name}-{i:05d}.parquet" (i counts the batch's files): a name that
+    identifies the batch makes the files of an earlier attempt at it findable and replaceable.
+    before_move, when given, gets the counts and the target paths before the first file moves.
     """
     shutil.rmtree(staging_dir, ignore_errors=True)  # what a failed attempt at this batch left
     result = ingest_frame(tagged, staging_dir, "overwrite", compact=False)
-    moved = []
-    staging = Path(staging_dir)
-    for part in sorted(staging.glob("date=*/hour=*")):
+    moves: list[tuple[Path, Path]] = []
+    for part in sorted(Path(staging_dir).glob("date=*/hour=*")):
         target = Path(parquet_dir) / part.parent.name / part.name
-        target.mkdir(parents=True, exist_ok=True)
-        for f in part.iterdir():
-            if f.name.endswith(".parquet") or f.name.endswith(".parquet.crc"):
-                os.replace(f, target / f.name)
-                if f.name.endswith(".parquet"):
-                    moved.append(str(target / f.name))
+        for f in sorted(f for f in part.iterdir() if f.name.endswith(".parquet")):
+            moves.append((f, target / f"{name}-{len(moves):05d}.parquet"))
+    if before_move is not None:
+        before_move(result, [str(t) for _, t in moves])
+    for source, target in moves:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        crc = source.with_name(f".{source.name}.crc")
+        if crc.exists():  # the checksum Hadoop's local file system checks, under the file's new name
+            os.replace(crc, checksum_path(target))
+        os.replace(source, target)
     shutil.rmtree(staging_dir, ignore_errors=True)
-    return result, moved
+    return result, [str(t) for _, t in moves]
+
+
+def checksum_path(path: Path) -> Path:
+    """Where Hadoop's local file system keeps a file's checksum (a stale one fails the file's read)."""
+    return path.with_name(f".{path.name}.crc")
 
 
 def ingest(spark: SparkSession, paths: list[str], parquet_dir: str, mode: str = "overwrite") -> IngestResult:

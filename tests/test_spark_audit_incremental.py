@@ -2,7 +2,12 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,9 +18,11 @@ try:
 except ImportError:  # tests/ is not a package: pytest puts this directory on sys.path
     from spark_fixtures import FIXTURE_LOGS, spark  # noqa: F401
 
-from spark_audit.audit import AuditConfig  # noqa: E402
-from spark_audit.incremental import run_incremental  # noqa: E402
+from spark_audit.audit import AuditConfig, load, run_audit  # noqa: E402
+from spark_audit.incremental import BATCHES_DIR, TEST_CRASH_EXIT, run_incremental  # noqa: E402
+from spark_audit.ingest import expand_paths, ingest  # noqa: E402
 from spark_audit.options import build_parser  # noqa: E402
+from spark_audit.report import build_summary  # noqa: E402
 from spark_audit.run import follow, run  # noqa: E402
 
 pytestmark = pytest.mark.spark
@@ -95,3 +102,90 @@ def test_every_and_incremental_take_one_directory(spark, tmp_path, capsys):
     args = build_parser().parse_args([str(FIXTURE_LOGS / "gateway-a.jsonl"), "--every", "60"])
     assert run(args, spark) == 2
     assert "exactly one LOGS directory" in capsys.readouterr().err
+
+
+def findings(summary: dict[str, Any]) -> dict[str, Any]:
+    """What an audit found, in a form that adds up over incremental runs."""
+    failures: dict[tuple[str, str, str], int] = {}
+    for r in summary["failures"]:
+        key = (r["status"], r["route"], r["reason"])
+        failures[key] = failures.get(key, 0) + int(r["records"])
+    return {
+        "losses": {r["message_key"] for r in summary["losses"]},
+        "unexpected_egress": {r["message_key"] for r in summary["unexpected_egress"]},
+        "duplicates": {(r["kind"], r["message_key"], r["copies"]) for r in summary["duplicates"]},
+        "failures": failures,
+        "records": sum(int(r["records"]) for r in summary["volume"]["hour"]),
+        "dropped": summary["verdict"]["dropped"],
+    }
+
+
+def union(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    failures = dict(a["failures"])
+    for key, n in b["failures"].items():
+        failures[key] = failures.get(key, 0) + n
+    return {"losses": a["losses"] | b["losses"], "unexpected_egress": a["unexpected_egress"] | b["unexpected_egress"],
+            "duplicates": a["duplicates"] | b["duplicates"], "failures": failures,
+            "records": a["records"] + b["records"], "dropped": a["dropped"] + b["dropped"]}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_crash_after_the_move_or_after_the_commit_loses_and_doubles_nothing(spark, tmp_path):
+    """A real `python -m spark_audit --incremental` dies (JVM killed, os._exit) right after a micro-batch's
+    files moved into the log, then again right after the stream committed it; the next run audits that
+    batch once: the log holds each record once and the runs' findings add up to a full audit."""
+    logs, out = tmp_path / "logs", tmp_path / "out"
+    logs.mkdir()
+    argv = [str(logs), "--incremental", "--out", str(out), "--grace", "60", "--no-parquet-tables"]
+    checkpoint, parquet = out / "checkpoint", str(out / "parquet")
+
+    def summary() -> dict[str, Any]:
+        return json.loads((out / "summary.json").read_text())
+
+    def crash(point: str) -> None:
+        env = {**os.environ, "MQB_TEST_CRASH_AT": point}
+        done = subprocess.run([sys.executable, "-m", "spark_audit", *argv], env=env, capture_output=True,
+                              text=True, timeout=600, cwd=Path(__file__).resolve().parents[1])
+        assert done.returncode == TEST_CRASH_EXIT, done.stderr[-3000:]
+
+    shutil.copy(FIXTURE_LOGS / "gateway-a.jsonl", logs)
+    run(build_parser().parse_args(argv), spark)
+    first = summary()
+    assert first["input"]["rows_read"] == 46
+
+    shutil.copy(FIXTURE_LOGS / "gateway-b.jsonl", logs)
+    crash("after-move")
+    record = json.loads((checkpoint / BATCHES_DIR / "1.json").read_text())
+    moved = record["files"]
+    assert moved and all(Path(f).is_file() for f in moved)  # batch 1's rows are in the log ...
+    assert not (checkpoint / "stream" / "commits" / "1").exists()  # ... and the stream did not commit it
+    assert json.loads((checkpoint / "audit_state.json").read_text())["batch_id"] == 0
+
+    crash("after-commit")  # the stream runs batch 1 again (replacing its files), commits it, no audit
+    assert (checkpoint / "stream" / "commits" / "1").is_file()
+    assert json.loads((checkpoint / "audit_state.json").read_text())["batch_id"] == 0
+    assert spark.read.parquet(parquet).count() == 55  # 46 + 9 valid rows: batch 1's are there once
+
+    run(build_parser().parse_args(argv), spark)  # nothing new for the stream: batch 1 is audited now
+    second = summary()
+    assert (second["input"]["rows_read"], second["input"]["valid"], second["input"]["bad"]) == (15, 9, 6)
+    assert second["input"]["problems"] == {"future_version": 1, "invalid:direction": 1, "invalid:message_key": 1,
+                                           "malformed": 3}  # the counts the crashed run made, from its record
+    assert json.loads((checkpoint / "audit_state.json").read_text())["batch_id"] == 1
+    assert not list((checkpoint / BATCHES_DIR).glob("*.json"))
+
+    run(build_parser().parse_args(argv), spark)  # and only once
+    assert summary()["input"]["rows_read"] == 0 and summary()["records"]["in_window"] == 0
+
+    # The Parquet log holds exactly the records of a one-shot ingest of the same files, each once.
+    full_parquet = str(tmp_path / "full")
+    assert ingest(spark, expand_paths([logs]), full_parquet).valid == 55
+    log = spark.read.parquet(parquet)
+    full_log = spark.read.parquet(full_parquet).select(*log.columns)
+    assert log.count() == 55
+    assert log.exceptAll(full_log).count() == 0 and full_log.exceptAll(log).count() == 0
+
+    full = run_audit(load(spark, full_parquet, AuditConfig(grace_seconds=60)))
+    full.cleanup()
+    assert union(findings(first), findings(second)) == findings(build_summary(full, None))
