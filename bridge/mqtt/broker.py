@@ -98,11 +98,9 @@ class Broker:
         """Rebuild sessions, queues and retained messages from the store after a (re)start."""
         self._next_message_id = state.next_message_id
         self._id_reserved = 0
-        messages = {mid: Message(m.topic, m.payload, m.qos, m.retain, m.origin, store_id=mid, username=m.username)
+        messages = {mid: Message(m.topic, m.payload, m.qos, m.retain, m.origin, store_id=mid, username=m.username,
+                                 key_id=m.key_id, redelivery=m.redelivery)
                     for mid, m in state.messages.items()}
-        for mid, m in state.messages.items():
-            messages[mid].key_id = m.key_id
-            messages[mid].redelivery = m.redelivery
         for topic, (payload, qos, origin) in state.retained.items():
             self.retained[topic] = Message(topic, payload, qos, True, origin)
         restored = 0

@@ -43,7 +43,8 @@ class Message:
                  "refs", "ts", "_qos0", "key_id", "redelivery")
 
     def __init__(self, topic: str, payload: bytes, qos: int, retain: bool = False,
-                 origin: str | None = None, store_id: int | None = None, username: str | None = None) -> None:
+                 origin: str | None = None, store_id: int | None = None, username: str | None = None,
+                 key_id: int | None = None, redelivery: int = 0) -> None:
         self.topic = topic
         self.topic_b = topic.encode("utf-8")
         self.payload = payload
@@ -58,8 +59,8 @@ class Message:
         self._qos0: bytes | None = None
         # a publisher's QoS 1 re-send (DUP) is stored again under the first one's message key: key_id is
         # that publication's store id, redelivery how many times the publisher re-sent it
-        self.key_id: int | None = None
-        self.redelivery = 0
+        self.key_id = key_id
+        self.redelivery = redelivery
 
     def key(self) -> int | None:
         """The id in this publication's message key (``mqtt:<id>``): the first publication's store id."""
