@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -36,12 +36,12 @@ from pyspark.sql.types import (
 )
 
 from mappings.convlog_schema import Direction, Status, format_timestamp, parse_timestamp
-from spark_audit.schema import record_schema
+from spark_audit.schema import KEY_CHECK, KEY_HASH, stored_key_check, stored_key_hash, stored_schema
 
 AUDIT_COLUMNS = (
     "event_time", "message_key", "route", "direction", "source_protocol", "target_protocol",
     "source_type", "target_type", "qos", "source_size", "target_size", "status", "reason",
-    "findings", "latency_us", "client_id", "destination", "redelivery_count",
+    "findings", "latency_us", "client_id", "destination", "redelivery_count", KEY_HASH, KEY_CHECK,
 )
 VOLUME_DIMS = ("route", "direction", "source_protocol", "target_protocol", "source_type", "target_type",
                "status")
@@ -96,6 +96,40 @@ class AuditData:
     config: AuditConfig
     rows_loaded: int = 0
     rows_in_window: int = 0
+    # Files whose window groups come from their stored rollups (spark_audit/rollup.py): None, or the
+    # rollups' merged groups, the audit frame over those files (to fetch flagged keys' records from) and
+    # the audit frame over every other file (the window job scans only these). frame has every file.
+    rollup: RolledUp | None = None
+    # Every row in scope has its key hashes written (the manifest says so): read them, hash no strings.
+    hashes_stored: bool = False
+
+
+@dataclass(slots=True)
+class RolledUp:
+    """The part of an audit answered by stored rollups (see AuditData.rollup)."""
+
+    groups: DataFrame
+    covered: DataFrame
+    scanned: DataFrame
+    files: int
+    scanned_files: int
+    # The merged groups, collected by a job started as soon as they are defined: it needs nothing from
+    # the rest of the audit, so it runs while the other frames are built and the per-key job runs.
+    collected: Future[list[Row]] | None = None
+
+    def rows(self) -> list[Row]:
+        if self.collected is None:
+            self.collected = collect_soon(self.groups)
+        return self.collected.result()
+
+
+def collect_soon(frame: DataFrame) -> Future[list[Row]]:
+    """Collect frame's rows (as dicts) in a thread of its own."""
+    pool = ThreadPoolExecutor(max_workers=1)
+    try:
+        return pool.submit(lambda: [r.asDict() for r in frame.collect()])
+    finally:
+        pool.shutdown(wait=False)
 
 
 # Optional column of the audit frame: "as of" in epoch microseconds (the same in every row). Incremental
@@ -208,30 +242,54 @@ def audit_frame(source: DataFrame, config: AuditConfig, counted: Column) -> Data
     return source.select(*AUDIT_COLUMNS, in_window(config).alias("in_window"), counted.alias("counted"))
 
 
-def load(spark: SparkSession, parquet_dir: str, config: AuditConfig) -> AuditData:
+def load(spark: SparkSession, parquet_dir: str, config: AuditConfig, rollups: bool = True) -> AuditData:
     """Define the pruned Parquet frame (window plus grace) and find "as of" (until, else the newest row).
 
     Nothing is cached: measured on local[2], Spark's columnar cache of 1M rows costs more than the
     pruned Parquet scans it saves (see bench/README.md). The newest row is looked for in the newest
-    partition first (a scan of one hour), the whole window only when that partition has no row in it.
+    partition first (a scan of one hour), the whole window only when that partition has no row in it;
+    not at all when the stored rollups know it. rollups: use the files' stored rollups where they apply
+    (spark_audit/rollup.py; never for incremental runs, whose frames are built elsewhere).
     """
+    from spark_audit import rollup
+
     widened = None
+    widen = timedelta(seconds=config.grace_seconds)
+    plan = None
     if has_partitions(parquet_dir):
-        widened = spark.read.parquet(parquet_dir).where(
-            _window_filter(config, timedelta(seconds=config.grace_seconds))
+        widened = spark.read.schema(stored_schema(partitions=True)).parquet(parquet_dir).where(
+            _window_filter(config, widen)
         )
         source = widened
+        if rollups and not config.incremental:
+            plan = rollup.plan(parquet_dir, config.since, config.until, widen)
     else:
-        source = spark.createDataFrame([], record_schema())
+        source = spark.createDataFrame([], stored_schema())
     frame = audit_frame(source, config, in_window(config))
+    rolled = None
+    if plan is not None:
+        def part(files: list[Path]) -> DataFrame:
+            return audit_frame(rollup.read_files(spark, parquet_dir, files).where(_window_filter(config, widen)),
+                               config, in_window(config))
+
+        layout = StructType([*GROUP_FIELDS, *AGG_FIELDS])
+        merged = rollup.groups(spark, parquet_dir, plan, layout, SUMMED, MINIMUM, MAXIMUM)
+        pending = collect_soon(merged)
+        rolled = RolledUp(merged, part(plan.covered), part(plan.scanned), len(plan.covered), len(plan.scanned),
+                          pending)
     as_of = config.until
+    if as_of is None and plan is not None:
+        newest = rollup.newest_time(plan)
+        if newest is not None and (config.since is None or newest >= config.since - widen):
+            as_of = newest
     if as_of is None and widened is not None:
         newest = _newest_partition(parquet_dir)
         if newest is not None:
             as_of = max_event_time(widened.where(newest))
         if as_of is None:
             as_of = max_event_time(widened)
-    return AuditData(frame, as_of, config)
+    return AuditData(frame, as_of, config, rollup=rolled,
+                     hashes_stored=plan is not None and rollup.hashes_stored(plan))
 
 
 VOLUME_SCHEMA = StructType(
@@ -269,20 +327,20 @@ def with_trend(rows: list[Row], unit: str) -> list[Row]:
 
 # Per-key flags, OR-ed over a key's records (bit_or: one integer buffer instead of four counts).
 SEEN_INGRESS, SEEN_ELIGIBLE, SEEN_EGRESS, SEEN_EGRESS_COUNTED = 1, 2, 4, 8
-KEY_HASH, KEY_CHECK = "_key_hash", "_key_check"
 # The records of flagged keys: the columns key_problems and duplicates read (not all of the frame's).
 RECORD_COLUMNS = ("message_key", "route", "direction", "source_protocol", "target_protocol", "qos", "client_id",
                   "destination", "event_time", "status", "redelivery_count", "in_window", "counted")
 
 
-def key_hash() -> Column:
-    """(message_key, route) as one long: the per-key aggregation hashes and shuffles a long, not two strings."""
-    return F.xxhash64("message_key", "route")
+def key_hash_column(data: AuditData) -> Column:
+    """(message_key, route) as one long: as written with the row, or hashed here for rows of older files
+    (or whenever the audit cannot know that every row in scope has it)."""
+    return F.col(KEY_HASH) if data.hashes_stored else stored_key_hash()
 
 
-def key_check() -> Column:
+def key_check_column(data: AuditData) -> Column:
     """A second, independent hash of (message_key, route): two keys sharing key_hash differ in it."""
-    return F.hash("route", "message_key")
+    return F.col(KEY_CHECK) if data.hashes_stored else stored_key_check()
 
 
 def _flag_conditions(data: AuditData) -> tuple[Column, Column]:
@@ -332,8 +390,8 @@ def flag_hashed_keys(data: AuditData) -> list[Row] | None:
     the caller then falls back to flag_keys. Returns (KEY_HASH, kind, dup) rows of the flagged keys.
     """
     seen, ok_egress = _flag_conditions(data)
-    check = key_check()
-    chains = data.frame.groupBy(key_hash().alias(KEY_HASH)).agg(
+    check = key_check_column(data)
+    chains = data.frame.groupBy(key_hash_column(data).alias(KEY_HASH)).agg(
         F.bit_or(seen).alias("seen"), F.sum(ok_egress).alias("egress_ok"),
         F.min(check).alias("check_lo"), F.max(check).alias("check_hi"))
     collided = F.col("check_lo") != F.col("check_hi")
@@ -356,12 +414,12 @@ def flagged_records(data: AuditData, hashed: list[Row] | None) -> DataFrame:
 
     hashed: flag_hashed_keys' rows; None (two keys share a hash): the keys are flagged by their strings.
     """
-    frame = data.frame.select(*RECORD_COLUMNS, *([AS_OF_COLUMN] if has_as_of_column(data) else []))
+    frame = data.frame.select(*RECORD_COLUMNS, KEY_HASH, *([AS_OF_COLUMN] if has_as_of_column(data) else []))
     if hashed is None:
         records = frame.join(F.broadcast(flag_keys(data)), ["message_key", "route"])
     else:
         flagged = frame.sparkSession.createDataFrame(hashed, FLAGGED_SCHEMA)
-        records = frame.withColumn(KEY_HASH, key_hash()).join(F.broadcast(flagged), KEY_HASH).drop(KEY_HASH)
+        records = frame.withColumn(KEY_HASH, key_hash_column(data)).join(F.broadcast(flagged), KEY_HASH).drop(KEY_HASH)
     return records.persist()
 
 
@@ -413,6 +471,7 @@ def duplicates(data: AuditData, records: DataFrame) -> DataFrame:
 # conversion findings), each reading only its columns, unioned into one job whose result is collected
 # once and finished in Python (the same numbers separate Spark jobs gave, without their overhead).
 TAG_VOLUME, TAG_LATENCY, TAG_FINDING = 0, 1, 2
+TAG_FETCH = 3  # the records of flagged keys in rolled-up files (counted by the rollups, not again)
 GROUP_STRINGS = (*VOLUME_DIMS, "reason", "client_id", "destination", "change", "name", "detail")
 GROUP_STRINGS = (*GROUP_STRINGS, "message_key", "kind")
 GROUP_FIELDS = [StructField("tag", IntegerType()), StructField("hour_us", LongType()),
@@ -421,6 +480,10 @@ GROUP_FIELDS = [StructField("tag", IntegerType()), StructField("hour_us", LongTy
                 StructField("dup", BooleanType()), StructField("qos", IntegerType()),
                 StructField("redelivery_count", IntegerType()), StructField("t_rec", LongType()),
                 *[StructField(name, StringType()) for name in GROUP_STRINGS]]
+# How stored rollups of several files merge into one group (spark_audit/rollup.py).
+SUMMED = ("n", "source_bytes", "sized", "size_sum", "lat_sum")
+MINIMUM = ("size_min", "t_min")
+MAXIMUM = ("size_max", "lat_max", "t_max")
 AGG_FIELDS = [StructField(name, LongType()) for name in (
     "n", "source_bytes", "sized", "size_sum", "size_min", "size_max", "lat_sum", "lat_max", "t_min", "t_max")]
 LATENCY_DIGITS = 3  # latency histogram keeps 3 significant digits (values below 1000 us are exact)
@@ -448,11 +511,19 @@ def size_bucket(size: Column) -> Column:
     return F.when(size.isNotNull(), bucket)
 
 
-def _aggregate(frame: DataFrame, tag: int, keys: dict[str, Column], aggs: dict[str, Column]) -> DataFrame:
-    """Group frame by keys, aggregate, and pad to the common GROUP_FIELDS + AGG_FIELDS layout."""
+def _aggregate(frame: DataFrame, tag: int, keys: dict[str, Column], aggs: dict[str, Column],
+               per_file: bool = False) -> DataFrame:
+    """Group frame by keys, aggregate, and pad to the common GROUP_FIELDS + AGG_FIELDS layout.
+
+    per_file: the file column (rollup.FILE_COLUMN) joins the keys and the output (rollups are per file).
+    """
+    from spark_audit.rollup import FILE_COLUMN
+
+    if per_file:
+        keys = {FILE_COLUMN: F.col(FILE_COLUMN), **keys}
     grouped = frame.groupBy(*[c.alias(k) for k, c in keys.items()]).agg(
         *[c.alias(k) for k, c in aggs.items()])
-    out = []
+    out = [F.col(FILE_COLUMN)] if per_file else []
     for f in [*GROUP_FIELDS, *AGG_FIELDS]:
         col = F.lit(tag) if f.name == "tag" else F.col(f.name) if f.name in keys or f.name in aggs else F.lit(None)
         out.append(col.cast(f.dataType).alias(f.name))
@@ -462,7 +533,7 @@ def _aggregate(frame: DataFrame, tag: int, keys: dict[str, Column], aggs: dict[s
 NOT_OK_KEYS = ("reason", "client_id", "destination")
 
 
-def window_aggregates(data: AuditData, flagged: DataFrame | None = None) -> DataFrame:
+def window_aggregates(data: AuditData, flagged: DataFrame | None = None, per_file: bool = False) -> DataFrame:
     """The one job behind volume, sizes, latency, failures, top offenders and conversions.
 
     Volume and the not-ok records share one aggregation (one scan): a counted record that is not ok also
@@ -471,8 +542,59 @@ def window_aggregates(data: AuditData, flagged: DataFrame | None = None) -> Data
     dup rows from flag_hashed_keys) the same scan also fetches the records of those keys: a broadcast
     join on KEY_HASH marks them, and their columns join the group key (null for every other record), so
     each comes back as a group of its own (n identical records in one group of n).
+    With stored rollups (data.rollup) only the other files are scanned, and the flagged keys' records in
+    the rolled-up files are fetched by the same job, one row per record (TAG_FETCH: not counted again).
+    per_file: group by file as well (rollup.build: the frame has the file column).
     """
-    frame = data.frame
+    from spark_audit.rollup import FILE_COLUMN
+
+    hashed = key_hash_column(data)
+    parts = []
+    if data.rollup is None or data.rollup.scanned_files:
+        frame = data.rollup.scanned if data.rollup is not None else data.frame
+        one = F.count(F.lit(1))
+        counted = frame.where("counted")
+        parts = [
+            _volume(frame, flagged, hashed, "left", TAG_VOLUME, per_file),
+            _aggregate(
+                counted.where(is_egress() & is_ok() & F.col("latency_us").isNotNull()), TAG_LATENCY,
+                {"route": F.col("route"), "lat": round_latency(F.col("latency_us"))},
+                {"n": one, "lat_sum": F.sum("latency_us"), "lat_max": F.max("latency_us")}, per_file,
+            ),
+            _aggregate(
+                counted.where(F.size("findings") > 0).select(
+                    "route", F.explode("findings").alias("f"), *([FILE_COLUMN] if per_file else [])), TAG_FINDING,
+                {"route": F.col("route"), "change": F.col("f.change"), "name": F.col("f.name"),
+                 "detail": F.col("f.detail")},
+                {"n": one}, per_file,
+            ),
+        ]
+    if data.rollup is not None and flagged is not None:
+        parts.append(_fetch_rows(data.rollup.covered, flagged, hashed))
+    if not parts:  # every file rolled up and nothing flagged: an empty result in the same layout
+        empty = data.frame.sparkSession.createDataFrame([], StructType([*GROUP_FIELDS, *AGG_FIELDS]))
+        parts.append(empty)
+    out = parts[0]
+    for part in parts[1:]:
+        out = out.unionByName(part)
+    return out
+
+
+def _fetch_rows(frame: DataFrame, flagged: DataFrame, hashed: Column) -> DataFrame:
+    """The records of flagged keys in frame, one row each (n = 1, TAG_FETCH), in the window aggregate's layout."""
+    joined = frame.withColumn(KEY_HASH, hashed).join(F.broadcast(flagged), KEY_HASH)
+    values = {"tag": F.lit(TAG_FETCH), "t_rec": F.unix_micros("event_time"), "n": F.lit(1),
+              **{c: F.col(c) for c in (*VOLUME_DIMS, "in_window", "counted", "kind", "dup", "message_key", "qos",
+                                       "redelivery_count", "client_id", "destination")}}
+    return joined.select(*[(values[f.name] if f.name in values else F.lit(None)).cast(f.dataType).alias(f.name)
+                           for f in [*GROUP_FIELDS, *AGG_FIELDS]])
+
+
+def _volume(frame: DataFrame, flagged: DataFrame | None, hashed: Column, how: str, tag: int,
+            per_file: bool = False) -> DataFrame:
+    """window_aggregates' volume / not-ok / fetch aggregation of frame (see there)."""
+    from spark_audit.rollup import FILE_COLUMN
+
     size = F.when(is_ingress(), F.col("source_size")).otherwise(F.col("target_size"))
     one = F.count(F.lit(1))
     not_ok = F.col("counted") & ~is_ok()
@@ -481,38 +603,27 @@ def window_aggregates(data: AuditData, flagged: DataFrame | None = None) -> Data
     source = frame
     shown = not_ok
     if flagged is not None:
-        source = frame.withColumn(KEY_HASH, key_hash()).join(F.broadcast(flagged), KEY_HASH, "left")
+        source = frame.withColumn(KEY_HASH, hashed).join(F.broadcast(flagged), KEY_HASH, how)
         fetched = F.col("dup").isNotNull()  # a flagged key (its dup is true or false)
         shown = not_ok | fetched
         fetch = [F.col("kind"), F.col("dup"),
                  *[F.when(fetched, F.col(c)).alias(c) for c in ("message_key", "qos", "redelivery_count")],
                  F.when(fetched, F.unix_micros("event_time")).alias("t_rec")]
     keys = [*NOT_OK_KEYS, *(("message_key", "kind", "dup", "qos", "redelivery_count", "t_rec") if fetch else ())]
-    volume = _aggregate(
+    return _aggregate(
         source.select(*VOLUME_DIMS, "in_window", "counted", "source_size", size.alias("size"),
                       (F.floor(F.unix_micros("event_time") / 3_600_000_000) * 3_600_000_000).alias("hour_us"),
                       F.when(not_ok, F.col("reason")).alias("reason"),
                       *[F.when(shown, F.col(c)).alias(c) for c in ("client_id", "destination")],
-                      t_us.alias("t_us"), *fetch),
-        TAG_VOLUME,
+                      t_us.alias("t_us"), *fetch,
+                      *([FILE_COLUMN] if per_file else [])),
+        tag,
         {"hour_us": F.col("hour_us"), "in_window": F.col("in_window"), "counted": F.col("counted"),
          "bucket": size_bucket(F.col("size")), **{d: F.col(d) for d in (*VOLUME_DIMS, *keys)}},
         {"n": one, "source_bytes": F.sum("source_size"), "sized": F.count("size"), "size_sum": F.sum("size"),
          "size_min": F.min("size"), "size_max": F.max("size"), "t_min": F.min("t_us"), "t_max": F.max("t_us")},
+        per_file,
     )
-    counted = frame.where("counted")
-    latency = _aggregate(
-        counted.where(is_egress() & is_ok() & F.col("latency_us").isNotNull()), TAG_LATENCY,
-        {"route": F.col("route"), "lat": round_latency(F.col("latency_us"))},
-        {"n": one, "lat_sum": F.sum("latency_us"), "lat_max": F.max("latency_us")},
-    )
-    findings = _aggregate(
-        counted.where(F.size("findings") > 0).select("route", F.explode("findings").alias("f")), TAG_FINDING,
-        {"route": F.col("route"), "change": F.col("f.change"), "name": F.col("f.name"),
-         "detail": F.col("f.detail")},
-        {"n": one},
-    )
-    return volume.unionByName(latency).unionByName(findings)
 
 
 def _ts(us: int) -> str:
@@ -621,13 +732,19 @@ def _top_rows(groups: list[Row], column: str, top_n: int) -> list[Row]:
 
 
 def _change_rows(groups: list[Row]) -> list[Row]:
-    return [{"route": g["route"], "change": g["change"], "name": g["name"], "detail": g["detail"],
-             "occurrences": g["n"]} for g in groups]
+    """Occurrences per route, change, name and detail (a stored rollup and a scan may both have one)."""
+    out: dict[tuple[object, ...], Row] = {}
+    for g in groups:
+        key = (g["route"], g["change"], g["name"], g["detail"])
+        r = out.setdefault(key, {"route": key[0], "change": key[1], "name": key[2], "detail": key[3],
+                                 "occurrences": 0})
+        r["occurrences"] = int(str(r["occurrences"])) + int(str(g["n"]))
+    return list(out.values())
 
 
 def window_findings(groups: list[Row], top_n: int) -> tuple[dict[str, list[Row]], int, int]:
     """Split the collected window aggregate into the findings' rows; and rows loaded / in window."""
-    by_tag: dict[int, list[Row]] = {t: [] for t in (TAG_VOLUME, TAG_LATENCY, TAG_FINDING)}
+    by_tag: dict[int, list[Row]] = {t: [] for t in (TAG_VOLUME, TAG_LATENCY, TAG_FINDING, TAG_FETCH)}
     for g in groups:
         by_tag[int(g["tag"])].append(g)  # type: ignore[call-overload]
     hourly, loaded, in_window = _volume_rows(by_tag[TAG_VOLUME])
@@ -742,7 +859,7 @@ def fetched_records(groups: list[Row]) -> list[Row]:
     """The flagged keys' records from the window aggregate's groups, each repeated n times."""
     out = []
     for g in groups:
-        if int(g["tag"]) == TAG_VOLUME and g["dup"] is not None:  # type: ignore[call-overload]
+        if int(g["tag"]) in (TAG_VOLUME, TAG_FETCH) and g["dup"] is not None:  # type: ignore[call-overload]
             out.extend([g] * int(g["n"]))  # type: ignore[call-overload]
     return out
 
@@ -822,6 +939,8 @@ def run_audit(data: AuditData) -> AuditResult:
         with ThreadPoolExecutor(max_workers=2) as pool:
             keyed, windowed = pool.submit(per_key), pool.submit(per_window)
             collected, groups = keyed.result(), windowed.result()
+    if data.rollup is not None:  # the stored rollups' groups, collected since load()
+        groups = groups + data.rollup.rows()
     rows, data.rows_loaded, data.rows_in_window = window_findings(groups, data.config.top_n)
     result.rows = {name: found for name, (found, _total) in collected.items()}
     hourly = rows.pop("volume_hourly")

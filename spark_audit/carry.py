@@ -19,13 +19,13 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 
 from spark_audit.options import parse_time
-from spark_audit.schema import record_schema
+from spark_audit.schema import KEY_CHECK, KEY_HASH, stored_schema
 
 STATE_FILE = "audit_state.json"
 STATE_VERSION = 2
 # What matching a key needs: losses (ingress details and age) and duplicates (per-client egress copies).
 KEY_COLUMNS = ("event_time", "message_key", "route", "direction", "source_protocol", "target_protocol",
-               "qos", "status", "client_id", "destination", "redelivery_count")
+               "qos", "status", "client_id", "destination", "redelivery_count", KEY_HASH, KEY_CHECK)
 BAD_STATE = (ValueError, KeyError, TypeError, AttributeError, argparse.ArgumentTypeError)
 
 
@@ -81,7 +81,7 @@ def tail_file_rows(spark: SparkSession, carried: Carried) -> DataFrame | None:
     """
     if not carried.files or carried.tail_start is None:
         return None
-    return spark.read.schema(record_schema()).parquet(*[f.path for f in carried.files]).select(*KEY_COLUMNS)
+    return spark.read.schema(stored_schema()).parquet(*[f.path for f in carried.files]).select(*KEY_COLUMNS)
 
 
 def next_tail(carried: Carried, tail_start: datetime, new: list[TailFile]) -> tuple[TailFile, ...]:

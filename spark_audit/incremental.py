@@ -49,7 +49,7 @@ from spark_audit.carry import (
     write_state,
 )
 from spark_audit.ingest import IngestResult, checksum_path, ingest_batch, stream_logs
-from spark_audit.schema import record_schema
+from spark_audit.schema import stored_schema
 
 ONE_MICROSECOND = timedelta(microseconds=1)
 FILE_PATH = "_file_path"
@@ -88,7 +88,7 @@ class NewRows:
 
     def rows(self, spark: SparkSession) -> DataFrame:
         """The new rows, read from exactly the files written (schema given: nothing inferred or listed)."""
-        return spark.read.schema(record_schema()).parquet(*[f.path for f in self.files]).select(*AUDIT_COLUMNS)
+        return spark.read.schema(stored_schema()).parquet(*[f.path for f in self.files]).select(*AUDIT_COLUMNS)
 
     def names(self) -> set[str]:
         return {Path(f.path).name for f in self.files}
@@ -213,7 +213,7 @@ def ingest_new_files(spark: SparkSession, logs_dir: str, parquet_dir: str, check
 
 def _null_padded(keys: DataFrame) -> DataFrame:
     """Key-column rows with the other audit columns as typed nulls (they are never counted)."""
-    types = {f.name: f.dataType for f in record_schema().fields}
+    types = {f.name: f.dataType for f in stored_schema().fields}
     return keys.select(*[F.col(c) if c in KEY_COLUMNS else F.lit(None).cast(types[c]).alias(c)
                          for c in AUDIT_COLUMNS])
 
@@ -221,7 +221,7 @@ def _null_padded(keys: DataFrame) -> DataFrame:
 def _log_range(spark: SparkSession, parquet_dir: str, lo: datetime, hi: datetime | None,
                exclude: set[str]) -> DataFrame:
     """The Parquet log's rows in [lo, hi), without the files this run wrote (plus their file's path)."""
-    rows = spark.read.parquet(parquet_dir).where(time_range(lo, hi))
+    rows = spark.read.schema(stored_schema(partitions=True)).parquet(parquet_dir).where(time_range(lo, hi))
     if exclude:
         rows = rows.where(~F.col("_metadata.file_name").isin(sorted(exclude)))
     return rows.select(*KEY_COLUMNS, F.col("_metadata.file_path").alias(FILE_PATH))
@@ -349,7 +349,7 @@ def _audit_nothing_new(spark: SparkSession, checkpoint_dir: str, new: NewRows, c
     """No valid new row: an empty window at the last "as of"; the state moves past bad-only batches."""
     anchor = carried.as_of or EPOCH
     window = replace(config, since=anchor, until=anchor, incremental=True)
-    empty = spark.createDataFrame([], record_schema())
+    empty = spark.createDataFrame([], stored_schema())
     result = run_audit(AuditData(audit_frame(empty, window, F.lit(False)), anchor, window))
     if new.batch_ids and carried.continues(new.batch_ids[0]):
         write_state(checkpoint_dir, replace(carried, batch_id=new.batch_ids[-1]))

@@ -19,8 +19,12 @@ from spark_audit.schema import (
     CORRUPT_COLUMN,
     FUTURE_VERSION,
     INVALID_PREFIX,
+    KEY_CHECK,
+    KEY_HASH,
     MALFORMED,
     PROBLEM_COLUMN,
+    key_check,
+    key_hash,
     problem_column,
     read_schema,
 )
@@ -127,10 +131,13 @@ def tag(raw: DataFrame) -> DataFrame:
 
 
 def valid_rows(tagged: DataFrame) -> DataFrame:
-    """Only valid rows, with the date/hour partition columns added and the bookkeeping columns gone."""
+    """Only valid rows in the stored layout (key hashes and the date/hour partition columns added, the
+    bookkeeping columns gone)."""
     return (
         tagged.where(F.col(PROBLEM_COLUMN).isNull())
         .drop(PROBLEM_COLUMN, CORRUPT_COLUMN, FILE_COLUMN)
+        .withColumn(KEY_HASH, key_hash())
+        .withColumn(KEY_CHECK, key_check())
         .withColumn("date", F.to_date("event_time"))
         .withColumn("hour", F.hour("event_time"))
     )
@@ -256,5 +263,10 @@ def checksum_path(path: Path) -> Path:
 
 
 def ingest(spark: SparkSession, paths: list[str], parquet_dir: str, mode: str = "overwrite") -> IngestResult:
-    """Parse the logs once: valid rows compacted into Parquet, bad rows counted by problem and file."""
-    return ingest_frame(read_logs(spark, paths), parquet_dir, mode)
+    """Parse the logs once: valid rows compacted into Parquet, bad rows counted by problem and file; then
+    the new files' rollups (spark_audit/rollup.py) for the full audits that follow."""
+    from spark_audit import rollup
+
+    result = ingest_frame(read_logs(spark, paths), parquet_dir, mode)
+    rollup.build(spark, parquet_dir)
+    return result

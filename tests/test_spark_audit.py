@@ -253,7 +253,7 @@ def test_keys_sharing_a_hash_fall_back_to_exact_keys(spark, cli_run, monkeypatch
     exact = audit(spark, cli_run[1] / "parquet", grace_seconds=60)
     data = load(spark, str(cli_run[1] / "parquet"), AuditConfig(grace_seconds=60))
     assert audit_module.flag_hashed_keys(data) is not None  # the real hash: no collision in the fixtures
-    monkeypatch.setattr(audit_module, "key_hash", lambda: F.xxhash64("route"))
+    monkeypatch.setattr(audit_module, "key_hash_column", lambda data: F.xxhash64("route"))
     assert audit_module.flag_hashed_keys(data) is None
     weak = audit(spark, cli_run[1] / "parquet", grace_seconds=60)
     assert weak.counts == exact.counts

@@ -1,0 +1,142 @@
+"""Stored rollups (spark_audit/rollup.py) give exactly the findings of a scan, and are never trusted blindly.
+
+The same fixture log is audited with the rollups ingest wrote and with rollups=False (every row scanned),
+over windows that cover whole hours, partial hours and the grace period; a rewritten data file, an
+unreadable manifest and files of the older layout (no key hashes, INT96 timestamps) must not change a
+finding.
+"""
+from __future__ import annotations
+
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+try:
+    from tests.spark_fixtures import FIXTURE_LOGS, spark  # noqa: F401
+except ImportError:  # tests/ is not a package: pytest puts this directory on sys.path
+    from spark_fixtures import FIXTURE_LOGS, spark  # noqa: F401
+
+from spark_audit import rollup  # noqa: E402
+from spark_audit.audit import AuditConfig, AuditResult, load, run_audit  # noqa: E402
+from spark_audit.ingest import expand_paths, ingest  # noqa: E402
+from spark_audit.schema import KEY_CHECK, KEY_HASH  # noqa: E402
+
+pytestmark = pytest.mark.spark
+
+WINDOWS: list[dict[str, Any]] = [
+    {},
+    {"grace_seconds": 0},
+    {"since": datetime(2026, 3, 1, 10, 30, tzinfo=UTC), "until": datetime(2026, 3, 1, 11, tzinfo=UTC)},
+    {"since": datetime(2026, 3, 1, 11, tzinfo=UTC), "until": datetime(2026, 3, 2, 9, tzinfo=UTC)},
+    {"since": datetime(2026, 3, 1, 10, 45, tzinfo=UTC)},
+    {"until": datetime(2026, 3, 1, 12, 15, tzinfo=UTC)},
+]
+
+
+@pytest.fixture(scope="module")
+def parquet(spark, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("rollup") / "parquet"
+    assert ingest(spark, expand_paths([FIXTURE_LOGS]), str(out)).valid == 55
+    return out
+
+
+def audit(spark, parquet_dir: Path, rollups: bool, **config: Any) -> AuditResult:
+    result = run_audit(load(spark, str(parquet_dir), AuditConfig(**{"grace_seconds": 60, **config}), rollups=rollups))
+    result.cleanup()
+    return result
+
+
+def same_findings(a: AuditResult, b: AuditResult) -> None:
+    assert a.counts == b.counts
+    assert a.rows == b.rows
+    assert (a.data.rows_loaded, a.data.rows_in_window, a.data.as_of) == (
+        b.data.rows_loaded, b.data.rows_in_window, b.data.as_of)
+
+
+def test_ingest_writes_a_rollup_for_every_file(parquet):
+    files = rollup.data_files(str(parquet))
+    entries = rollup.read_manifest(str(parquet))
+    assert len(files) == 3 and set(entries) == {rollup.relative(f) for f in files}
+    assert all(rollup.is_current(f, entries[rollup.relative(f)]) for f in files)
+    assert all(e.max_us is not None for e in entries.values())
+
+
+@pytest.mark.parametrize("window", WINDOWS, ids=lambda w: ",".join(f"{k}={v}" for k, v in w.items()) or "all")
+def test_rollups_give_the_findings_of_a_full_scan(spark, parquet, window):
+    rolled = audit(spark, parquet, True, **window)
+    scanned = audit(spark, parquet, False, **window)
+    assert scanned.data.rollup is None
+    covered = rolled.data.rollup.files if rolled.data.rollup is not None else 0
+    if not window:
+        assert covered == len(rollup.data_files(str(parquet)))  # nothing scanned but the per-key job
+    if window.get("until") == datetime(2026, 3, 1, 11, tzinfo=UTC):
+        assert covered == 0  # 10:30-11:00 is part of an hour: scanned
+    same_findings(rolled, scanned)
+    assert rolled.rows["volume_hourly"] or not rolled.data.rows_in_window
+    # With a plan every file in scope is known to carry its key hashes: the string hashes are skipped.
+    assert rolled.data.hashes_stored == (rolled.data.rollup is not None) and not scanned.data.hashes_stored
+
+
+def test_a_rewritten_file_is_scanned_not_trusted(spark, parquet, tmp_path):
+    log = tmp_path / "parquet"
+    shutil.copytree(parquet, log)
+    before = audit(spark, log, True)
+    # Rewrite the busiest hour without one of its ok egress records: its rollup no longer describes it.
+    biggest = max(rollup.data_files(str(log)), key=lambda f: spark.read.parquet(str(f)).count())
+    rows = spark.read.parquet(str(biggest))
+    dropped = rows.where("direction = 'egress' AND status = 'ok'").first()
+    assert dropped is not None
+    staging = tmp_path / "staging"
+    rows.where(f"NOT (message_key = '{dropped['message_key']}' AND direction = 'egress')") \
+        .coalesce(1).write.parquet(str(staging))
+    [part] = staging.glob("*.parquet")
+    biggest.with_name(f".{biggest.name}.crc").unlink(missing_ok=True)
+    shutil.move(part, biggest)
+    rolled, scanned = audit(spark, log, True), audit(spark, log, False)
+    assert rolled.data.rollup is not None and rolled.data.rollup.files == len(rollup.data_files(str(log))) - 1
+    same_findings(rolled, scanned)
+    assert rolled.data.rows_loaded == before.data.rows_loaded - 1
+    assert rolled.rows["volume_hourly"] != before.rows["volume_hourly"]
+    assert rollup.build(spark, str(log)) == 1  # only the rewritten file lacks a current rollup
+    again = audit(spark, log, True)
+    assert again.data.rollup is not None and again.data.rollup.files == len(rollup.data_files(str(log)))
+    same_findings(again, scanned)
+
+
+def test_an_unusable_manifest_is_ignored_with_a_note(spark, parquet, tmp_path, capsys):
+    log = tmp_path / "parquet"
+    shutil.copytree(parquet, log)
+    rollup.manifest_path(str(log)).write_text("{not json")
+    rolled = audit(spark, log, True)
+    assert rolled.data.rollup is None
+    assert "ignoring the rollup manifest" in capsys.readouterr().err
+    same_findings(rolled, audit(spark, parquet, False))
+
+
+def test_files_of_the_older_layout_are_audited_alike(spark, parquet, tmp_path):
+    """Files written before the key hash columns (and with INT96 timestamps), alone or mixed with new ones."""
+    old = tmp_path / "old"
+    spark.conf.set("spark.sql.parquet.outputTimestampType", "INT96")
+    try:
+        (spark.read.parquet(str(parquet)).drop(KEY_HASH, KEY_CHECK).repartition("date", "hour")
+         .write.partitionBy("date", "hour").parquet(str(old)))
+    finally:
+        spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+    assert KEY_HASH not in spark.read.parquet(str(old)).columns
+    reference = audit(spark, parquet, False)
+    same_findings(audit(spark, old, True), reference)
+    mixed = tmp_path / "mixed"
+    shutil.copytree(parquet, mixed)
+    first_hour = sorted(p for p in mixed.glob("date=*/hour=*"))[0]
+    shutil.rmtree(first_hour)
+    shutil.copytree(old / first_hour.parent.name / first_hour.name, first_hour)
+    same_findings(audit(spark, mixed, True), reference)
+    assert rollup.build(spark, str(mixed)) == len(list(first_hour.glob("*.parquet")))
+    rebuilt = audit(spark, mixed, True)
+    assert rebuilt.data.rollup is not None and not rebuilt.data.hashes_stored  # the old files hash no keys
+    same_findings(rebuilt, reference)
