@@ -113,8 +113,9 @@ class RolledUp:
     scanned: DataFrame
     files: int
     scanned_files: int
-    # The merged groups, collected by a job started as soon as they are defined: it needs nothing from
-    # the rest of the audit, so it runs while the other frames are built and the per-key job runs.
+    # The merged groups, collected by a job of their own that run_audit starts first: it needs nothing
+    # from the per-key job, so the two run side by side. (Started in load() instead, while the other
+    # frames are built, it made the cold audit slower: 12.0-12.8 s against 10.9-11.5 s, A/B alternated.)
     collected: Future[list[Row]] | None = None
 
     def rows(self) -> list[Row]:
@@ -274,9 +275,7 @@ def load(spark: SparkSession, parquet_dir: str, config: AuditConfig, rollups: bo
 
         layout = StructType([*GROUP_FIELDS, *AGG_FIELDS])
         merged = rollup.groups(spark, parquet_dir, plan, layout, SUMMED, MINIMUM, MAXIMUM)
-        pending = collect_soon(merged)
-        rolled = RolledUp(merged, part(plan.covered), part(plan.scanned), len(plan.covered), len(plan.scanned),
-                          pending)
+        rolled = RolledUp(merged, part(plan.covered), part(plan.scanned), len(plan.covered), len(plan.scanned))
     as_of = config.until
     if as_of is None and plan is not None:
         newest = rollup.newest_time(plan)
@@ -914,6 +913,8 @@ def run_audit(data: AuditData) -> AuditResult:
     result = AuditResult(data)
     limit = data.config.max_items
     spark = data.frame.sparkSession
+    if data.rollup is not None:  # the stored rollups' merge, beside the per-key job
+        data.rollup.collected = collect_soon(data.rollup.groups)
     hashed = flag_hashed_keys(data)
     collected: dict[str, tuple[list[Row], int]] = {}
     kinds: dict[str, dict[str, int]] = {}
