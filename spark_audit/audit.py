@@ -288,7 +288,7 @@ def load(spark: SparkSession, parquet_dir: str, config: AuditConfig, rollups: bo
         if as_of is None:
             as_of = max_event_time(widened)
     return AuditData(frame, as_of, config, rollup=rolled,
-                     hashes_stored=plan is not None and rollup.hashes_stored(plan))
+                     hashes_stored=plan is not None and plan.hashes_stored)
 
 
 VOLUME_SCHEMA = StructType(
@@ -940,7 +940,7 @@ def run_audit(data: AuditData) -> AuditResult:
         with ThreadPoolExecutor(max_workers=2) as pool:
             keyed, windowed = pool.submit(per_key), pool.submit(per_window)
             collected, groups = keyed.result(), windowed.result()
-    if data.rollup is not None:  # the stored rollups' groups, collected since load()
+    if data.rollup is not None:  # the stored rollups' groups, merged beside the jobs above
         groups = groups + data.rollup.rows()
     rows, data.rows_loaded, data.rows_in_window = window_findings(groups, data.config.top_n)
     result.rows = {name: found for name, (found, _total) in collected.items()}

@@ -172,6 +172,8 @@ class Plan:
     covered: list[Path]
     scanned: list[Path]
     entries: dict[str, Entry]
+    # Every file in the plan has a current entry saying its rows carry key hashes.
+    hashes_stored: bool
 
 
 def fully_inside(start: datetime, since: datetime | None, until: datetime | None) -> bool:
@@ -187,18 +189,19 @@ def plan(parquet_dir: str, since: datetime | None, until: datetime | None, widen
     lo = None if since is None else since - widen
     hi = None if until is None else until + widen
     covered, scanned = [], []
+    hashed = True
     for f in data_files(parquet_dir):
         start = partition_start(f)
-        if start is None:
-            scanned.append(f)
-            continue
-        if (lo is not None and start + HOUR <= lo) or (hi is not None and start >= hi):
+        if start is not None and ((lo is not None and start + HOUR <= lo) or (hi is not None and start >= hi)):
             continue  # outside the widened window: the audit's filter would drop every row
-        if fully_inside(start, since, until) and is_current(f, entries.get(relative(f))):
+        entry = entries.get(relative(f))
+        current = is_current(f, entry)
+        hashed = hashed and current and entry is not None and entry.hashed
+        if start is not None and current and fully_inside(start, since, until):
             covered.append(f)
         else:
             scanned.append(f)
-    return Plan(covered, scanned, entries) if covered else None
+    return Plan(covered, scanned, entries, hashed) if covered else None
 
 
 def newest_time(p: Plan) -> datetime | None:
@@ -215,12 +218,6 @@ def newest_time(p: Plan) -> datetime | None:
     if any(v is None for v in values):
         return None
     return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=max(v for v in values if v is not None))
-
-
-def hashes_stored(p: Plan) -> bool:
-    """True when every file in the plan has a current manifest entry saying its rows carry key hashes."""
-    return all(is_current(f, p.entries.get(relative(f))) and p.entries[relative(f)].hashed
-               for f in p.covered + p.scanned)
 
 
 def groups(spark: SparkSession, parquet_dir: str, p: Plan, layout: StructType,
