@@ -36,6 +36,7 @@ from pyspark.sql.types import (
 )
 
 from mappings.convlog_schema import Direction, Status, format_timestamp, parse_timestamp
+from spark_audit.frames import empty_frame, local_frame
 from spark_audit.schema import KEY_CHECK, KEY_HASH, stored_key_check, stored_key_hash, stored_schema
 
 AUDIT_COLUMNS = (
@@ -265,7 +266,7 @@ def load(spark: SparkSession, parquet_dir: str, config: AuditConfig, rollups: bo
         if rollups and not config.incremental:
             plan = rollup.plan(parquet_dir, config.since, config.until, widen)
     else:
-        source = spark.createDataFrame([], stored_schema())
+        source = empty_frame(spark, stored_schema())
     frame = audit_frame(source, config, in_window(config))
     rolled = None
     if plan is not None:
@@ -342,30 +343,38 @@ def key_check_column(data: AuditData) -> Column:
     return F.col(KEY_CHECK) if data.hashes_stored else stored_key_check()
 
 
-def _flag_conditions(data: AuditData) -> tuple[Column, Column]:
-    """Per record: its SEEN_* bits; and 1 for an ok egress (more than one per key is a duplicate)."""
+INGRESS_SQL = f"direction = '{Direction.INGRESS.value}'"
+EGRESS_SQL = f"direction = '{Direction.EGRESS.value}'"
+OK_SQL = f"status = '{Status.OK.value}'"
+
+
+def _flag_conditions(data: AuditData) -> tuple[str, str]:
+    """Per record (SQL text): its SEEN_* bits; and 1 for an ok egress (more than one per key is a duplicate).
+
+    Expressions are built as SQL text, one JVM call each: built from Column objects they took hundreds of
+    py4j round trips per audit (bench/README.md).
+    """
     config = data.config
     grace_us = int(config.grace_seconds * 1_000_000)
     if has_as_of_column(data):
-        cutoff = F.col(AS_OF_COLUMN) - F.lit(grace_us)
+        cutoff = f"{AS_OF_COLUMN} - {grace_us}"
     else:
-        cutoff = F.lit((micros(data.as_of) if data.as_of is not None else 0) - grace_us)
-    eligible = is_ok() & F.col("in_window") & (F.unix_micros("event_time") < cutoff)
-    seen = F.when(is_ingress(), F.when(eligible, F.lit(SEEN_INGRESS | SEEN_ELIGIBLE)).otherwise(F.lit(SEEN_INGRESS)))
-    seen = seen.when(is_egress(), F.when(F.col("counted"), F.lit(SEEN_EGRESS | SEEN_EGRESS_COUNTED))
-                     .otherwise(F.lit(SEEN_EGRESS))).otherwise(F.lit(0))
-    return seen, (is_egress() & is_ok()).cast("int")
+        cutoff = str((micros(data.as_of) if data.as_of is not None else 0) - grace_us)
+    eligible = f"{OK_SQL} AND in_window AND unix_micros(event_time) < {cutoff}"
+    seen = (f"CASE WHEN {INGRESS_SQL} THEN IF({eligible}, {SEEN_INGRESS | SEEN_ELIGIBLE}, {SEEN_INGRESS}) "
+            f"WHEN {EGRESS_SQL} THEN IF(counted, {SEEN_EGRESS | SEEN_EGRESS_COUNTED}, {SEEN_EGRESS}) ELSE 0 END")
+    return seen, f"CAST({EGRESS_SQL} AND {OK_SQL} AS INT)"
 
 
-def _kind(seen: Column) -> Column:
+def _kind(seen: str) -> str:
     """'lost' (an ok ingress in the window, older than the grace period, and no egress at all) or
-    'unexpected_egress' (egress in the window, no ingress); null otherwise."""
-    def has(bit: int) -> Column:
-        return (seen.bitwiseAND(F.lit(bit))) != F.lit(0)
+    'unexpected_egress' (egress in the window, no ingress); null otherwise. SQL text over the seen bits."""
+    def has(bit: int) -> str:
+        return f"(({seen}) & {bit}) != 0"
 
-    lost = has(SEEN_ELIGIBLE) & ~has(SEEN_EGRESS)
-    unexpected = ~has(SEEN_INGRESS) & has(SEEN_EGRESS_COUNTED)
-    return F.when(lost, F.lit("lost")).when(unexpected, F.lit("unexpected_egress"))
+    lost = f"{has(SEEN_ELIGIBLE)} AND NOT {has(SEEN_EGRESS)}"
+    unexpected = f"NOT {has(SEEN_INGRESS)} AND {has(SEEN_EGRESS_COUNTED)}"
+    return f"CASE WHEN {lost} THEN 'lost' WHEN {unexpected} THEN 'unexpected_egress' END"
 
 
 def flag_keys(data: AuditData) -> DataFrame:
@@ -376,10 +385,10 @@ def flag_keys(data: AuditData) -> DataFrame:
     """
     seen, ok_egress = _flag_conditions(data)
     chains = data.frame.groupBy("message_key", "route").agg(
-        F.bit_or(seen).alias("seen"), F.sum(ok_egress).alias("egress_ok"))
-    return chains.select(
-        "message_key", "route", _kind(F.col("seen")).alias("kind"), (F.col("egress_ok") > 1).alias("dup")
-    ).where(F.col("kind").isNotNull() | F.col("dup"))
+        F.expr(f"bit_or({seen}) AS seen"), F.expr(f"sum({ok_egress}) AS egress_ok"))
+    return chains.selectExpr(
+        "message_key", "route", f"{_kind('seen')} AS kind", "egress_ok > 1 AS dup"
+    ).where("kind IS NOT NULL OR dup")
 
 
 def flag_hashed_keys(data: AuditData) -> list[Row] | None:
@@ -389,15 +398,13 @@ def flag_hashed_keys(data: AuditData) -> list[Row] | None:
     the caller then falls back to flag_keys. Returns (KEY_HASH, kind, dup) rows of the flagged keys.
     """
     seen, ok_egress = _flag_conditions(data)
-    check = key_check_column(data)
-    chains = data.frame.groupBy(key_hash_column(data).alias(KEY_HASH)).agg(
-        F.bit_or(seen).alias("seen"), F.sum(ok_egress).alias("egress_ok"),
-        F.min(check).alias("check_lo"), F.max(check).alias("check_hi"))
-    collided = F.col("check_lo") != F.col("check_hi")
-    flagged = chains.select(
-        KEY_HASH, _kind(F.col("seen")).alias("kind"), (F.col("egress_ok") > 1).alias("dup"),
-        collided.alias("collided"),
-    ).where(F.col("kind").isNotNull() | F.col("dup") | F.col("collided"))
+    chains = data.frame.select(key_hash_column(data).alias(KEY_HASH), key_check_column(data).alias("check"),
+                               F.expr(f"{seen} AS seen"), F.expr(f"{ok_egress} AS ok_egress"))
+    chains = chains.groupBy(KEY_HASH).agg(F.expr("bit_or(seen) AS seen"), F.expr("sum(ok_egress) AS egress_ok"),
+                                          F.expr("min(check) AS check_lo"), F.expr("max(check) AS check_hi"))
+    flagged = chains.selectExpr(
+        KEY_HASH, f"{_kind('seen')} AS kind", "egress_ok > 1 AS dup", "check_lo != check_hi AS collided",
+    ).where("kind IS NOT NULL OR dup OR collided")
     rows = [r.asDict() for r in flagged.collect()]
     if any(r["collided"] for r in rows):
         return None
@@ -406,6 +413,11 @@ def flag_hashed_keys(data: AuditData) -> list[Row] | None:
 
 FLAGGED_SCHEMA = StructType([StructField(KEY_HASH, LongType(), False), StructField("kind", StringType()),
                              StructField("dup", BooleanType())])
+
+
+def flagged_frame(spark: SparkSession, hashed: list[Row]) -> DataFrame:
+    """flag_hashed_keys' rows as a frame to broadcast (a local relation: its broadcast runs no job)."""
+    return local_frame(spark, [(r[KEY_HASH], r["kind"], r["dup"]) for r in hashed], FLAGGED_SCHEMA)
 
 
 def flagged_records(data: AuditData, hashed: list[Row] | None) -> DataFrame:
@@ -417,7 +429,7 @@ def flagged_records(data: AuditData, hashed: list[Row] | None) -> DataFrame:
     if hashed is None:
         records = frame.join(F.broadcast(flag_keys(data)), ["message_key", "route"])
     else:
-        flagged = frame.sparkSession.createDataFrame(hashed, FLAGGED_SCHEMA)
+        flagged = flagged_frame(frame.sparkSession, hashed)
         records = frame.withColumn(KEY_HASH, key_hash_column(data)).join(F.broadcast(flagged), KEY_HASH).drop(KEY_HASH)
     return records.persist()
 
@@ -488,45 +500,43 @@ AGG_FIELDS = [StructField(name, LongType()) for name in (
 LATENCY_DIGITS = 3  # latency histogram keeps 3 significant digits (values below 1000 us are exact)
 
 
-def round_latency(lat: Column) -> Column:
-    """Latency rounded half up to LATENCY_DIGITS significant digits (exact below 10**LATENCY_DIGITS).
+def round_latency(lat: str) -> str:
+    """SQL text: latency rounded half up to LATENCY_DIGITS significant digits (exact below 10**LATENCY_DIGITS).
 
     Integer arithmetic only (one comparison per decade; no log10/pow in doubles per row).
     """
-    rounded = F.when(lat < F.lit(10**LATENCY_DIGITS), lat)
+    cases = [f"WHEN {lat} < {10**LATENCY_DIGITS} THEN {lat}"]
     for exponent in range(LATENCY_DIGITS, 18):  # lat in [10**exponent, 10**(exponent + 1))
         step = 10 ** (exponent - LATENCY_DIGITS + 1)
-        rest = lat % F.lit(step)
-        rounded = rounded.when(lat < F.lit(10 ** (exponent + 1)),
-                               lat - rest + F.when(rest >= F.lit(step // 2), F.lit(step)).otherwise(F.lit(0)))
-    return rounded.otherwise(lat)  # 10**18 us and more (31,000 years): as is
+        cases.append(f"WHEN {lat} < {10 ** (exponent + 1)} "
+                     f"THEN {lat} - {lat} % {step} + IF({lat} % {step} >= {step // 2}, {step}, 0)")
+    return f"CASE {' '.join(cases)} ELSE {lat} END"  # 10**18 us and more (31,000 years): as is
 
 
-def size_bucket(size: Column) -> Column:
-    """The SIZE_EDGES bucket of a size (null for a null size)."""
-    bucket = F.lit(len(SIZE_EDGES) - 1)
-    for i in range(len(SIZE_EDGES) - 2, -1, -1):
-        bucket = F.when(size < F.lit(SIZE_EDGES[i + 1]), F.lit(i)).otherwise(bucket)
-    return F.when(size.isNotNull(), bucket)
+def size_bucket(size: str) -> str:
+    """SQL text: the SIZE_EDGES bucket of a size (null for a null size)."""
+    cases = " ".join(f"WHEN {size} < {SIZE_EDGES[i + 1]} THEN {i}" for i in range(len(SIZE_EDGES) - 1))
+    return f"CASE WHEN {size} IS NULL THEN NULL {cases} ELSE {len(SIZE_EDGES) - 1} END"
 
 
-def _aggregate(frame: DataFrame, tag: int, keys: dict[str, Column], aggs: dict[str, Column],
+def _aggregate(frame: DataFrame, tag: int, keys: dict[str, str], aggs: dict[str, str],
                per_file: bool = False) -> DataFrame:
     """Group frame by keys, aggregate, and pad to the common GROUP_FIELDS + AGG_FIELDS layout.
 
-    per_file: the file column (rollup.FILE_COLUMN) joins the keys and the output (rollups are per file).
+    keys and aggs map output names to SQL text (one JVM call each). per_file: the file column
+    (rollup.FILE_COLUMN) joins the keys and the output (rollups are per file).
     """
     from spark_audit.rollup import FILE_COLUMN
 
     if per_file:
-        keys = {FILE_COLUMN: F.col(FILE_COLUMN), **keys}
-    grouped = frame.groupBy(*[c.alias(k) for k, c in keys.items()]).agg(
-        *[c.alias(k) for k, c in aggs.items()])
-    out = [F.col(FILE_COLUMN)] if per_file else []
+        keys = {FILE_COLUMN: FILE_COLUMN, **keys}
+    grouped = frame.groupBy(*[F.expr(f"{sql} AS {name}") for name, sql in keys.items()]).agg(
+        *[F.expr(f"{sql} AS {name}") for name, sql in aggs.items()])
+    out = [FILE_COLUMN] if per_file else []
     for f in [*GROUP_FIELDS, *AGG_FIELDS]:
-        col = F.lit(tag) if f.name == "tag" else F.col(f.name) if f.name in keys or f.name in aggs else F.lit(None)
-        out.append(col.cast(f.dataType).alias(f.name))
-    return grouped.select(*out)
+        value = str(tag) if f.name == "tag" else f.name if f.name in keys or f.name in aggs else "NULL"
+        out.append(f"CAST({value} AS {f.dataType.simpleString()}) AS {f.name}")
+    return grouped.selectExpr(*out)
 
 
 NOT_OK_KEYS = ("reason", "client_id", "destination")
@@ -551,27 +561,24 @@ def window_aggregates(data: AuditData, flagged: DataFrame | None = None, per_fil
     parts = []
     if data.rollup is None or data.rollup.scanned_files:
         frame = data.rollup.scanned if data.rollup is not None else data.frame
-        one = F.count(F.lit(1))
-        counted = frame.where("counted")
         parts = [
             _volume(frame, flagged, hashed, "left", TAG_VOLUME, per_file),
             _aggregate(
-                counted.where(is_egress() & is_ok() & F.col("latency_us").isNotNull()), TAG_LATENCY,
-                {"route": F.col("route"), "lat": round_latency(F.col("latency_us"))},
-                {"n": one, "lat_sum": F.sum("latency_us"), "lat_max": F.max("latency_us")}, per_file,
+                frame.where(f"counted AND {EGRESS_SQL} AND {OK_SQL} AND latency_us IS NOT NULL"), TAG_LATENCY,
+                {"route": "route", "lat": round_latency("latency_us")},
+                {"n": "count(1)", "lat_sum": "sum(latency_us)", "lat_max": "max(latency_us)"}, per_file,
             ),
             _aggregate(
-                counted.where(F.size("findings") > 0).select(
-                    "route", F.explode("findings").alias("f"), *([FILE_COLUMN] if per_file else [])), TAG_FINDING,
-                {"route": F.col("route"), "change": F.col("f.change"), "name": F.col("f.name"),
-                 "detail": F.col("f.detail")},
-                {"n": one}, per_file,
+                frame.where("counted AND size(findings) > 0").selectExpr(
+                    "route", "explode(findings) AS f", *([FILE_COLUMN] if per_file else [])), TAG_FINDING,
+                {"route": "route", "change": "f.change", "name": "f.name", "detail": "f.detail"},
+                {"n": "count(1)"}, per_file,
             ),
         ]
     if data.rollup is not None and flagged is not None:
         parts.append(_fetch_rows(data.rollup.covered, flagged, hashed))
     if not parts:  # every file rolled up and nothing flagged: an empty result in the same layout
-        empty = data.frame.sparkSession.createDataFrame([], StructType([*GROUP_FIELDS, *AGG_FIELDS]))
+        empty = empty_frame(data.frame.sparkSession, StructType([*GROUP_FIELDS, *AGG_FIELDS]))
         parts.append(empty)
     out = parts[0]
     for part in parts[1:]:
@@ -594,33 +601,31 @@ def _volume(frame: DataFrame, flagged: DataFrame | None, hashed: Column, how: st
     """window_aggregates' volume / not-ok / fetch aggregation of frame (see there)."""
     from spark_audit.rollup import FILE_COLUMN
 
-    size = F.when(is_ingress(), F.col("source_size")).otherwise(F.col("target_size"))
-    one = F.count(F.lit(1))
-    not_ok = F.col("counted") & ~is_ok()
-    t_us = F.when(not_ok, F.unix_micros("event_time"))
-    fetch: list[Column] = []
+    size = f"CASE WHEN {INGRESS_SQL} THEN source_size ELSE target_size END"
+    not_ok = f"(counted AND NOT {OK_SQL})"
+    fetch: list[str] = []
     source = frame
     shown = not_ok
     if flagged is not None:
         source = frame.withColumn(KEY_HASH, hashed).join(F.broadcast(flagged), KEY_HASH, how)
-        fetched = F.col("dup").isNotNull()  # a flagged key (its dup is true or false)
-        shown = not_ok | fetched
-        fetch = [F.col("kind"), F.col("dup"),
-                 *[F.when(fetched, F.col(c)).alias(c) for c in ("message_key", "qos", "redelivery_count")],
-                 F.when(fetched, F.unix_micros("event_time")).alias("t_rec")]
+        fetched = "dup IS NOT NULL"  # a flagged key (its dup is true or false)
+        shown = f"({not_ok} OR {fetched})"
+        fetch = ["kind", "dup",
+                 *[f"IF({fetched}, {c}, NULL) AS {c}" for c in ("message_key", "qos", "redelivery_count")],
+                 f"IF({fetched}, unix_micros(event_time), NULL) AS t_rec"]
     keys = [*NOT_OK_KEYS, *(("message_key", "kind", "dup", "qos", "redelivery_count", "t_rec") if fetch else ())]
     return _aggregate(
-        source.select(*VOLUME_DIMS, "in_window", "counted", "source_size", size.alias("size"),
-                      (F.floor(F.unix_micros("event_time") / 3_600_000_000) * 3_600_000_000).alias("hour_us"),
-                      F.when(not_ok, F.col("reason")).alias("reason"),
-                      *[F.when(shown, F.col(c)).alias(c) for c in ("client_id", "destination")],
-                      t_us.alias("t_us"), *fetch,
-                      *([FILE_COLUMN] if per_file else [])),
+        source.selectExpr(*VOLUME_DIMS, "in_window", "counted", "source_size", f"{size} AS size",
+                          "floor(unix_micros(event_time) / 3600000000) * 3600000000 AS hour_us",
+                          f"IF({not_ok}, reason, NULL) AS reason",
+                          *[f"IF({shown}, {c}, NULL) AS {c}" for c in ("client_id", "destination")],
+                          f"IF({not_ok}, unix_micros(event_time), NULL) AS t_us", *fetch,
+                          *([FILE_COLUMN] if per_file else [])),
         tag,
-        {"hour_us": F.col("hour_us"), "in_window": F.col("in_window"), "counted": F.col("counted"),
-         "bucket": size_bucket(F.col("size")), **{d: F.col(d) for d in (*VOLUME_DIMS, *keys)}},
-        {"n": one, "source_bytes": F.sum("source_size"), "sized": F.count("size"), "size_sum": F.sum("size"),
-         "size_min": F.min("size"), "size_max": F.max("size"), "t_min": F.min("t_us"), "t_max": F.max("t_us")},
+        {"hour_us": "hour_us", "in_window": "in_window", "counted": "counted", "bucket": size_bucket("size"),
+         **{d: d for d in (*VOLUME_DIMS, *keys)}},
+        {"n": "count(1)", "source_bytes": "sum(source_size)", "sized": "count(size)", "size_sum": "sum(size)",
+         "size_min": "min(size)", "size_max": "max(size)", "t_min": "min(t_us)", "t_max": "max(t_us)"},
         per_file,
     )
 
@@ -919,7 +924,7 @@ def run_audit(data: AuditData) -> AuditResult:
     collected: dict[str, tuple[list[Row], int]] = {}
     kinds: dict[str, dict[str, int]] = {}
     if hashed is not None and len(hashed) <= MAX_FETCHED_KEYS:
-        flagged = spark.createDataFrame(hashed, FLAGGED_SCHEMA)
+        flagged = flagged_frame(spark, hashed)
         groups = [r.asDict() for r in window_aggregates(data, flagged).collect()]
         records = fetched_records(groups)
         for name, found, schema in (("key_problems", key_problem_rows(data, records), KEY_PROBLEM_SCHEMA),

@@ -48,6 +48,7 @@ from spark_audit.carry import (
     tail_file_rows,
     write_state,
 )
+from spark_audit.frames import empty_frame, local_frame
 from spark_audit.ingest import IngestResult, checksum_path, ingest_batch, stream_logs
 from spark_audit.schema import stored_schema
 
@@ -264,7 +265,7 @@ def run_bounds(spark: SparkSession, lo: datetime, hi: datetime, window: AuditCon
     names = (LO, HI, SINCE, UNTIL, AS_OF_COLUMN, TAIL_START)
     values = (lo, hi, window.since, window.until, as_of, tail_start if tail_start is not None else lo)
     schema = StructType([StructField(n, LongType(), False) for n in names])
-    return spark.createDataFrame([tuple(micros(v) for v in values)], schema)
+    return local_frame(spark, [tuple(micros(v) for v in values)], schema)
 
 
 def _bounded(rows: DataFrame, bounds: DataFrame, counted: bool, tail: bool = False) -> DataFrame:
@@ -349,7 +350,7 @@ def _audit_nothing_new(spark: SparkSession, checkpoint_dir: str, new: NewRows, c
     """No valid new row: an empty window at the last "as of"; the state moves past bad-only batches."""
     anchor = carried.as_of or EPOCH
     window = replace(config, since=anchor, until=anchor, incremental=True)
-    empty = spark.createDataFrame([], stored_schema())
+    empty = empty_frame(spark, stored_schema())
     result = run_audit(AuditData(audit_frame(empty, window, F.lit(False)), anchor, window))
     if new.batch_ids and carried.continues(new.batch_ids[0]):
         write_state(checkpoint_dir, replace(carried, batch_id=new.batch_ids[-1]))

@@ -29,6 +29,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
+from spark_audit.frames import empty_frame
 from spark_audit.schema import KEY_HASH, stored_schema
 
 ROLLUP_DIR = "_rollup"
@@ -125,7 +126,7 @@ def is_current(path: Path, entry: Entry | None) -> bool:
 def read_files(spark: SparkSession, parquet_dir: str, files: list[Path]) -> DataFrame:
     """Rows of the given data files with the date/hour columns (schema given: nothing inferred)."""
     if not files:
-        return spark.createDataFrame([], stored_schema(partitions=True))
+        return empty_frame(spark, stored_schema(partitions=True))
     return (spark.read.schema(stored_schema(partitions=True)).option("basePath", parquet_dir)
             .parquet(*[str(f) for f in files]))
 
