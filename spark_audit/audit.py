@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -144,15 +145,56 @@ def has_as_of_column(data: AuditData) -> bool:
     return AS_OF_COLUMN in data.frame.columns
 
 
+class Tables(Mapping[str, DataFrame]):
+    """The findings as Spark frames (the Parquet tables), each made from its collected rows when first used.
+
+    A frame made from rows is a local relation (spark_audit/frames.py); an audit whose tables are not
+    written (--no-parquet-tables, the benchmarks) makes none (12 createDataFrame calls cost ~0.13 s a run).
+    """
+
+    def __init__(self, spark: SparkSession) -> None:
+        self._spark = spark
+        self._frames: dict[str, DataFrame] = {}
+        self._rows: dict[str, tuple[list[Row], StructType]] = {}
+
+    def put_rows(self, name: str, rows: list[Row], schema: StructType) -> None:
+        self._rows[name] = (rows, schema)
+        self._frames.pop(name, None)
+
+    def put(self, name: str, frame: DataFrame) -> None:
+        self._frames[name] = frame
+        self._rows.pop(name, None)
+
+    def __getitem__(self, name: str) -> DataFrame:
+        if name not in self._frames:
+            rows, schema = self._rows.pop(name)
+            self._frames[name] = local_frame(self._spark, [tuple(r[f.name] for f in schema.fields) for r in rows],
+                                             schema)
+        return self._frames[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([*self._frames, *self._rows])
+
+    def __len__(self) -> int:
+        return len(self._frames) + len(self._rows)
+
+    def made(self) -> list[DataFrame]:
+        """The frames made so far."""
+        return list(self._frames.values())
+
+
 @dataclass(slots=True)
 class AuditResult:
     """Every finding as a DataFrame (for Parquet), its collected rows (capped), and headline counts."""
 
     data: AuditData
-    tables: dict[str, DataFrame] = field(default_factory=dict)
+    tables: Tables = field(init=False)
     rows: dict[str, list[dict[str, object]]] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
     cached: list[DataFrame] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.tables = Tables(self.data.frame.sparkSession)
 
     @property
     def gate_failed(self) -> bool:
@@ -160,7 +202,7 @@ class AuditResult:
         return bool(self.counts.get("losses") or self.counts.get("duplicates_suspicious"))
 
     def cleanup(self) -> None:
-        for df in [*self.tables.values(), *self.cached]:
+        for df in [*self.tables.made(), *self.cached]:
             df.unpersist()
 
 
@@ -929,14 +971,15 @@ def run_audit(data: AuditData) -> AuditResult:
         records = fetched_records(groups)
         for name, found, schema in (("key_problems", key_problem_rows(data, records), KEY_PROBLEM_SCHEMA),
                                     ("duplicates", duplicate_rows(data, records), DUPLICATE_SCHEMA)):
-            result.tables[name] = spark.createDataFrame(found, schema)
+            result.tables.put_rows(name, found, schema)
             collected[name] = (sort_rows(found, SORT_KEYS[name])[:limit], len(found))
             kinds[name] = dict(Counter(str(r["kind"]) for r in found))
     else:
         def per_key() -> dict[str, tuple[list[Row], int]]:
             records = flagged_records(data, hashed)
             result.cached.append(records)
-            result.tables.update(key_problems=key_problems(data, records), duplicates=duplicates(data, records))
+            result.tables.put("key_problems", key_problems(data, records))
+            result.tables.put("duplicates", duplicates(data, records))
             return {name: _collect(name, result.tables[name], limit) for name in CAPPED}
 
         def per_window() -> list[Row]:
@@ -953,11 +996,10 @@ def run_audit(data: AuditData) -> AuditResult:
     result.rows["volume_hourly"] = with_trend(hourly, "hour")
     result.rows["volume_daily"] = with_trend(roll_up_days(hourly), "day")
     result.rows.update(rows)
-    spark = data.frame.sparkSession
     for name in ("volume_hourly", "volume_daily"):
-        result.tables[name] = spark.createDataFrame(result.rows[name], VOLUME_SCHEMA)
+        result.tables.put_rows(name, result.rows[name], VOLUME_SCHEMA)
     for name, schema in TABLE_SCHEMAS.items():
-        result.tables[name] = spark.createDataFrame(result.rows[name], schema)
+        result.tables.put_rows(name, result.rows[name], schema)
     problems, dups = (kinds[name] if name in kinds else _count_kinds(result, name, collected[name])
                       for name in ("key_problems", "duplicates"))
     result.counts["losses"] = problems.get("lost", 0)

@@ -183,6 +183,19 @@ def test_parquet_tables_per_finding(spark, cli_run):
     assert (cli_run[1] / "parquet").is_dir()
 
 
+def test_every_parquet_table_holds_the_rows_of_its_summary_finding(spark, cli_run, summary):
+    """The tables are made from the collected rows (local relations): same rows, columns and values."""
+    tables = cli_run[1] / "tables"
+    found = {**{k: v for k, v in summary.items() if isinstance(v, list)},
+             "volume_hourly": summary["volume"]["hour"], "volume_daily": summary["volume"]["day"]}
+    assert set(found) == {p.name for p in tables.iterdir()}
+    for name, rows in found.items():
+        stored = [r.asDict(recursive=True) for r in spark.read.parquet(str(tables / name)).collect()]
+        assert rows, name  # the fixture log has something in every finding
+        key = json.dumps
+        assert sorted(map(key, stored)) == sorted(map(key, rows)), name
+
+
 def test_html_report_is_self_contained_with_charts(cli_run):
     html = (cli_run[1] / "report.html").read_text()
     assert html.startswith("<!doctype html>")
