@@ -98,7 +98,7 @@ def main() -> int:
         data = captured["data"]
 
         def per_key() -> None:
-            records = A.flagged_records(data, A.flag_keys(data))
+            records = A.flagged_records(data, A.flag_hashed_keys(data))
             A.key_problems(data, records).collect()
             A.duplicates(data, records).collect()
             records.unpersist()

@@ -38,7 +38,14 @@ from pyspark.sql.types import (
 
 from mappings.convlog_schema import Direction, Status, format_timestamp, parse_timestamp
 from spark_audit.frames import empty_frame, local_frame
-from spark_audit.schema import KEY_CHECK, KEY_HASH, stored_key_check, stored_key_hash, stored_schema
+from spark_audit.schema import (
+    KEY_CHECK,
+    KEY_HASH,
+    partition_hour,
+    stored_key_check,
+    stored_key_hash,
+    stored_schema,
+)
 
 AUDIT_COLUMNS = (
     "event_time", "message_key", "route", "direction", "source_protocol", "target_protocol",
@@ -259,16 +266,11 @@ def in_window(config: AuditConfig, col: Column | str = "event_time") -> Column:
 
 def _newest_partition(parquet_dir: str) -> Column | None:
     """The condition selecting the newest date/hour partition directory (None when there is none)."""
-    parts = []
-    for d in Path(parquet_dir).glob("date=*/hour=*"):
-        try:
-            parts.append((d.parent.name.split("=", 1)[1], int(d.name.split("=", 1)[1])))
-        except ValueError:
-            continue
-    if not parts:
+    starts = [t for t in map(partition_hour, Path(parquet_dir).glob("date=*/hour=*")) if t is not None]
+    if not starts:
         return None
-    date, hour = max(parts)
-    return (F.col("date") == F.lit(date).cast("date")) & (F.col("hour") == F.lit(hour))
+    newest = max(starts)
+    return (F.col("date") == F.lit(newest.date())) & (F.col("hour") == F.lit(newest.hour))
 
 
 def has_partitions(parquet_dir: str) -> bool:

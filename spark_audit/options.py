@@ -46,8 +46,9 @@ def positive_int(text: str) -> int:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the audit's arguments to a parser."""
-    parser.add_argument("logs", nargs="+", metavar="LOGS",
-                        help="conversion log files (JSON Lines) or directories of them")
+    parser.add_argument("logs", nargs="*", metavar="LOGS",
+                        help="conversion log files (JSON Lines) or directories of them; none with --parquet DIR: "
+                        "audit that Parquet log as it is (nothing ingested)")
     parser.add_argument("--since", type=parse_time, help="audit records at or after this time (ISO 8601)")
     parser.add_argument("--until", type=parse_time, help="audit records before this time (ISO 8601)")
     parser.add_argument("--master", default=None,

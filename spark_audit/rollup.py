@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from spark_audit.frames import empty_frame
-from spark_audit.schema import KEY_HASH, stored_schema
+from spark_audit.schema import KEY_HASH, partition_hour, stored_schema
 
 ROLLUP_DIR = "_rollup"
 MANIFEST = "manifest.json"
@@ -68,11 +68,7 @@ def relative_column() -> Column:
 
 def partition_start(path: Path) -> datetime | None:
     """The first instant of a data file's hour partition (None when the directory names do not parse)."""
-    try:
-        day = datetime.strptime(path.parent.parent.name.split("=", 1)[1], "%Y-%m-%d")
-        return day.replace(tzinfo=UTC) + timedelta(hours=int(path.parent.name.split("=", 1)[1]))
-    except (IndexError, ValueError):
-        return None
+    return partition_hour(path.parent)
 
 
 def manifest_path(parquet_dir: str) -> Path:

@@ -10,7 +10,8 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from spark_audit.audit import AuditConfig, AuditResult, load, run_audit
+from spark_audit import rollup
+from spark_audit.audit import AuditConfig, AuditResult, has_partitions, load, run_audit
 from spark_audit.incremental import run_incremental
 from spark_audit.ingest import IngestResult, expand_paths, ingest
 from spark_audit.report import build_summary, write_outputs
@@ -47,11 +48,17 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> int:
     if (args.incremental or every is not None) and (len(args.logs) != 1 or not Path(args.logs[0]).is_dir()):
         print("audit: --incremental and --every take exactly one LOGS directory", file=sys.stderr)
         return EXIT_USAGE
-    if not paths and every is None:  # a long-running audit waits for the first files
+    if not args.logs and not args.parquet:
+        print("audit: give LOGS, or --parquet DIR to audit a Parquet log as it is", file=sys.stderr)
+        return EXIT_USAGE
+    if args.logs and not paths and every is None:  # a long-running audit waits for the first files
         print(f"audit: no log files found in {' '.join(args.logs)}", file=sys.stderr)
         return EXIT_USAGE
     out_dir = args.out
     parquet_dir = args.parquet or str(Path(out_dir) / "parquet")
+    if not args.logs and not has_partitions(parquet_dir):
+        print(f"audit: no Parquet log (date=*/hour=* partitions) in {parquet_dir}", file=sys.stderr)
+        return EXIT_USAGE
     # Stop the session at the end only if this run started it (not when a caller or test owns one).
     own_session = spark is None and SparkSession.getActiveSession() is None
     session = spark or build_session(args.master, long_running=every is not None)
@@ -60,7 +67,7 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> int:
             return follow(session, args, parquet_dir, every)
         if args.incremental:
             return incremental_once(session, args, parquet_dir)
-        ingested = ingest(session, paths, parquet_dir)
+        ingested = ingest(session, paths, parquet_dir) if args.logs else None
         result = run_audit(load(session, parquet_dir, config_from(args)))
         return report(result, ingested, args)
     finally:
@@ -68,7 +75,7 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> int:
             session.stop()
 
 
-def report(result: AuditResult, ingested: IngestResult, args: argparse.Namespace) -> int:
+def report(result: AuditResult, ingested: IngestResult | None, args: argparse.Namespace) -> int:
     """Write the outputs, print the verdict; the exit code."""
     summary = build_summary(result, ingested)
     write_outputs(result, summary, args.out, parquet=args.parquet_tables)
@@ -78,9 +85,14 @@ def report(result: AuditResult, ingested: IngestResult, args: argparse.Namespace
 
 
 def incremental_once(session: SparkSession, args: argparse.Namespace, parquet_dir: str) -> int:
+    """One incremental run; after its verdict is out, the rollups of the files it wrote, so that a full
+    audit of the Parquet log (--parquet DIR) reads them instead of their rows (spark_audit/rollup.py)."""
     checkpoint = str(Path(args.out) / "checkpoint")
     ingested, result = run_incremental(session, args.logs[0], parquet_dir, checkpoint, config_from(args))
-    return report(result, ingested, args)
+    code = report(result, ingested, args)
+    if has_partitions(parquet_dir):
+        rollup.build(session, parquet_dir)
+    return code
 
 
 def follow(session: SparkSession, args: argparse.Namespace, parquet_dir: str, every: float,

@@ -1,6 +1,9 @@
 """Spark types and row-validity rules derived from the pure log schema (mappings.convlog_schema)."""
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -112,6 +115,15 @@ def problem_column() -> Column:
 # read them as null, and the audit then hashes the strings itself (stored_key_hash / stored_key_check).
 KEY_HASH, KEY_CHECK = "_key_hash", "_key_check"
 PARTITION_FIELDS = (StructField("date", DateType(), True), StructField("hour", IntegerType(), True))
+
+
+def partition_hour(hour_dir: Path) -> datetime | None:
+    """The first instant of a date=D/hour=H partition directory (None when its names do not parse)."""
+    try:
+        day = datetime.strptime(hour_dir.parent.name.split("=", 1)[1], "%Y-%m-%d")
+        return day.replace(tzinfo=UTC) + timedelta(hours=int(hour_dir.name.split("=", 1)[1]))
+    except (IndexError, ValueError):
+        return None
 
 
 def key_hash() -> Column:

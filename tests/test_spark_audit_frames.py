@@ -61,7 +61,8 @@ def test_values_become_a_local_relation_with_the_rows_create_dataframe_gives(spa
 
 def test_non_finite_doubles_and_struct_tuples(spark):
     schema = StructType([StructField("d", DoubleType()), StructField("p", BUCKET)])
-    got = frames.local_frame(spark, [(math.inf, ("a", 1)), (-math.inf, None), (math.nan, ("b", None))], schema).collect()
+    rows = [(math.inf, ("a", 1)), (-math.inf, None), (math.nan, ("b", None))]
+    got = frames.local_frame(spark, rows, schema).collect()
     assert got[0]["d"] == math.inf and got[1]["d"] == -math.inf and math.isnan(got[2]["d"])
     assert got[0]["p"]["bucket"] == "a" and got[1]["p"] is None and got[2]["p"]["messages"] is None
 

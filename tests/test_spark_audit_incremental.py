@@ -18,6 +18,7 @@ try:
 except ImportError:  # tests/ is not a package: pytest puts this directory on sys.path
     from spark_fixtures import FIXTURE_LOGS, spark  # noqa: F401
 
+from spark_audit import rollup  # noqa: E402
 from spark_audit.audit import AuditConfig, load, run_audit  # noqa: E402
 from spark_audit.incremental import BATCHES_DIR, TEST_CRASH_EXIT, run_incremental  # noqa: E402
 from spark_audit.ingest import expand_paths, ingest  # noqa: E402
@@ -96,6 +97,67 @@ def test_every_audits_each_tick_in_one_session(spark, tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["input"]["rows_read"] == 15  # the third run read gateway-b only
     assert summary["verdict"]["dropped"] == 1 and summary["verdict"]["losses"] == 0
+
+
+def test_every_rolls_up_the_files_it_writes_for_later_full_audits(spark, tmp_path):
+    """After each run's verdict the new files' rollups are stored: a full audit of the Parquet log the
+    --every loop keeps (--parquet DIR, no LOGS) reads them and finds what a scan of every row and a fresh
+    ingest of the same logs find."""
+    logs, out = tmp_path / "logs", tmp_path / "out"
+    logs.mkdir()
+    args = build_parser().parse_args([str(logs), "--every", "300", "--max-runs", "2", "--out", str(out),
+                                      "--grace", "60", "--no-parquet-tables"])
+    shutil.copy(FIXTURE_LOGS / "gateway-a.jsonl", logs)
+    manifests: list[set[str]] = []
+
+    def next_tick(_seconds: float) -> None:  # the first run's files are rolled up before the wait
+        manifests.append(set(rollup.read_manifest(str(out / "parquet"))))
+        shutil.copy(FIXTURE_LOGS / "gateway-b.jsonl", logs)
+
+    assert follow(spark, args, str(out / "parquet"), args.every, sleep=next_tick) == 0  # gateway-b: clean
+    parquet = str(out / "parquet")
+    files = {rollup.relative(f) for f in rollup.data_files(parquet)}
+    first = {f for f in files if f.split("/")[-1].startswith("b0-")}
+    assert first and manifests == [first]
+    assert set(rollup.read_manifest(parquet)) == files and len(files) > len(first)
+    assert rollup.build(spark, parquet) == 0  # nothing left without a rollup
+    config = AuditConfig(grace_seconds=60)
+    rolled = load(spark, parquet, config)
+    assert rolled.rollup is not None and rolled.rollup.files == len(files)
+    with_rollups, scanned = run_audit(rolled), run_audit(load(spark, parquet, config, rollups=False))
+    fresh = run_audit(load(spark, str(tmp_path / "fresh"), config)) if ingest(
+        spark, expand_paths([logs]), str(tmp_path / "fresh")).valid else None
+    for result in (with_rollups, scanned, fresh):
+        assert result is not None
+        result.cleanup()
+    assert with_rollups.counts == scanned.counts == fresh.counts
+    assert with_rollups.rows == scanned.rows == fresh.rows
+    assert with_rollups.counts == {"losses": 1, "unexpected_egress": 1, "duplicates_allowed": 1,
+                                   "duplicates_suspicious": 2, "failed": 2, "backout": 2, "dropped": 1}
+
+
+def test_a_parquet_log_is_audited_as_it_is_without_logs(spark, tmp_path, capsys):
+    logs = tmp_path / "logs"
+    shutil.copytree(FIXTURE_LOGS, logs)
+    ingested = tmp_path / "ingested"
+    assert run(build_parser().parse_args([str(logs), "--out", str(ingested), "--grace", "60"]), spark) == 1
+    shutil.rmtree(logs)  # nothing is read from the JSON Lines logs any more
+    again = tmp_path / "again"
+    assert run(build_parser().parse_args(["--parquet", str(ingested / "parquet"), "--out", str(again),
+                                          "--grace", "60"]), spark) == 1
+    before, after = (json.loads((d / "summary.json").read_text()) for d in (ingested, again))
+    assert after["input"] is None and before["input"]["rows_read"] == 61
+    assert after["verdict"] == {**before["verdict"], "bad_input_lines": 0}
+    for key in ("window", "records", "losses", "unexpected_egress", "duplicates", "failures", "latency",
+                "payload_sizes", "conversion_changes", "volume"):
+        assert after[key] == before[key], key
+    assert (again / "report.html").is_file() and (again / "tables" / "losses").is_dir()
+    capsys.readouterr()
+    assert run(build_parser().parse_args(["--out", str(again)]), spark) == 2
+    assert "give LOGS, or --parquet DIR" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert run(build_parser().parse_args(["--parquet", str(tmp_path / "empty")]), spark) == 2
+    assert "no Parquet log" in capsys.readouterr().err
 
 
 def test_every_and_incremental_take_one_directory(spark, tmp_path, capsys):
