@@ -67,16 +67,22 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 TS_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'"
 
 
+# The record conditions every job uses, as SQL text (built into larger expressions) and as Columns.
+INGRESS_SQL = f"direction = '{Direction.INGRESS.value}'"
+EGRESS_SQL = f"direction = '{Direction.EGRESS.value}'"
+OK_SQL = f"status = '{Status.OK.value}'"
+
+
 def is_ingress() -> Column:
-    return F.col("direction") == F.lit(Direction.INGRESS.value)
+    return F.expr(INGRESS_SQL)
 
 
 def is_egress() -> Column:
-    return F.col("direction") == F.lit(Direction.EGRESS.value)
+    return F.expr(EGRESS_SQL)
 
 
 def is_ok() -> Column:
-    return F.col("status") == F.lit(Status.OK.value)
+    return F.expr(OK_SQL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -387,11 +393,6 @@ def key_check_column(data: AuditData) -> Column:
     return F.col(KEY_CHECK) if data.hashes_stored else stored_key_check()
 
 
-INGRESS_SQL = f"direction = '{Direction.INGRESS.value}'"
-EGRESS_SQL = f"direction = '{Direction.EGRESS.value}'"
-OK_SQL = f"status = '{Status.OK.value}'"
-
-
 def _flag_conditions(data: AuditData) -> tuple[str, str]:
     """Per record (SQL text): its SEEN_* bits; and 1 for an ok egress (more than one per key is a duplicate).
 
@@ -460,7 +461,7 @@ FLAGGED_SCHEMA = StructType([StructField(KEY_HASH, LongType(), False), StructFie
 
 
 def flagged_frame(spark: SparkSession, hashed: list[Row]) -> DataFrame:
-    """flag_hashed_keys' rows as a frame to broadcast (a local relation: its broadcast runs no job)."""
+    """flag_hashed_keys' rows as a frame to broadcast (a local relation: spark_audit/frames.py)."""
     return local_frame(spark, [(r[KEY_HASH], r["kind"], r["dup"]) for r in hashed], FLAGGED_SCHEMA)
 
 
@@ -840,7 +841,7 @@ SORT_KEYS: dict[str, tuple[str, ...]] = {
     "volume_hourly": ("window_start", *VOLUME_DIMS),
     "volume_daily": ("window_start", *VOLUME_DIMS),
     "key_problems": ("kind", "route", "event_time", "message_key"),
-    "duplicates": ("kind", "route", "message_key", "client_id"),
+    "duplicates": ("-kind", "route", "message_key", "client_id"),  # suspicious before allowed
     "failures": ("-records", "status", "route", "reason"),
     "top_clients": ("-problems", "client_id"),
     "top_destinations": ("-problems", "destination"),
@@ -852,18 +853,14 @@ CAPPED = ("key_problems", "duplicates")  # can be as long as the log: capped at 
 
 
 def sort_rows(rows: list[Row], keys: tuple[str, ...]) -> list[Row]:
-    """Order collected rows by the given columns (nulls last; '-' prefix sorts a number descending)."""
-
-    def key(row: Row) -> tuple[tuple[bool, object], ...]:
-        out = []
-        for k in keys:
-            value = row[k.lstrip("-")]
-            if k.startswith("-") and isinstance(value, int | float):
-                value = -value
-            out.append((value is None, "" if value is None else value))
-        return tuple(out)
-
-    return sorted(rows, key=key)
+    """Order collected rows by the given columns ('-' prefix: descending), nulls last in each."""
+    out = list(rows)
+    for k in reversed(keys):  # stable sorts, least significant key first
+        name = k.lstrip("-")
+        present = [r for r in out if r[name] is not None]
+        present.sort(key=lambda r: r[name], reverse=k.startswith("-"))  # type: ignore[arg-type, return-value]
+        out = present + [r for r in out if r[name] is None]
+    return out
 
 
 def _collect(name: str, df: DataFrame, limit: int) -> tuple[list[Row], int]:

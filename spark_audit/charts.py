@@ -7,6 +7,8 @@ from html import escape
 
 PALETTE = ("#2b6cb0", "#dd6b20", "#c53030", "#2f855a", "#6b46c1", "#718096")
 FONT = 'font-family="sans-serif" font-size="11"'
+CHAR_WIDTH = 6.2  # average advance of an 11 px sans-serif character
+LABEL_CHARS = 48  # the longest bar label drawn whole
 
 
 def _nice_max(value: float) -> float:
@@ -64,8 +66,13 @@ def grouped_bars(
     categories: Sequence[str], series: dict[str, Sequence[float]], title: str, unit: str = "",
     width: int = 760, log: bool = False,
 ) -> str:
-    """Horizontal grouped bars (e.g. p50/p95/p99 latency per route); log: bar length on a log scale."""
-    left, top, row_gap = 160, 24, 8
+    """Horizontal grouped bars (e.g. p50/p95/p99 latency per route); log: bar length on a log scale.
+
+    The label column is as wide as the longest category (up to LABEL_CHARS characters; a longer one is
+    shortened with an ellipsis and shown whole as the label's tooltip). Bars of 0 are not drawn.
+    """
+    longest = min(max((len(c) for c in categories), default=0), LABEL_CHARS)
+    left, top, row_gap = max(80, int(longest * CHAR_WIDTH) + 12), 24, 8
     k = max(len(series), 1)
     bar_h = 10
     group_h = k * bar_h + row_gap
@@ -75,11 +82,14 @@ def grouped_bars(
     parts = [_header(width, height, title)]
     for i, cat in enumerate(categories):
         y0 = top + i * group_h
+        shown = cat if len(cat) <= LABEL_CHARS else cat[:LABEL_CHARS - 1] + "\u2026"
         parts.append(
             f'<text x="{left - 6}" y="{y0 + k * bar_h / 2 + 4:.1f}" text-anchor="end" {FONT}>'
-            f"{escape(cat)}</text>"
+            f"<title>{escape(cat)}</title>{escape(shown)}</text>"
         )
         for j, (name, values) in enumerate(series.items()):
+            if values[i] <= 0:
+                continue
             w = (math.log10(1 + values[i]) / math.log10(1 + vmax) if log else values[i] / vmax) * plot_w
             y = y0 + j * bar_h
             parts.append(

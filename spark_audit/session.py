@@ -46,6 +46,8 @@ def session_conf(master: str = DEFAULT_MASTER, long_running: bool = False) -> di
         # Timestamps as INT64 microseconds, not the legacy INT96: a scan of the event times costs about half
         # (0.3 vs 0.5-0.7 s CPU per 1M rows measured; both read back as the same TimestampType).
         "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+        # PySpark 4 records the Python call site of every DataFrame/Column call for error messages: about
+        # five extra py4j round trips each, 7,000 of an incremental run's 11,000 (docs/conversion-log.md).
         "spark.python.sql.dataFrameDebugging.enabled": "false",
     }
     if master.startswith("local"):

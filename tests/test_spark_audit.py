@@ -97,10 +97,10 @@ def test_egress_without_ingress_is_unexpected(summary):
 def test_duplicates_split_allowed_and_suspicious(summary):
     got = [(d["kind"], d["message_key"], d["client_id"], d["qos"], d["copies"], d["max_redelivery"])
            for d in summary["duplicates"]]
-    assert got == [
-        ("allowed", "s3", "sensor-1", 1, 2, 1),      # QoS 1, one announced redelivery
+    assert got == [  # suspicious first: a summary capped at max_items keeps them before the allowed ones
         ("suspicious", "o7", "pos-7", 1, 3, 1),      # QoS 1, three copies but one redelivery
         ("suspicious", "s8", "sensor-3", 2, 2, 0),   # QoS 2 delivered twice
+        ("allowed", "s3", "sensor-1", 1, 2, 1),      # QoS 1, one announced redelivery
     ]
     # m1 went to two subscribers once each: a fan-out, not a duplicate.
     assert "m1" not in {d["message_key"] for d in summary["duplicates"]}
@@ -202,6 +202,8 @@ def test_html_report_is_self_contained_with_charts(cli_run):
     assert html.count("<svg") == 3  # volume over time, failures by reason, latency per route
     assert "Records per hour by status" in html and "Latency per route" in html
     assert "Failures by reason" in html and "s7" in html
+    suspicious, allowed = html.index("<h2>Suspicious duplicates"), html.index("<h2>Allowed duplicates")
+    assert suspicious < html.index("o7") < html.index("s8") < allowed < html.index("s3", allowed)
     assert "<script" not in html and "http://" not in html.replace("http://www.w3.org/2000/svg", "")
 
 
