@@ -10,17 +10,26 @@ file to its rollup, with the file's size and modification time and its newest ev
 A full audit then reads, for every file fully inside its window whose size and mtime still match the
 manifest, the stored groups (a few hundred thousand rows for 1M records, merged by one small Spark job)
 instead of the file's rows. Every other file (a partial hour at --since/--until, the grace period
-around the window, a file written by the incremental mode, a rewritten or unknown file) is scanned as
+around the window, a file whose rollup is not stored (yet), a rewritten or unknown file) is scanned as
 before. The per-key job (losses, duplicates) always reads every row: it needs all of a key's records.
 A missing, unreadable or outdated manifest only costs speed: the audit scans what it cannot trust.
+
+Ingest and every incremental run build rollups; writers of one log may run at once (an `--every` audit
+beside a rollup build): the manifest is read, merged and replaced under an exclusive lock, and a rollup
+directory is removed only once the manifest no longer refers to it (or, unknown to it, after ORPHAN_AGE:
+a newer one may be another writer's build in flight).
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
 import sys
+import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -34,6 +43,8 @@ from spark_audit.schema import KEY_HASH, partition_hour, stored_schema
 
 ROLLUP_DIR = "_rollup"
 MANIFEST = "manifest.json"
+LOCK_FILE = ".manifest.lock"
+ORPHAN_AGE = timedelta(hours=1)  # an unreferenced rollup directory older than this is a dead build's
 # The stored groups' layout: bump it when window_aggregates' groups change (older rollups are ignored).
 ROLLUP_VERSION = 1
 FILE_COLUMN = "_file"
@@ -92,10 +103,37 @@ def read_manifest(parquet_dir: str) -> dict[str, Entry]:
         return {}
 
 
+@contextmanager
+def manifest_lock(parquet_dir: str) -> Iterator[None]:
+    """Hold the log's manifest lock (an exclusive flock on _rollup/.manifest.lock): one writer at a time."""
+    path = Path(parquet_dir) / ROLLUP_DIR / LOCK_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def update_manifest(parquet_dir: str, new: dict[str, Entry]) -> None:
+    """Add entries to the manifest as it is now (another process may have written it since it was read):
+    read, merge and replace it under manifest_lock; entries of data files that are gone are dropped."""
+    with manifest_lock(parquet_dir):
+        entries = {n: e for n, e in read_manifest(parquet_dir).items() if (Path(parquet_dir) / n).exists()}
+        write_manifest(parquet_dir, {**entries, **new})
+
+
 def write_manifest(parquet_dir: str, entries: dict[str, Entry]) -> None:
-    """Replace the manifest atomically; rollup directories no entry refers to any more are removed."""
+    """Replace the manifest atomically (call it holding manifest_lock).
+
+    Rollup directories no entry refers to any more are removed: those the previous manifest referred to,
+    and unknown ones older than ORPHAN_AGE (what a build that died left). A newer unknown one may be
+    another process's build whose entries are not in yet: it is kept.
+    """
     path = manifest_path(parquet_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
+    previous = {e.rollup for e in read_manifest(parquet_dir).values()}
     raw = {"version": ROLLUP_VERSION, "files": {
         name: {"size": e.size, "mtime_ns": e.mtime_ns, "rollup": e.rollup, "max_us": e.max_us, "hashed": e.hashed}
         for name, e in sorted(entries.items())}}
@@ -103,9 +141,15 @@ def write_manifest(parquet_dir: str, entries: dict[str, Entry]) -> None:
     tmp.write_text(json.dumps(raw, indent=1))
     os.replace(tmp, path)
     used = {e.rollup for e in entries.values()}
+    orphaned_before = time.time() - ORPHAN_AGE.total_seconds()
     for d in path.parent.iterdir():
-        if d.is_dir() and d.name.startswith("r-") and d.name not in used:
-            shutil.rmtree(d, ignore_errors=True)
+        if not d.is_dir() or not d.name.startswith("r-") or d.name in used:
+            continue
+        try:
+            if d.name in previous or d.stat().st_mtime < orphaned_before:
+                shutil.rmtree(d, ignore_errors=True)
+        except OSError:
+            continue
 
 
 def is_current(path: Path, entry: Entry | None) -> bool:
@@ -153,12 +197,12 @@ def build(spark: SparkSession, parquet_dir: str, files: list[Path] | None = None
     facts = {str(r["f"]): r for r in rows.groupBy(relative_column().alias("f")).agg(
         F.max(F.unix_micros("event_time")).alias("hi"), F.count(F.lit(1)).alias("n"),
         F.count(KEY_HASH).alias("hashed")).collect()}
-    entries = {n: e for n, e in read_manifest(parquet_dir).items() if (Path(parquet_dir) / n).exists()}
+    new = {}
     for rel, st in stats.items():
         fact = facts.get(rel)
-        entries[rel] = Entry(st.st_size, st.st_mtime_ns, name, None if fact is None else fact["hi"],
-                             fact is None or fact["n"] == fact["hashed"])
-    write_manifest(parquet_dir, entries)
+        new[rel] = Entry(st.st_size, st.st_mtime_ns, name, None if fact is None else fact["hi"],
+                         fact is None or fact["n"] == fact["hashed"])
+    update_manifest(parquet_dir, new)
     return len(stats)
 
 
@@ -187,12 +231,19 @@ def plan(parquet_dir: str, since: datetime | None, until: datetime | None, widen
     hi = None if until is None else until + widen
     covered, scanned = [], []
     hashed = True
+    present: dict[str, bool] = {}
+
+    def stored(name: str) -> bool:  # a rollup directory another writer removed since the manifest was read
+        if name not in present:
+            present[name] = (Path(parquet_dir) / ROLLUP_DIR / name).is_dir()
+        return present[name]
+
     for f in data_files(parquet_dir):
         start = partition_start(f)
         if start is not None and ((lo is not None and start + HOUR <= lo) or (hi is not None and start >= hi)):
             continue  # outside the widened window: the audit's filter would drop every row
         entry = entries.get(relative(f))
-        current = is_current(f, entry)
+        current = is_current(f, entry) and entry is not None and stored(entry.rollup)
         hashed = hashed and current and entry is not None and entry.hashed
         if start is not None and current and fully_inside(start, since, until):
             covered.append(f)

@@ -7,7 +7,10 @@ finding.
 """
 from __future__ import annotations
 
+import os
 import shutil
+import threading
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -140,3 +143,62 @@ def test_files_of_the_older_layout_are_audited_alike(spark, parquet, tmp_path):
     rebuilt = audit(spark, mixed, True)
     assert rebuilt.data.rollup is not None and not rebuilt.data.hashes_stored  # the old files hash no keys
     same_findings(rebuilt, reference)
+
+
+def test_a_removed_rollup_directory_makes_its_files_scanned(spark, parquet, tmp_path):
+    """Another writer removed a rollup directory after the manifest was written: its files are scanned."""
+    log = tmp_path / "parquet"
+    shutil.copytree(parquet, log)
+    entries = rollup.read_manifest(str(log))
+    gone = next(iter(entries.values())).rollup
+    shutil.rmtree(log / rollup.ROLLUP_DIR / gone)
+    rolled = audit(spark, log, True)
+    expected = sum(1 for e in entries.values() if e.rollup != gone)
+    assert (rolled.data.rollup.files if rolled.data.rollup is not None else 0) == expected
+    same_findings(rolled, audit(spark, parquet, False))
+
+
+def entry(rollup_name: str) -> rollup.Entry:
+    return rollup.Entry(size=1, mtime_ns=1, rollup=rollup_name, max_us=None, hashed=True)
+
+
+def fake_log(root: Path, names: list[str]) -> str:
+    for name in names:
+        f = root / name
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_bytes(b"x")
+    return str(root)
+
+
+def test_concurrent_writers_merge_their_entries_and_keep_each_others_builds(tmp_path):
+    """Two writers of one log (an --every audit and a rollup build): the manifest is merged under a lock,
+    and a rollup directory in flight (written, not yet in the manifest) is not removed."""
+    a, b = "date=2026-03-01/hour=10/a.parquet", "date=2026-03-01/hour=11/b.parquet"
+    log = fake_log(tmp_path, [a, b, "date=2026-03-01/hour=12/gone.parquet"])
+    rollups = tmp_path / rollup.ROLLUP_DIR
+    for name in ("r-old", "r-a", "r-b", "r-inflight", "r-dead"):
+        (rollups / name).mkdir(parents=True)
+    old = time.time() - rollup.ORPHAN_AGE.total_seconds() - 60
+    os.utime(rollups / "r-dead", (old, old))
+    rollup.update_manifest(log, {a: entry("r-old"), "date=2026-03-01/hour=12/gone.parquet": entry("r-old")})
+    (tmp_path / "date=2026-03-01/hour=12/gone.parquet").unlink()
+    rollup.update_manifest(log, {b: entry("r-b")})  # writer B, after A had read the manifest
+    rollup.update_manifest(log, {a: entry("r-a")})  # writer A: B's entry stays, A's file moves to r-a
+    assert {n: e.rollup for n, e in rollup.read_manifest(log).items()} == {a: "r-a", b: "r-b"}
+    left = {d.name for d in rollups.iterdir() if d.is_dir()}
+    assert left == {"r-a", "r-b", "r-inflight"}  # r-old superseded, r-dead a dead build's; r-inflight kept
+
+
+def test_the_manifest_lock_makes_a_second_writer_wait(tmp_path):
+    a = "date=2026-03-01/hour=10/a.parquet"
+    log = fake_log(tmp_path, [a])
+    (tmp_path / rollup.ROLLUP_DIR / "r-a").mkdir(parents=True)
+    done = threading.Event()
+    with rollup.manifest_lock(log):
+        writer = threading.Thread(target=lambda: (rollup.update_manifest(log, {a: entry("r-a")}), done.set()))
+        writer.start()
+        assert not done.wait(0.3)  # blocked while the lock is held
+        assert rollup.read_manifest(log) == {}
+    assert done.wait(10)
+    writer.join(10)
+    assert set(rollup.read_manifest(log)) == {a}
