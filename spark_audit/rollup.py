@@ -120,20 +120,20 @@ def update_manifest(parquet_dir: str, new: dict[str, Entry]) -> None:
     """Add entries to the manifest as it is now (another process may have written it since it was read):
     read, merge and replace it under manifest_lock; entries of data files that are gone are dropped."""
     with manifest_lock(parquet_dir):
-        entries = {n: e for n, e in read_manifest(parquet_dir).items() if (Path(parquet_dir) / n).exists()}
-        write_manifest(parquet_dir, {**entries, **new})
+        current = read_manifest(parquet_dir)
+        entries = {n: e for n, e in current.items() if (Path(parquet_dir) / n).exists()}
+        write_manifest(parquet_dir, {**entries, **new}, {e.rollup for e in current.values()})
 
 
-def write_manifest(parquet_dir: str, entries: dict[str, Entry]) -> None:
+def write_manifest(parquet_dir: str, entries: dict[str, Entry], previous: set[str]) -> None:
     """Replace the manifest atomically (call it holding manifest_lock).
 
-    Rollup directories no entry refers to any more are removed: those the previous manifest referred to,
-    and unknown ones older than ORPHAN_AGE (what a build that died left). A newer unknown one may be
-    another process's build whose entries are not in yet: it is kept.
+    Rollup directories no entry refers to any more are removed: those the previous manifest referred to
+    (previous: their names), and unknown ones older than ORPHAN_AGE (what a build that died left). A newer
+    unknown one may be another process's build whose entries are not in yet: it is kept.
     """
     path = manifest_path(parquet_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
-    previous = {e.rollup for e in read_manifest(parquet_dir).values()}
     raw = {"version": ROLLUP_VERSION, "files": {
         name: {"size": e.size, "mtime_ns": e.mtime_ns, "rollup": e.rollup, "max_us": e.max_us, "hashed": e.hashed}
         for name, e in sorted(entries.items())}}
