@@ -37,7 +37,7 @@ from pyspark.sql.types import (
 )
 
 from mappings.convlog_schema import Direction, Status, format_timestamp, parse_timestamp
-from spark_audit.frames import empty_frame, local_frame
+from spark_audit.frames import empty_frame, local_frame, typed_column
 from spark_audit.schema import (
     KEY_CHECK,
     KEY_HASH,
@@ -580,7 +580,7 @@ def _aggregate(frame: DataFrame, tag: int, keys: dict[str, str], aggs: dict[str,
     out = [FILE_COLUMN] if per_file else []
     for f in [*GROUP_FIELDS, *AGG_FIELDS]:
         value = str(tag) if f.name == "tag" else f.name if f.name in keys or f.name in aggs else "NULL"
-        out.append(f"CAST({value} AS {f.dataType.simpleString()}) AS {f.name}")
+        out.append(typed_column(value, f))
     return grouped.selectExpr(*out)
 
 

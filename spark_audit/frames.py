@@ -21,6 +21,7 @@ from pyspark.sql.types import (
     IntegerType,
     LongType,
     StringType,
+    StructField,
     StructType,
 )
 
@@ -64,9 +65,13 @@ def _nested(value: object, data_type: DataType) -> str:
     return f"CAST(NULL AS {data_type.simpleString()})" if value is None else sql_literal(value, data_type)
 
 
+def typed_column(value: str, field: StructField) -> str:
+    """SQL select-list text: value (SQL text) cast to field's type and named after it."""
+    return f"CAST({value} AS {field.dataType.simpleString()}) AS `{field.name}`"
+
+
 def _columns(schema: StructType, source: str) -> str:
-    return ", ".join(f"CAST({source.format(i=i + 1)} AS {f.dataType.simpleString()}) AS `{f.name}`"
-                     for i, f in enumerate(schema.fields))
+    return ", ".join(typed_column(source.format(i=i + 1), f) for i, f in enumerate(schema.fields))
 
 
 def empty_frame(spark: SparkSession, schema: StructType) -> DataFrame:
