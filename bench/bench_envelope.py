@@ -1,5 +1,5 @@
 """Benchmark: what options.mqtt_format envelope costs per message against the payload form, both ways
-(public API of mappings.mqtt_envelope / mappings.mqtt_jms / mappings.jms_mq / mappings.mqtt_mq only).
+(public API of mappings.conversions: envelope, mqtt_jms, jms_mq and mqtt_mq only).
 
 Run: .venv/bin/python bench/bench_envelope.py [--rounds 7] [--count 10000]
 Each pair (payload form, envelope form) is measured in alternating rounds, back to back, so that load
@@ -19,7 +19,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mappings.jms import (  # noqa: E402
+from mappings.conversions.envelope import envelope_payload, envelope_qos, read_envelope  # noqa: E402
+from mappings.conversions.jms_mq import jms_to_mq_bytes  # noqa: E402
+from mappings.conversions.mqtt_jms import jms_to_mqtt, mqtt_to_jms  # noqa: E402
+from mappings.conversions.mqtt_mq import MqttToMqEncoder, MqttToMqOptions  # noqa: E402
+from mappings.jms.model import (  # noqa: E402
     Destination,
     JmsHeaders,
     JmsMessage,
@@ -30,11 +34,7 @@ from mappings.jms import (  # noqa: E402
     jint,
     jstring,
 )
-from mappings.jms_mq import jms_to_mq_bytes  # noqa: E402
-from mappings.mqtt import MqttPublication  # noqa: E402
-from mappings.mqtt_envelope import envelope_payload, envelope_qos, read_envelope  # noqa: E402
-from mappings.mqtt_jms import jms_to_mqtt, mqtt_to_jms  # noqa: E402
-from mappings.mqtt_mq import MqttToMqEncoder, MqttToMqOptions  # noqa: E402
+from mappings.mqtt.publication import MqttPublication  # noqa: E402
 
 NOW = 1_700_000_000_000
 PROPS = TypedMap([("region", jstring("eu")), ("qty", jint(3)), ("price", jdouble(12.5)), ("sku", jstring("A-1"))],

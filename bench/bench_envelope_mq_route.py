@@ -6,7 +6,7 @@ embedded queue store (the MQ-format messages it holds are what would be put to I
 - **envelope**: ``bench/e/#`` -> ``reply_to`` target (``options.mqtt_format: envelope``): each payload is a
   reply envelope (JMSCorrelationID, JMSType, a typed property, a text body of the same bytes as the payload
   route's) naming ``queue:///BENCH.E`` in ``headers.JMSDestination``; converted by the JMS -> MQ mapping
-  (``mappings.jms_mq.jms_to_mq_bytes``).
+  (``mappings.conversions.jms_mq.jms_to_mq_bytes``).
 
 The two routes are measured in alternating rounds, back to back; a run publishes ``--count`` QoS 1 messages
 (``--window`` in flight) and ends when the queue holds them all; the gateway's CPU seconds per run come from

@@ -15,11 +15,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mappings.jms import MapBody, StreamBody  # noqa: E402
-from mappings.jms_bodies import decode_map, decode_stream, encode_map  # noqa: E402
-from mappings.jms_json import map_to_json, map_to_typed_json, stream_to_json  # noqa: E402
-from mappings.mqtt import MqttPublication  # noqa: E402
-from mappings.mqtt_jms import jms_to_mqtt, mqtt_to_jms  # noqa: E402
+from mappings.conversions.mqtt_jms import jms_to_mqtt, mqtt_to_jms  # noqa: E402
+from mappings.jms.bodies import decode_map, decode_stream, encode_map  # noqa: E402
+from mappings.jms.json_forms import map_to_json, map_to_typed_json, stream_to_json  # noqa: E402
+from mappings.jms.model import MapBody, StreamBody  # noqa: E402
+from mappings.mqtt.publication import MqttPublication  # noqa: E402
 
 # The seed's own examples (message-broker-end-user-application-support.txt, "JMS Message payload").
 SEED_MAP = """<map>
@@ -47,7 +47,7 @@ def cases() -> dict[str, Callable[[], object]]:
     wire_map_bytes = wire_map.encode()
     publication = MqttPublication("sensors/t1", b'{"t": 21.5}', qos=1, client_id="dev1", username="alice",
                                   user_properties=(("site", "north"), ("unit", "C")))
-    from mappings.jms import JmsMessage
+    from mappings.jms.model import JmsMessage
 
     map_message = JmsMessage(body=map_body)
     return {

@@ -1,4 +1,5 @@
-"""Benchmark: MQ bytes -> JMS (and JMS -> MQ bytes) conversions per second, public API of mappings.jms_mq only.
+"""Benchmark: MQ bytes -> JMS (and JMS -> MQ bytes) conversions per second,
+public API of mappings.conversions.jms_mq only.
 
 Run: .venv/bin/python bench/bench_jms_mq.py [--rounds 5] [--count 5000] [--code TREE]
 Prints a Markdown table of conversions per CPU second of this process and per wall second (each the best
@@ -27,8 +28,8 @@ def _code_root() -> Path:
 
 sys.path.insert(0, str(_code_root()))
 
-from mappings import mqconst as C  # noqa: E402
-from mappings.jms import (  # noqa: E402
+from mappings.conversions.jms_mq import jms_to_mq, jms_to_mq_bytes, mq_bytes_to_jms, mq_to_jms  # noqa: E402
+from mappings.jms.model import (  # noqa: E402
     DeliveryMode,
     Destination,
     JmsHeaders,
@@ -42,9 +43,9 @@ from mappings.jms import (  # noqa: E402
     jlong,
     jstring,
 )
-from mappings.jms_mq import jms_to_mq, jms_to_mq_bytes, mq_bytes_to_jms, mq_to_jms  # noqa: E402
-from mappings.mqmd import Mqmd, encode_mqmd  # noqa: E402
-from mappings.mqmessage import decode_message  # noqa: E402
+from mappings.mq import constants as C  # noqa: E402
+from mappings.mq.message import decode_message  # noqa: E402
+from mappings.mq.mqmd import Mqmd, encode_mqmd  # noqa: E402
 
 NOW = 1_700_000_000_000
 HEADERS = JmsHeaders(destination=Destination.queue("DEV.QUEUE.1"), delivery_mode=DeliveryMode.PERSISTENT,

@@ -12,10 +12,10 @@ import platform
 import time
 from collections.abc import Callable
 
-from mappings.mqmd import Mqmd, decode_mqmd, encode_mqmd
-from mappings.mqmessage import decode_message, encode_message
-from mappings.mqtt import MqttPublication
-from mappings.mqtt_mq import MqttToMqEncoder, mq_to_mqtt, mqtt_to_mq
+from mappings.conversions.mqtt_mq import MqttToMqEncoder, mq_to_mqtt, mqtt_to_mq
+from mappings.mq.message import decode_message, encode_message
+from mappings.mq.mqmd import Mqmd, decode_mqmd, encode_mqmd
+from mappings.mqtt.publication import MqttPublication
 
 PUB = MqttPublication(topic="sensors/building-1/floor-2/room-17/temperature",
                       payload=b'{"t": 21.5, "u": "C"}', qos=1, packet_id=4242, client_id="device-000123")

@@ -1,4 +1,4 @@
-"""Benchmark: the cost of a route selector on non-JMS sources (bridge/route_selector.py).
+"""Benchmark: the cost of a route selector on non-JMS sources (mappings/selector/views.py).
 
 1. Per message: building the JMS view and evaluating the selector, for an MQTT publication (MQTT -> JMS
    mapping without the payload) and an MQ message (MQMD/RFH2 -> JMS mapping), next to the route's own
@@ -25,11 +25,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bridge.connectors.embedded import QueueStore, StoredQueueMessage, StoreSelection  # noqa: E402
-from bridge.route_selector import mqtt_view, source_selector  # noqa: E402
-from mappings.mqmessage import decode_message  # noqa: E402
-from mappings.mqtt import MqttPublication  # noqa: E402
-from mappings.mqtt_mq import MqToMqttOptions, MqttToMqEncoder, mq_to_mqtt  # noqa: E402
-from mappings.rules import RouteOptions  # noqa: E402
+from mappings.conversions.mqtt_mq import MqToMqttOptions, MqttToMqEncoder, mq_to_mqtt  # noqa: E402
+from mappings.mq.message import decode_message  # noqa: E402
+from mappings.mqtt.publication import MqttPublication  # noqa: E402
+from mappings.rules.model import RouteOptions  # noqa: E402
+from mappings.selector.views import mqtt_view, source_selector  # noqa: E402
 from tests.mq_support import usr_message  # noqa: E402
 
 MQTT_SELECTOR = "JMSDeliveryMode = 'PERSISTENT' AND JMS_SWIFTMQ_CID LIKE 'plant-%'"

@@ -1,4 +1,4 @@
-"""Benchmark: JMS message selector compile and evaluate rates (public API of mappings.selector only).
+"""Benchmark: JMS message selector compile and evaluate rates (public API of mappings.selector.compile only).
 
 Run: .venv/bin/python bench/bench_selector.py [--rounds 5] [--evals 200000]
 Prints a Markdown table (rates per CPU second of this process); results go to bench/README.md by hand.
@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mappings.selector import build_composite_selector, compile_selector, selector_lookup  # noqa: E402
+from mappings.selector.compile import build_composite_selector, compile_selector, selector_lookup  # noqa: E402
 
 SELECTORS = {
     # the JMS 1.1 §3.8.1.1 example

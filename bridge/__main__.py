@@ -1,3 +1,3 @@
-from bridge.cli import main
+from bridge.cli.main import main
 
 raise SystemExit(main())

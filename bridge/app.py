@@ -14,12 +14,13 @@ import bridge.connectors.mq  # noqa: F401 - registers connector type "mq"; pymqi
 from bridge.admin import AdminServer
 from bridge.config import GatewayConfig
 from bridge.connectors.embedded import QueueStore, default_path
+from bridge.connectors.registry import RouteSetupError
 from bridge.convlog import ConversionLog
 from bridge.mqtt.broker import Broker
 from bridge.mqtt.server import MqttServer
 from bridge.mqtt.store import Store
-from bridge.router import Router, RouteSetupError
-from mappings.rules import RulesError, RulesFile, parse_rules
+from bridge.routing.router import Router
+from mappings.rules.model import RulesError, RulesFile, parse_rules
 
 log = logging.getLogger("mqbridge")
 

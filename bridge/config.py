@@ -8,7 +8,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from mappings.yaml_lines import line_of
+from mappings.rules.yaml_lines import line_of
 
 
 class ConfigError(Exception):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from mappings.jms import (
+from mappings.jms.model import (
     INTEGER_RANGES,
     BytesBody,
     DeliveryMode,
@@ -21,7 +21,7 @@ from mappings.jms import (
     TypedMap,
     is_jms_identifier,
 )
-from mappings.typed_xml import float_range_problem, xml_char_problem
+from mappings.jms.typed_xml import float_range_problem, xml_char_problem
 
 # characters() excludes surrogates by default; also drop the ones XML 1.0 cannot carry.
 xml_chars = st.characters(blacklist_categories=("Cs",)).filter(lambda c: xml_char_problem(c) is None)

@@ -7,13 +7,13 @@ import json
 import sys
 from pathlib import Path
 
-from mappings import mqconst as C
-from mappings.mqheaders import Mqdlh
-from mappings.mqmd import Mqmd
-from mappings.mqmessage import MqMessage, build_message, encode_message, message_as_dict
-from mappings.mqtt import MqttPublication
-from mappings.mqtt_mq import mqtt_to_mq
-from mappings.rfh2 import Rfh1, Rfh2, RfhElement, RfhFolder
+from mappings.conversions.mqtt_mq import mqtt_to_mq
+from mappings.mq import constants as C
+from mappings.mq.headers import Mqdlh
+from mappings.mq.message import MqMessage, build_message, encode_message, message_as_dict
+from mappings.mq.mqmd import Mqmd
+from mappings.mq.rfh2 import Rfh1, Rfh2, RfhElement, RfhFolder
+from mappings.mqtt.publication import MqttPublication
 
 FIXTURE_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "messages"
 MSG_ID = b"AMQ QM1         " + bytes.fromhex("65a1b2c3000012ab")

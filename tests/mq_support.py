@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 from hypothesis import strategies as st
 
-from mappings import mqconst as C
-from mappings.mqheaders import Mqdlh, Mqmde
-from mappings.mqmd import Mqmd
-from mappings.mqmessage import build_message, encode_message
-from mappings.rfh2 import Rfh1, Rfh2, RfhElement, RfhFolder
+from mappings.mq import constants as C
+from mappings.mq.headers import Mqdlh, Mqmde
+from mappings.mq.message import build_message, encode_message
+from mappings.mq.mqmd import Mqmd
+from mappings.mq.rfh2 import Rfh1, Rfh2, RfhElement, RfhFolder
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 REAL_MESSAGES = REPO_ROOT.parent / "shared" / "reference" / "real-mq-messages"

@@ -23,7 +23,7 @@ from bridge.connectors.embedded import QueueStore, default_path
 from bridge.convlog import log_files
 from bridge.mqtt import packets as P
 from bridge.mqtt.store import SCHEMA_VERSION, Store
-from mappings.mqmessage import decode_message
+from mappings.mq.message import decode_message
 from tests.support.gateway import GatewayProcess, wait_for
 from tests.support.mqtt_clients import RawClient
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from bridge.cli import build_parser, main
-from bridge.cli_audit import EXIT_NO_SPARK
+from bridge.cli.audit import EXIT_NO_SPARK
+from bridge.cli.main import build_parser, main
 
 try:
     from tests.spark_fixtures import FIXTURE_LOGS, spark  # noqa: F401

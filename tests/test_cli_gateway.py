@@ -9,8 +9,8 @@ import sys
 import threading
 from pathlib import Path
 
-from bridge.cli_gateway import complete_lines
-from mappings.mqmessage import decode_message
+from bridge.cli.gateway import complete_lines
+from mappings.mq.message import decode_message
 from tests.support.gateway import wait_for
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "messages"

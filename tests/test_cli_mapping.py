@@ -12,13 +12,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bridge import converters
-from bridge.cli import main
-from bridge.mq_dump import as_json, render
+from bridge.cli import mapping_table as converters
+from bridge.cli.main import main
+from bridge.cli.mq_dump import as_json, render
+from mappings.conversions.mqtt_mq import MqttToMqEncoder
 from mappings.errors import MappingError
-from mappings.mqmessage import decode_message, message_as_dict
-from mappings.mqtt import MqttPublication
-from mappings.mqtt_mq import MqttToMqEncoder
+from mappings.mq.message import decode_message, message_as_dict
+from mappings.mqtt.publication import MqttPublication
 from mappings.report import ConversionReport
 from tests.mq_fixtures import FIXTURE_DIR
 from tests.mq_support import REAL_MESSAGES, REPO_ROOT

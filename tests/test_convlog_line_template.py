@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from bridge.connectors.base import Inbound, Outbound
 from bridge.convlog import ConversionLog, OkLines, log_files
-from bridge.router import Router
+from bridge.routing.router import Router
 from mappings.convlog_schema import (
     ConversionRecord,
     Direction,
@@ -24,9 +24,9 @@ from mappings.convlog_schema import (
     json_timestamp,
     trusted_json_line,
 )
-from mappings.mqtt import MqttPublication
+from mappings.mqtt.publication import MqttPublication
 from mappings.report import Change, ConversionReport, Finding
-from mappings.rules import Route
+from mappings.rules.model import Route
 
 text = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=12)
 findings = st.lists(st.builds(Finding, st.sampled_from(list(Change)), text, st.text(max_size=12)),

@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from bridge.config import GatewayConfig, load_config
-from mappings.rules import EMBEDDED, JmsConnector, MqConnector, QueueEndpoint, RulesFile, parse_rules
+from mappings.rules.model import EMBEDDED, JmsConnector, MqConnector, QueueEndpoint, RulesFile, parse_rules
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "compose.yaml"

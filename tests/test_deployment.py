@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from bridge.config import load_config
-from mappings.rules import JmsConnector, MqConnector, QueueEndpoint, parse_rules
+from mappings.rules.model import JmsConnector, MqConnector, QueueEndpoint, parse_rules
 from spark_audit.options import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent

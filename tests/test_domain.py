@@ -5,7 +5,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mappings.domain import (
+from mappings.errors import MappingError
+from mappings.jms.domain import (
     CLASS_DEFAULTS,
     BackOut,
     Domain,
@@ -17,8 +18,7 @@ from mappings.domain import (
     output_body_type,
     parse_mcd_uri,
 )
-from mappings.errors import MappingError
-from mappings.jms import BodyType
+from mappings.jms.model import BodyType
 
 B, T, M, S, OBJ, N = (BodyType.BYTES, BodyType.TEXT, BodyType.MAP, BodyType.STREAM, BodyType.OBJECT,
                     BodyType.MESSAGE)

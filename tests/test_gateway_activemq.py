@@ -16,7 +16,7 @@ from stomp.utils import Frame
 
 from bridge.connectors.embedded import QueueStore, default_path
 from bridge.convlog import log_files
-from mappings.mqmessage import decode_message
+from mappings.mq.message import decode_message
 from tests.support.activemq import BrokerEndpoints
 from tests.support.gateway import GatewayProcess, wait_for
 from tests.support.jmstool import JmsTool, typed

@@ -17,8 +17,8 @@ import pytest
 from bridge.connectors.embedded import QueueStore, default_path
 from bridge.convlog import log_files
 from bridge.mqtt import packets as P
-from mappings.jms import DeliveryMode, JmsHeaders, JmsMessage, TextBody, TypedMap
-from mappings.jms_mq import jms_to_mq_bytes
+from mappings.conversions.jms_mq import jms_to_mq_bytes
+from mappings.jms.model import DeliveryMode, JmsHeaders, JmsMessage, TextBody, TypedMap
 from tests.support.activemq import BrokerEndpoints
 from tests.support.gateway import GatewayProcess, free_port, wait_for
 from tests.support.jmstool import JmsTool

@@ -13,12 +13,12 @@ import pytest
 
 from bridge.connectors.embedded import QueueStore, default_path
 from bridge.convlog import log_files
-from bridge.router import backout_queue_name
-from mappings import mqconst as C
-from mappings.jms_mq import bytes_to_id
-from mappings.mqmd import Mqmd
-from mappings.mqmessage import MqMessage, build_message, decode_message, encode_message
-from mappings.rfh2 import Rfh2, RfhElement, RfhFolder
+from bridge.routing.router import backout_queue_name
+from mappings.conversions.jms_mq import bytes_to_id
+from mappings.mq import constants as C
+from mappings.mq.message import MqMessage, build_message, decode_message, encode_message
+from mappings.mq.mqmd import Mqmd
+from mappings.mq.rfh2 import Rfh2, RfhElement, RfhFolder
 from tests.support.gateway import GatewayProcess, wait_for
 from tests.support.mqtt_clients import PahoClient
 

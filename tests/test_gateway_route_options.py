@@ -17,9 +17,9 @@ import pytest
 from bridge.connectors.base import Inbound
 from bridge.connectors.embedded import QueueStore, default_path
 from bridge.convlog import log_files
-from bridge.route_convert import RouteConverter
-from mappings import mqconst as C
-from mappings.jms import (
+from bridge.routing.convert import RouteConverter
+from mappings.conversions.jms_mq import jms_to_mq_bytes, mq_bytes_to_jms
+from mappings.jms.model import (
     DeliveryMode,
     JmsHeaders,
     JmsMessage,
@@ -33,9 +33,9 @@ from mappings.jms import (
     jlong,
     jstring,
 )
-from mappings.jms_mq import jms_to_mq_bytes, mq_bytes_to_jms
-from mappings.mqmessage import decode_message
-from mappings.rules import Route
+from mappings.mq import constants as C
+from mappings.mq.message import decode_message
+from mappings.rules.model import Route
 from tests.support.activemq import BrokerEndpoints
 from tests.support.gateway import GatewayProcess, free_port, wait_for
 from tests.support.jmstool import JmsTool, typed

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from mappings.errors import MappingError
-from mappings.jms import JavaType, identifier_problem
-from mappings.typed_xml import decode_value, float_range_problem, format_float
+from mappings.jms.model import JavaType, identifier_problem
+from mappings.jms.typed_xml import decode_value, float_range_problem, format_float
 
 ORACLE = Path(__file__).resolve().parent / "java" / "JavaTypeOracle.java"
 JAVA = shutil.which("java")

@@ -6,7 +6,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mappings.errors import MappingError
-from mappings.jms import (
+from mappings.jms.bodies import decode_map, decode_stream, encode_map, encode_stream
+from mappings.jms.model import (
     JavaType,
     JavaValue,
     MapBody,
@@ -21,7 +22,6 @@ from mappings.jms import (
     jlong,
     jstring,
 )
-from mappings.jms_bodies import decode_map, decode_stream, encode_map, encode_stream
 from tests.jms_strategies import java_values, typed_maps
 
 # Verbatim from message-broker-end-user-application-support.txt, "MapMessage payload".

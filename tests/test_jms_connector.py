@@ -16,23 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bridge.connectors.base import ConnectorError, Inbound, Outbound
-from bridge.connectors.jms import (
-    BODY_TYPE_PROPERTY,
-    STOMP_HEADERS,
-    JmsSource,
-    JmsTarget,
-    backout_to_jms,
-    destination_from_stomp,
-    frame_to_jms,
-    jms_to_frame,
-    map_body_to_xstream_xml,
-    redelivery_count,
-    stomp_destination,
-    xstream_map_entries,
-)
+from bridge.connectors.jms import JmsSource, JmsTarget
 from bridge.connectors.stomp_link import InboundFrame, StompLink, StompLinkConfig, StompLinkError
-from bridge.route_convert import backout_message
-from mappings.jms import (
+from bridge.routing.convert import backout_message
+from mappings.jms.model import (
     BytesBody,
     DeliveryMode,
     Destination,
@@ -58,6 +45,17 @@ from mappings.jms import (
     jstring,
 )
 from mappings.report import Change, ConversionReport
+from mappings.stomp.frames import (
+    BODY_TYPE_PROPERTY,
+    STOMP_HEADERS,
+    backout_to_jms,
+    destination_from_stomp,
+    frame_to_jms,
+    jms_to_frame,
+    redelivery_count,
+    stomp_destination,
+)
+from mappings.stomp.xstream import map_body_to_xstream_xml, xstream_map_entries
 from tests.jms_strategies import typed_maps
 from tests.support.activemq import BrokerEndpoints
 from tests.support.gateway import wait_for

@@ -9,7 +9,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mappings.errors import MappingError
-from mappings.jms import (
+from mappings.jms.bodies import decode_map, decode_stream
+from mappings.jms.json_forms import (
+    map_from_typed_json,
+    map_to_json,
+    map_to_typed_json,
+    stream_from_typed_json,
+    stream_to_json,
+    stream_to_typed_json,
+)
+from mappings.jms.model import (
     JavaType,
     JavaValue,
     MapBody,
@@ -23,15 +32,6 @@ from mappings.jms import (
     jint,
     jlong,
     jstring,
-)
-from mappings.jms_bodies import decode_map, decode_stream
-from mappings.jms_json import (
-    map_from_typed_json,
-    map_to_json,
-    map_to_typed_json,
-    stream_from_typed_json,
-    stream_to_json,
-    stream_to_typed_json,
 )
 from tests.jms_strategies import java_values, typed_maps
 from tests.test_jms_bodies import SEED_MAP, SEED_STREAM

@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mappings.errors import MappingError
-from mappings.jms import (
+from mappings.jms.message_json import message_from_dict, message_from_json, message_to_dict, message_to_json
+from mappings.jms.model import (
     BytesBody,
     DeliveryMode,
     Destination,
@@ -33,7 +34,6 @@ from mappings.jms import (
     jlong,
     jstring,
 )
-from mappings.jms_message_json import message_from_dict, message_from_json, message_to_dict, message_to_json
 from tests.jms_strategies import java_values, messages
 
 

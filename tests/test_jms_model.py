@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mappings.errors import MappingError
-from mappings.jms import (
+from mappings.jms.model import (
     BodyType,
     BytesBody,
     DeliveryMode,

@@ -1,4 +1,5 @@
-"""JMS <-> MQ (mappings.jms_mq): seed tables, golden bytes, each rule both ways, real captures, round trips."""
+"""JMS <-> MQ (mappings.conversions.jms_mq):
+the mapping tables, golden bytes, each rule both ways, real captures, round trips."""
 from __future__ import annotations
 
 import re
@@ -9,9 +10,22 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from mappings import mqconst as C
+from mappings.conversions.jms_mq import (
+    BODY_TABLE,
+    JMS_TO_MQ,
+    MQ_TO_JMS,
+    JmsToMqOptions,
+    bytes_to_id,
+    id_to_bytes,
+    jms_to_mq,
+    jms_to_mq_bytes,
+    mq_bytes_to_jms,
+    mq_to_jms,
+    put_date_time,
+    put_epoch_ms,
+)
 from mappings.errors import MappingError
-from mappings.jms import (
+from mappings.jms.model import (
     BodyType,
     BytesBody,
     DeliveryMode,
@@ -37,25 +51,12 @@ from mappings.jms import (
     jshort,
     jstring,
 )
-from mappings.jms_mq import (
-    BODY_TABLE,
-    JMS_TO_MQ,
-    MQ_TO_JMS,
-    JmsToMqOptions,
-    bytes_to_id,
-    id_to_bytes,
-    jms_to_mq,
-    jms_to_mq_bytes,
-    mq_bytes_to_jms,
-    mq_to_jms,
-    put_date_time,
-    put_epoch_ms,
-)
-from mappings.mqmd import Mqmd, encode_mqmd
-from mappings.mqmessage import MqMessage, build_message, decode_message, encode_message
+from mappings.jms.typed_xml import encode_value
+from mappings.mq import constants as C
+from mappings.mq.message import MqMessage, build_message, decode_message, encode_message
+from mappings.mq.mqmd import Mqmd, encode_mqmd
+from mappings.mq.rfh2 import Rfh1, Rfh2, RfhElement, RfhFolder
 from mappings.report import Change, ConversionReport
-from mappings.rfh2 import Rfh1, Rfh2, RfhElement, RfhFolder
-from mappings.typed_xml import encode_value
 from tests import jms_strategies as js
 from tests.mq_fixtures import FIXTURE_DIR
 from tests.mq_support import REPO_ROOT, real_message
@@ -804,13 +805,13 @@ def test_repo_has_no_copy_of_the_real_captures():
 
 
 # ==================================================================================================
-# `mqbridge convert --from jms --to mq` / `--from mq --to jms` (bridge.converters_jms_mq)
+# `mqbridge convert --from jms --to mq` / `--from mq --to jms` (bridge.cli.mapping_jms_mq)
 # ==================================================================================================
 def test_cli_convert_both_ways(capsys, tmp_path):
     import json
 
-    from bridge.cli import main
-    from mappings.jms_message_json import message_to_dict
+    from bridge.cli.main import main
+    from mappings.jms.message_json import message_to_dict
 
     src = tmp_path / "m.json"
     src.write_text(json.dumps(message_to_dict(MAP_MESSAGE)))
@@ -867,7 +868,7 @@ def test_any_mq_message_converts_or_raises_mapping_error(md, jms_folders, extra,
 
 def test_docs_name_every_rule():
     doc = (REPO_ROOT / "docs" / "jms-mq.md").read_text()
-    from mappings.jms_mq import RULES
+    from mappings.conversions.jms_mq import RULES
 
     for rule in RULES:
         assert f"| {rule.jms_field} |" in doc, rule.jms_field
@@ -875,8 +876,8 @@ def test_docs_name_every_rule():
 
 def test_mqtt_origin_message_is_a_bytes_message_on_its_topic():
     """mq-wire-facts §7: an MQTT publication in MQ is a jms-bytes message; mqps/Top gives topic://<Top>."""
-    from mappings.mqtt import MqttPublication
-    from mappings.mqtt_mq import mqtt_to_mq
+    from mappings.conversions.mqtt_mq import mqtt_to_mq
+    from mappings.mqtt.publication import MqttPublication
 
     pub = MqttPublication(topic="sensors/hall/temp", payload=b'{"t":21.5}', qos=1, packet_id=7, client_id="thermo-1",
                           retain=True)

@@ -1,4 +1,4 @@
-"""The JMS <-> MQ fast paths (mappings/jms_mq_fast.py) give exactly the general path's results: the same
+"""The JMS <-> MQ fast paths (mappings/conversions/jms_mq_fast.py) give exactly the general path's results: the same
 bytes and findings for JMS -> MQ, the same JMS message (types included) and findings for MQ -> JMS, and the
 same MappingError when the general path refuses the input; and they are taken for the usual messages."""
 from __future__ import annotations
@@ -9,9 +9,18 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mappings import mqconst as C
+from mappings.conversions.jms_mq import (
+    JmsToMqOptions,
+    MqToJmsOptions,
+    bytes_to_id,
+    jms_to_mq,
+    jms_to_mq_bytes,
+    mq_bytes_to_jms,
+    mq_to_jms,
+)
+from mappings.conversions.jms_mq_fast import jms_to_mq_bytes_fast, mq_bytes_to_jms_fast
 from mappings.errors import MappingError
-from mappings.jms import (
+from mappings.jms.model import (
     BytesBody,
     DeliveryMode,
     Destination,
@@ -30,18 +39,9 @@ from mappings.jms import (
     jlong,
     jstring,
 )
-from mappings.jms_mq import (
-    JmsToMqOptions,
-    MqToJmsOptions,
-    bytes_to_id,
-    jms_to_mq,
-    jms_to_mq_bytes,
-    mq_bytes_to_jms,
-    mq_to_jms,
-)
-from mappings.jms_mq_fast import jms_to_mq_bytes_fast, mq_bytes_to_jms_fast
-from mappings.mqmd import Mqmd, encode_mqmd
-from mappings.mqmessage import decode_message, encode_message
+from mappings.mq import constants as C
+from mappings.mq.message import decode_message, encode_message
+from mappings.mq.mqmd import Mqmd, encode_mqmd
 from tests import jms_strategies as js
 from tests.test_jms_mq import mq_messages, representable
 

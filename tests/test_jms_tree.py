@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mappings.errors import MappingError
-from mappings.jms import (
+from mappings.jms.model import (
     BodyType,
     BytesBody,
     DeliveryMode,
@@ -25,7 +25,7 @@ from mappings.jms import (
     jint,
     jstring,
 )
-from mappings.jms_tree import (
+from mappings.jms.tree import (
     PROVIDER,
     STANDARD,
     JmsTree,
@@ -35,8 +35,8 @@ from mappings.jms_tree import (
     to_element,
     to_tree,
 )
+from mappings.jms.typed_xml import parse_xml
 from mappings.report import Change
-from mappings.typed_xml import parse_xml
 from tests.jms_strategies import messages
 from tests.test_jms_bodies import SEED_MAP, SEED_MAP_EXPECTED, SEED_STREAM, SEED_STREAM_EXPECTED
 

@@ -47,16 +47,17 @@ import bridge.connectors.mq as mq
 from bridge.config import BrokerConfig
 from bridge.connectors.base import ConnectorError, Inbound, Outbound, Target
 from bridge.connectors.embedded import QueueStore
+from bridge.connectors.registry import CONNECTOR_FACTORIES, RouteSetupError
 from bridge.mqtt.broker import Broker
 from bridge.mqtt.store import Store
-from bridge.route_selector import mq_view
-from bridge.router import CONNECTOR_FACTORIES, Router, RouteSetupError, backout_queue_name
-from mappings import mqconst as C
+from bridge.routing.router import Router, backout_queue_name
+from mappings.conversions.mqtt_mq import subscription_name
 from mappings.errors import MappingError
-from mappings.mqmessage import decode_message
-from mappings.mqtt_mq import subscription_name
-from mappings.rules import MqConnector, parse_rules
-from mappings.selector import compile_selector
+from mappings.mq import constants as C
+from mappings.mq.message import decode_message
+from mappings.rules.model import MqConnector, parse_rules
+from mappings.selector.compile import compile_selector
+from mappings.selector.views import mq_view
 from tests.mq_support import usr_message
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "messages"
@@ -986,7 +987,7 @@ def test_selector_is_the_mqod_selection_string_and_the_rest_stay_in_order(
         qm: FakeQueueManager, fake: types.ModuleType) -> None:
     """MQ V7+ message selection: the queue manager hands out only the matching messages; the others stay
     on the queue, in order, for other consumers. The fake evaluates the SelectionString on the message
-    as stored (IBM's packed MD + data) with mappings.selector."""
+    as stored (IBM's packed MD + data) with mappings.selector.compile."""
     for i, region in enumerate(["us", "eu", "eu", "us", "eu", "us"]):
         qm.preload("IN", usr_message(i, region))
     selector = "region = 'eu' AND n > 1"
@@ -1124,7 +1125,7 @@ routes:
 
 
 def test_gateway_imports_no_mqi_library_unless_used() -> None:
-    code = ("import sys, bridge.app, bridge.router as r; assert 'mq' in r.CONNECTOR_FACTORIES; "
+    code = ("import sys, bridge.app, bridge.connectors.registry as r; assert 'mq' in r.CONNECTOR_FACTORIES; "
             "print(sorted(m for m in ('pymqi', 'ibmmq') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parent.parent)

@@ -7,11 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mappings import mqconst as C
+from mappings.conversions.mqtt_mq import MqToMqttOptions, mq_to_mqtt
 from mappings.errors import MappingError
-from mappings.mqheaders import Mqdlh, Mqmde, decode_mqdlh, decode_mqmde, encode_mqdlh, encode_mqmde
-from mappings.mqmd import Mqmd
-from mappings.mqmessage import (
+from mappings.mq import constants as C
+from mappings.mq.headers import Mqdlh, Mqmde, decode_mqdlh, decode_mqmde, encode_mqdlh, encode_mqmde
+from mappings.mq.message import (
     build_message,
     decode_message,
     encode_message,
@@ -19,8 +19,8 @@ from mappings.mqmessage import (
     message_as_dict,
     message_from_dict,
 )
-from mappings.mqtt_mq import MqToMqttOptions, mq_to_mqtt
-from mappings.rfh2 import Rfh2, RfhElement, RfhFolder
+from mappings.mq.mqmd import Mqmd
+from mappings.mq.rfh2 import Rfh2, RfhElement, RfhFolder
 from tests.mq_support import mqdlhs, mqmdes, mqmds, rfh2s
 
 

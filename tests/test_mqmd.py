@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mappings import mqconst as C
 from mappings.errors import MappingError
-from mappings.mqmd import FIELD_TABLE, MQMD_DEFAULT, Mqmd, decode_mqmd, encode_mqmd, validate
+from mappings.mq import constants as C
+from mappings.mq.mqmd import FIELD_TABLE, MQMD_DEFAULT, Mqmd, decode_mqmd, encode_mqmd, validate
 from tests.mq_support import mqmds, real_message
 
 # mq-wire-facts.md §2 table, typed in by hand: (IBM name, offset, length)

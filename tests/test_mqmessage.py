@@ -7,10 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mappings import mqconst as C
 from mappings.errors import MappingError
-from mappings.mqmd import Mqmd, encode_mqmd
-from mappings.mqmessage import (
+from mappings.mq import constants as C
+from mappings.mq.message import (
     MAX_HEADERS,
     MqMessage,
     build_message,
@@ -20,7 +19,8 @@ from mappings.mqmessage import (
     message_as_dict,
     message_from_dict,
 )
-from mappings.rfh2 import Rfh1, Rfh2, RfhElement, RfhFolder, encode_rfh2
+from mappings.mq.mqmd import Mqmd, encode_mqmd
+from mappings.mq.rfh2 import Rfh1, Rfh2, RfhElement, RfhFolder, encode_rfh2
 from tests.mq_fixtures import FIXTURE_DIR, expected_files
 from tests.mq_support import mqmds, real_message, rfh1s, rfh2s
 

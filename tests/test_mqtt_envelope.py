@@ -1,4 +1,4 @@
-"""The MQTT envelope (mappings/mqtt_envelope.py): JMS message <-> MQTT 3.1.1 payload, defaults, errors
+"""The MQTT envelope (mappings/conversions/envelope.py): JMS message <-> MQTT 3.1.1 payload, defaults, errors
 naming the member path, and reply addressing by allow prefix."""
 
 from __future__ import annotations
@@ -10,8 +10,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from mappings.conversions.envelope import (
+    allowed,
+    envelope_payload,
+    envelope_qos,
+    read_envelope,
+    reply_destination,
+)
 from mappings.errors import MappingError
-from mappings.jms import (
+from mappings.jms.model import (
     DeliveryMode,
     Destination,
     JmsHeaders,
@@ -24,13 +31,6 @@ from mappings.jms import (
     jint,
     jlong,
     jstring,
-)
-from mappings.mqtt_envelope import (
-    allowed,
-    envelope_payload,
-    envelope_qos,
-    read_envelope,
-    reply_destination,
 )
 from tests.jms_strategies import messages
 

@@ -8,8 +8,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from mappings.conversions.mqtt_jms import (
+    ConvertMessageType,
+    InfoPropertyNames,
+    format_timestamp,
+    is_text_payload,
+    jms_to_mqtt,
+    mqtt_to_jms,
+    parse_timestamp,
+)
 from mappings.errors import MappingError
-from mappings.jms import (
+from mappings.jms.model import (
     BytesBody,
     DeliveryMode,
     Destination,
@@ -33,16 +42,7 @@ from mappings.jms import (
     jlong,
     jstring,
 )
-from mappings.mqtt import MqttPublication
-from mappings.mqtt_jms import (
-    ConvertMessageType,
-    InfoPropertyNames,
-    format_timestamp,
-    is_text_payload,
-    jms_to_mqtt,
-    mqtt_to_jms,
-    parse_timestamp,
-)
+from mappings.mqtt.publication import MqttPublication
 from mappings.report import Change
 from tests.test_jms_bodies import SEED_MAP, SEED_STREAM
 
@@ -357,7 +357,7 @@ def test_bodies_to_mqtt(body, payload, pfi):
 
 
 def test_seed_map_and_stream_reach_mqtt_as_json():
-    from mappings.jms_bodies import decode_map, decode_stream
+    from mappings.jms.bodies import decode_map, decode_stream
 
     pub, _ = jms_to_mqtt(JmsMessage(body=decode_map(SEED_MAP)), topic="m")
     assert list(json.loads(pub.payload))[:2] == ["Item_8_of_10_Char", "Item_5_of_10_Double"]

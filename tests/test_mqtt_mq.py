@@ -8,12 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mappings import mqconst as C
-from mappings.errors import MappingError
-from mappings.mqmd import Mqmd, encode_mqmd
-from mappings.mqmessage import build_message, decode_message, encode_message
-from mappings.mqtt import MqttPublication
-from mappings.mqtt_mq import (
+from mappings.conversions.mqtt_mq import (
     MqToMqttOptions,
     MqttToMqEncoder,
     MqttToMqOptions,
@@ -23,7 +18,12 @@ from mappings.mqtt_mq import (
     mqtt_to_mq,
     subscription_name,
 )
-from mappings.rfh2 import Rfh1, Rfh2, RfhElement, RfhFolder
+from mappings.errors import MappingError
+from mappings.mq import constants as C
+from mappings.mq.message import build_message, decode_message, encode_message
+from mappings.mq.mqmd import Mqmd, encode_mqmd
+from mappings.mq.rfh2 import Rfh1, Rfh2, RfhElement, RfhFolder
+from mappings.mqtt.publication import MqttPublication
 from tests.mq_fixtures import FIXTURE_DIR
 
 PUB = MqttPublication(topic="a/b", payload=b"hi", qos=1, packet_id=7, client_id="c1", username="alice")

@@ -1,4 +1,4 @@
-"""The MQTT -> STOMP fast path (bridge/mqtt_stomp_fast.py) gives exactly the model path's frames and
+"""The MQTT -> STOMP fast path (bridge/routing/mqtt_stomp.py) gives exactly the model path's frames and
 findings: RouteConverter._mqtt_to_jms (mqtt_to_jms, property_map) followed by jms_to_frame, for any
 publication and route options, whether the template comes from the cache or is built for it."""
 from __future__ import annotations
@@ -10,13 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bridge.connectors.base import Inbound
-from bridge.connectors.jms import SendFrame, jms_to_frame
 from bridge.connectors.stomp_link import encode_send_head
-from bridge.route_convert import RouteConverter
-from mappings.jms import JmsMessage
-from mappings.mqtt import MqttPublication
+from bridge.routing.convert import RouteConverter
+from mappings.jms.model import JmsMessage
+from mappings.mqtt.publication import MqttPublication
 from mappings.report import ConversionReport
-from mappings.rules import Route
+from mappings.rules.model import Route
+from mappings.stomp.frames import SendFrame, jms_to_frame
 
 names = st.text(st.characters(blacklist_categories=("Cs",)), max_size=8)
 strings = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12) | st.sampled_from(

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mappings.errors import MappingError
-from mappings.rfh2 import (
+from mappings.mq.rfh2 import (
     Rfh1,
     Rfh2,
     RfhElement,

@@ -1,4 +1,4 @@
-"""EnvelopeConverter (bridge/route_envelope.py) on plain values: addressing, fallback, templates, the
+"""EnvelopeConverter (bridge/routing/envelope.py) on plain values: addressing, fallback, templates, the
 gateway's informational properties, MQ persistence overrides, and the MQ -> MQTT topic and QoS."""
 
 from __future__ import annotations
@@ -12,15 +12,15 @@ import pytest
 from hypothesis import given, settings
 
 from bridge.connectors.base import Inbound
-from bridge.route_envelope import EnvelopeConverter
-from mappings import mqconst as C
+from bridge.routing.envelope import EnvelopeConverter
 from mappings.errors import MappingError
-from mappings.jms import Destination, JmsHeaders, JmsMessage, TextBody, jint, jstring
-from mappings.mqmd import Mqmd
-from mappings.mqmessage import build_message, decode_message, encode_message
-from mappings.mqtt import MqttPublication
-from mappings.rfh2 import Rfh2, RfhElement, RfhFolder
-from mappings.rules import Route, parse_rules
+from mappings.jms.model import Destination, JmsHeaders, JmsMessage, TextBody, jint, jstring
+from mappings.mq import constants as C
+from mappings.mq.message import build_message, decode_message, encode_message
+from mappings.mq.mqmd import Mqmd
+from mappings.mq.rfh2 import Rfh2, RfhElement, RfhFolder
+from mappings.mqtt.publication import MqttPublication
+from mappings.rules.model import Route, parse_rules
 from tests.jms_strategies import messages
 
 

@@ -1,4 +1,4 @@
-"""A route's selector on non-JMS sources (bridge/route_selector.py): the JMS view of MQTT publications
+"""A route's selector on non-JMS sources (mappings/selector/views.py): the JMS view of MQTT publications
 and MQ messages, and the embedded queue's get that skips what the selector does not match (real SQLite)."""
 
 from __future__ import annotations
@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 
 from bridge.connectors.embedded import EmbeddedSource, QueueStore, StoreSelection
-from bridge.route_selector import MqttViews, jms_lookup, mq_view, mqtt_view, source_selector
-from mappings import mqconst as C
+from mappings.conversions.envelope import envelope_payload
+from mappings.conversions.jms_mq import jms_to_mq_bytes
 from mappings.errors import MappingError
-from mappings.jms import DeliveryMode, JmsHeaders, JmsMessage, TextBody, jbytes, jdouble, jint, jstring
-from mappings.jms_mq import jms_to_mq_bytes
-from mappings.mqmd import Mqmd, encode_mqmd
-from mappings.mqtt import MqttPublication
-from mappings.mqtt_envelope import envelope_payload
-from mappings.rules import RouteOptions
+from mappings.jms.model import DeliveryMode, JmsHeaders, JmsMessage, TextBody, jbytes, jdouble, jint, jstring
+from mappings.mq import constants as C
+from mappings.mq.mqmd import Mqmd, encode_mqmd
+from mappings.mqtt.publication import MqttPublication
+from mappings.rules.model import RouteOptions
+from mappings.selector.views import MqttViews, jms_lookup, mq_view, mqtt_view, source_selector
 from tests.mq_support import usr_message
 
 NOW = 1_763_000_000.0

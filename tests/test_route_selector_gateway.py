@@ -12,8 +12,8 @@ from pathlib import Path
 
 from bridge.connectors.embedded import QueueStore, default_path
 from bridge.convlog import log_files
-from bridge.route_selector import mq_view
-from mappings.mqmessage import decode_message
+from mappings.mq.message import decode_message
+from mappings.selector.views import mq_view
 from tests.mq_support import usr_message
 from tests.support.gateway import REPO, GatewayProcess, wait_for
 from tests.support.mqtt_clients import PahoClient

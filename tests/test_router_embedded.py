@@ -10,8 +10,8 @@ from pathlib import Path
 
 from bridge.connectors.embedded import QueueStore, default_path
 from bridge.convlog import log_files
-from mappings import mqconst as C
-from mappings.mqmessage import decode_message
+from mappings.mq import constants as C
+from mappings.mq.message import decode_message
 from tests.support.gateway import GatewayProcess, wait_for
 from tests.support.mqtt_clients import PahoClient
 
@@ -114,15 +114,15 @@ def test_poison_message_goes_to_backout_queue_with_reason(
 
 
 def decode_and_encode_minimal() -> bytes:
-    from mappings.mqmd import Mqmd, encode_mqmd
+    from mappings.mq.mqmd import Mqmd, encode_mqmd
 
     return encode_mqmd(Mqmd(format=C.MQFMT_RF_HEADER_2, persistence=C.MQPER_PERSISTENT)) + b"RFH \x00\x00"
 
 
 def good_message(topic: str, body: bytes) -> bytes:
-    from mappings.mqmd import Mqmd
-    from mappings.mqmessage import build_message, encode_message
-    from mappings.rfh2 import Rfh2, RfhElement, RfhFolder
+    from mappings.mq.message import build_message, encode_message
+    from mappings.mq.mqmd import Mqmd
+    from mappings.mq.rfh2 import Rfh2, RfhElement, RfhFolder
 
     rfh = Rfh2(folders=(RfhFolder("mqps", (RfhElement("Top", topic),)),))
     return encode_message(build_message(Mqmd(persistence=C.MQPER_PERSISTENT), (rfh,), body))

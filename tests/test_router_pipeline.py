@@ -13,14 +13,14 @@ from pathlib import Path
 
 from bridge.connectors.base import ConnectorError, Inbound, Outbound, Target
 from bridge.connectors.embedded import EmbeddedSource, EmbeddedTarget, QueueStore
-from bridge.route_convert import RouteConverter
-from bridge.router import BATCH, Router, RouteWorker
-from mappings import mqconst as C
-from mappings.mqmd import Mqmd
-from mappings.mqmessage import build_message, decode_message, encode_message
-from mappings.mqtt import MqttPublication
-from mappings.rfh2 import Rfh2, RfhElement, RfhFolder
-from mappings.rules import Route
+from bridge.routing.convert import RouteConverter
+from bridge.routing.router import BATCH, Router, RouteWorker
+from mappings.mq import constants as C
+from mappings.mq.message import build_message, decode_message, encode_message
+from mappings.mq.mqmd import Mqmd
+from mappings.mq.rfh2 import Rfh2, RfhElement, RfhFolder
+from mappings.mqtt.publication import MqttPublication
+from mappings.rules.model import Route
 
 COUNT = BATCH * 6 + 17
 

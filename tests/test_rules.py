@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mappings.rules import RulesError, parse_rules, render_dotted_topic, render_topic
+from mappings.rules.model import RulesError, parse_rules, render_dotted_topic, render_topic
 
 AMQ = "connectors:\n  amq: {type: jms}\n  qm1: {type: mq, queue_manager: QM1}\nroutes:\n"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mappings.rules import QueueEndpoint, RulesError, find_loop, parse_rules
+from mappings.rules.model import QueueEndpoint, RulesError, find_loop, parse_rules
 
 REPO = Path(__file__).resolve().parents[1]
 HEAD = """\

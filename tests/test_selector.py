@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mappings.errors import MappingError
-from mappings.selector import (
+from mappings.selector.compile import (
     build_composite_selector,
     compile_selector,
     is_valid_identifier,
@@ -492,7 +492,7 @@ def is_number(v: object) -> bool:
 
 
 def ref_arith(tree: tuple, env: dict[str, object]) -> object:
-    """Reference semantics written independently of mappings.selector_eval."""
+    """Reference semantics written independently of mappings.selector.evaluate."""
     kind = tree[0]
     if kind in ("int", "float"):
         return tree[1]

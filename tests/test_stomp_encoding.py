@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from bridge.connectors.jms import jms_to_frame
 from bridge.connectors.stomp_link import StompLink, StompLinkConfig, encode_send_head
-from mappings.jms import JmsHeaders, JmsMessage, TextBody, TypedMap, jstring
+from mappings.jms.model import JmsHeaders, JmsMessage, TextBody, TypedMap, jstring
 from mappings.report import Change, ConversionReport
+from mappings.stomp.frames import jms_to_frame
 from tests.support.activemq_fixtures import BrokerEndpoints
 from tests.support.jmstool import JmsTool
 

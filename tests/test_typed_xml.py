@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mappings.errors import MappingError
-from mappings.jms import JavaType, JavaValue, jbytes, jchar, jdouble, jfloat, jint, jstring, to_float32
-from mappings.typed_xml import (
+from mappings.jms.model import JavaType, JavaValue, jbytes, jchar, jdouble, jfloat, jint, jstring, to_float32
+from mappings.jms.typed_xml import (
     R4_MAX,
     decode_value,
     encode_value,
@@ -189,7 +189,7 @@ def test_value_round_trip(value):
 def test_element_round_trip_through_a_real_parser(value):
     xml = typed_element("P", value, name="P")
     element = parse_xml(xml, structure="test")
-    from mappings.typed_xml import is_nil
+    from mappings.jms.typed_xml import is_nil
     assert decode_value(element.get("dt"), element.text, name="P", nil=is_nil(element)) == value
 
 

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from bridge.connectors.base import ConnectorError, Inbound, Outbound, Source, Target
-from bridge.route_selector import SourceSelector
-from mappings import mqconst as C
 from mappings.errors import MappingError
+from mappings.mq import constants as C
+from mappings.selector.views import SourceSelector
 
 T = TypeVar("T")
 log = logging.getLogger("mqbridge.embedded")

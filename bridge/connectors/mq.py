@@ -25,12 +25,13 @@ from typing import Any, TypeVar
 
 from bridge.connectors.base import ConnectorError, Inbound, Outbound, Source, Target
 from bridge.connectors.mqtt_internal import route_client_id
-from mappings import mqconst as MQC
+from bridge.connectors.registry import CONNECTOR_FACTORIES, RouteSetupError
+from mappings.conversions.mqtt_mq import TopicObjectIndex, subscription_name
 from mappings.errors import MappingError
-from mappings.mqmd import FIELD_TABLE, Mqmd, decode_mqmd, encode_mqmd
-from mappings.mqmessage import decode_message
-from mappings.mqtt_mq import TopicObjectIndex, subscription_name
-from mappings.rules import MqConnector, QueueEndpoint, Route, RulesFile, render_topic
+from mappings.mq import constants as MQC
+from mappings.mq.message import decode_message
+from mappings.mq.mqmd import FIELD_TABLE, Mqmd, decode_mqmd, encode_mqmd
+from mappings.rules.model import MqConnector, QueueEndpoint, Route, RulesFile, render_topic
 
 log = logging.getLogger("mqbridge.mq")
 
@@ -679,8 +680,6 @@ def make_connector(rules: RulesFile, route: Route, endpoint: QueueEndpoint, role
     config = rules.connector(endpoint.connector)
     if not isinstance(config, MqConnector):
         raise ConnectorError(f"connector {endpoint.connector!r} is not an mq connector")
-    from bridge.router import RouteSetupError
-
     try:
         load_mqi()
     except MqUnavailable as exc:
@@ -697,8 +696,6 @@ def make_connector(rules: RulesFile, route: Route, endpoint: QueueEndpoint, role
 
 
 def register() -> None:
-    from bridge.router import CONNECTOR_FACTORIES
-
     CONNECTOR_FACTORIES.setdefault("mq", make_connector)
 
 

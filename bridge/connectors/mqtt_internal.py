@@ -22,7 +22,7 @@ from bridge.connectors.base import ConnectorError, Inbound, Inbox, Outbound, Sou
 from bridge.mqtt import packets as P
 from bridge.mqtt.broker import ROUTE_CLIENT_PREFIX, Broker
 from bridge.mqtt.session import Message, OutMsg, Session
-from mappings.mqtt import MqttPublication
+from mappings.mqtt.publication import MqttPublication
 
 QOS0_BACKLOG = 10_000     # QoS 0 publications a route may have waiting before new ones are dropped
 _boot = f"{int(time.time()):x}"

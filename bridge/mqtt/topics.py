@@ -1,9 +1,9 @@
-"""The subscription trie that matches publications to subscribers (rules in mappings/topic_rules.py)."""
+"""The subscription trie that matches publications to subscribers (rules in mappings/mqtt/topics.py)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from mappings.topic_rules import TopicError, topic_matches, validate_topic_filter, validate_topic_name
+from mappings.mqtt.topics import TopicError, topic_matches, validate_topic_filter, validate_topic_name
 
 __all__ = ["SubscriptionTrie", "Subscription", "TopicError", "topic_matches", "validate_topic_filter",
            "validate_topic_name"]

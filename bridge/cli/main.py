@@ -1,0 +1,50 @@
+"""The `mqbridge` command: argument parsing and dispatch to the sub-command modules."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+# Each sub-command family lives in its own module, which exposes
+# ``register(subparsers: argparse._SubParsersAction) -> None``; every parser it adds
+# sets ``func`` (``Callable[[argparse.Namespace], int]``) as its default.
+COMMAND_MODULES: tuple[str, ...] = (
+    "bridge.cli.broker",   # serve, status, admin
+    "bridge.cli.mapping",  # inspect, convert
+    "bridge.cli.audit",    # audit
+    "bridge.cli.gateway",  # validate, reload, queue, log
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mqbridge",
+        description="MQTT / IBM MQ / JMS conversion gateway with a built-in MQTT broker.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:  # that family is not built yet
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""MQTT publication -> STOMP SEND frame in one step, for routes from the built-in broker to a JMS provider.
+
+The model path (route_convert.RouteConverter._mqtt_to_jms: mqtt_to_jms of amlen-mqtt-jms-conversion.txt
+Table 1 with the SwiftMQ informational properties and the route's property_map, then
+mappings.stomp.frames.jms_to_frame, docs/stomp-facts.md §1) builds a JmsMessage, a ConversionReport and a frame
+per message. For an MQTT 3.1.1 publication (no MQTT 5 properties) everything but the body depends only
+on (topic, client id, user name, QoS, retain) and on whether the body is text (amlen Table 1,
+ConvertMessageType): the destination, the frame's headers and their encoded bytes, and every finding of
+both steps (JMSTimestamp "set by the broker", retain dropped, a NUL in a header, ...). Those are
+computed once per key, **by running the model path itself** on a stand-in publication with an empty
+(text) or non-UTF-8 (bytes) payload, and cached; a message then costs the text test of its payload and
+a lookup. What the cache cannot hold goes through the model path: MQTT 5 properties, and under
+ConvertMessageType ``text`` a payload that is not valid UTF-8 or holds NUL (its findings name the
+payload). tests/test_mqtt_stomp_fast.py holds both paths to the same frames and findings.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from bridge.connectors.base import Inbound, Outbound
+from mappings.conversions.mqtt_jms import ConvertMessageType, text_problem
+from mappings.errors import MappingError
+from mappings.jms.model import JmsMessage
+from mappings.mqtt.publication import MqttPublication
+from mappings.report import ConversionReport, Finding
+from mappings.stomp.frames import SendFrame, jms_to_frame
+
+ModelConvert = Callable[[Inbound], tuple[Outbound, str, ConversionReport]]
+
+# Stand-in payloads: the model path classifies them as the body kind of the key (auto/text: "" is a
+# TextMessage; auto/bytes: 0xFF is not UTF-8, so a BytesMessage, with no finding under either rule).
+_TEXT_STAND_IN = b""
+_BYTES_STAND_IN = b"\xff"
+
+
+@dataclass(frozen=True, slots=True)
+class _Template:
+    destination: str                 # Outbound.destination (route form, e.g. topic:x)
+    frame_destination: str           # the STOMP destination header
+    headers: dict[str, str]          # shared by every frame of the key: never mutated
+    head: bytes                      # encode_send_head(frame_destination, headers)
+    target_type: str                 # TextBody | BytesBody
+    findings: tuple[Finding, ...]    # the conversion's (mqtt_to_jms, property_map), then jms_to_frame's
+    content_length: bool
+
+
+_Key = tuple[str, str | None, str | None, int, bool, bool]   # topic, client, user, qos, retain, text?
+
+
+class MqttToStompEncoder:
+    """A route's MQTT -> JMS conversion, producing SendFrame values the JMS target writes as they are."""
+
+    MAX_CACHED = 10_000
+
+    def __init__(self, model: ModelConvert, convert: ConvertMessageType) -> None:
+        self._model = model
+        self._bytes = convert is ConvertMessageType.BYTES
+        self._auto = convert is ConvertMessageType.AUTO
+        self._templates: dict[_Key, _Template] = {}
+
+    def convert(self, item: Inbound) -> tuple[Outbound, str, ConversionReport]:
+        pub = item.message
+        if type(pub) is not MqttPublication or _has_mqtt5(pub):
+            return self._model_frame(item)
+        payload = pub.payload
+        if self._bytes:
+            text = False
+        elif self._auto:
+            text = text_problem(payload) is None
+        elif text_problem(payload, allow_controls=True) is None and b"\x00" not in payload:
+            text = True
+        else:   # text declared but not text, or text holding NUL: findings that name the payload
+            return self._model_frame(item)
+        key = (pub.topic, pub.client_id, pub.username, pub.qos, pub.retain, text)
+        t = self._templates.get(key)
+        if t is None:
+            t = self._template(item, pub, key)
+        frame = SendFrame(t.frame_destination, t.headers, payload, t.content_length, t.head)
+        return Outbound(item.key, frame, t.destination, len(payload)), t.target_type, ConversionReport([*t.findings])
+
+    def _template(self, item: Inbound, pub: MqttPublication, key: _Key) -> _Template:
+        stand_in = replace(pub, payload=_TEXT_STAND_IN if key[-1] else _BYTES_STAND_IN)
+        out, target_type, report = self._model(replace(item, message=stand_in))
+        msg = out.message
+        assert isinstance(msg, JmsMessage)
+        frame_report = ConversionReport()
+        frame = jms_to_frame(msg, out.destination, frame_report)
+        if frame.body != stand_in.payload:   # cannot happen for Text/Bytes bodies; refuse rather than guess
+            raise MappingError("fast path: the stand-in body changed", structure="MQTT -> STOMP")
+        t = _Template(out.destination, frame.destination, frame.headers, frame.head, target_type,
+                      (*report.findings, *frame_report.findings), frame.content_length)
+        if len(self._templates) >= self.MAX_CACHED:
+            self._templates.clear()
+        self._templates[key] = t
+        return t
+
+    def _model_frame(self, item: Inbound) -> tuple[Outbound, str, ConversionReport]:
+        """The model path, with the frame built here too (its findings follow the conversion's, as the
+        router logs a JmsTarget's own)."""
+        out, target_type, report = self._model(item)
+        msg = out.message
+        assert isinstance(msg, JmsMessage)
+        out.message = jms_to_frame(msg, out.destination, report)
+        return out, target_type, report
+
+
+def _has_mqtt5(pub: MqttPublication) -> bool:
+    return bool(pub.user_properties) or pub.payload_format_indicator is not None or (
+        pub.content_type is not None or pub.response_topic is not None or pub.correlation_data is not None
+        or pub.message_expiry_interval is not None)
