@@ -140,9 +140,10 @@ class Mosquitto(Broker):
 
 
 class Mqbridge(Broker):
-    def __init__(self, workdir: Path, synchronous: str = "FULL") -> None:
+    def __init__(self, workdir: Path, synchronous: str = "FULL", code: Path = ROOT) -> None:
         super().__init__(workdir)
         self.synchronous = synchronous
+        self.code = code          # the source tree the broker runs from (--code: A/B of two commits)
         self.label = f"mqbridge-{synchronous}"
         self.admin_port = free_port()
 
@@ -175,7 +176,8 @@ class Mqbridge(Broker):
             "logging": {"level": "WARNING"},
         }))
         log = open(self.dir / "broker.log", "wb")
-        self.proc = subprocess.Popen([str(VENV_PY), "-m", "bridge", "serve", "-c", str(cfg)], cwd=ROOT,
+        self.proc = subprocess.Popen([str(VENV_PY), "-m", "bridge", "serve", "-c", str(cfg)], cwd=self.code,
+                                     env={**os.environ, "PYTHONPATH": str(self.code)},
                                      stdout=log, stderr=subprocess.STDOUT, preexec_fn=_raise_nofile)
         log.close()
         t_end = time.monotonic() + 30
@@ -235,10 +237,16 @@ HEADLINE = {
 }
 
 
+CODE_TREES: dict[str, Path] = {}   # --code NAME=TREE: label suffix "@NAME" -> source tree
+
+
 def make_broker(label: str, workdir: Path) -> Broker:
     if label.startswith("mosquitto"):
         return Mosquitto(workdir, persistence=label.endswith("+persist"))
-    return Mqbridge(workdir, synchronous=label.split("-", 1)[1])
+    mode, _, code = label.split("-", 1)[1].partition("@")
+    broker = Mqbridge(workdir, synchronous=mode, code=CODE_TREES[code] if code else ROOT)
+    broker.label = label
+    return broker
 
 
 class PySpy:
@@ -429,7 +437,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", type=Path, help="copy each run's temp dir (configs, logs, stores) here")
     ap.add_argument("--output", type=Path, default=HERE / "results" / "broker-latest.json")
     ap.add_argument("--markdown", type=Path, metavar="JSON", help="print the README table of a results file")
+    ap.add_argument("--code", action="append", default=[], metavar="NAME=TREE",
+                    help="also run mqbridge from another source tree (e.g. a worktree of the commit before a "
+                         "change) as broker mqbridge-MODE@NAME, interleaved with this checkout's runs")
     a = ap.parse_args(argv)
+    for item in a.code:
+        name, _, tree = item.partition("=")
+        if not name or not tree or not (Path(tree) / "bridge").is_dir():
+            ap.error(f"--code {item!r}: expected NAME=TREE with TREE a mqbridge source tree")
+        CODE_TREES[name] = Path(tree).resolve()
     if a.markdown:
         print(markdown(json.loads(a.markdown.read_text())))
         return 0
@@ -448,9 +464,10 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(gen_ceiling))
     for name in names:
         spec, brokers = table[name]
+        brokers = [v for b in brokers for v in [b, *(f"{b}@{n}" for n in CODE_TREES if b.startswith("mqbridge"))]]
         for rep in range(a.repeat):
             for label in brokers:
-                if a.broker and label not in a.broker:
+                if a.broker and label.partition("@")[0] not in a.broker:
                     continue
                 print(f"{name} on {label} ..." + (f" (run {rep + 1}/{a.repeat})" if a.repeat > 1 else ""),
                       flush=True)
