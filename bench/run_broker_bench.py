@@ -109,13 +109,24 @@ class Broker:
 
 
 class Mosquitto(Broker):
-    def __init__(self, workdir: Path, persistence: bool) -> None:
+    """``default``: Debian's mosquitto as shipped, with only what a loopback test needs (its own port,
+    anonymous clients on that listener, a log file); otherwise tuned to mqbridge's limits (below)."""
+
+    def __init__(self, workdir: Path, persistence: bool, default: bool = False) -> None:
         super().__init__(workdir)
         self.persistence = persistence
-        self.label = "mosquitto+persist" if persistence else "mosquitto"
+        self.default = default
+        self.label = "mosquitto-default" if default else "mosquitto+persist" if persistence else "mosquitto"
 
     def start(self) -> None:
         conf = self.dir / "mosquitto.conf"
+        if self.default:
+            conf.write_text(f"listener {self.port} 127.0.0.1\nallow_anonymous true\nuser root\n"
+                            f"log_dest file {self.dir / 'broker.log'}\n")
+            self.proc = subprocess.Popen([MOSQUITTO, "-c", str(conf)], stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.DEVNULL, preexec_fn=_raise_nofile)
+            _wait_port(self.port, self.proc)
+            return
         lines = [
             f"listener {self.port} 127.0.0.1",
             "allow_anonymous true",
@@ -197,8 +208,8 @@ def scenarios(duration: float, idle: int) -> dict[str, tuple[Spec, list[str]]]:
     """name -> (spec, brokers). Durable scenarios compare mosquitto with persistence on against
     mqbridge with synchronous FULL (fsync per group commit) and NORMAL."""
     d = duration
-    plain = ["mosquitto", "mqbridge-FULL"]
-    durable = ["mosquitto+persist", "mqbridge-FULL", "mqbridge-NORMAL"]
+    plain = ["mosquitto-default", "mosquitto", "mqbridge-FULL"]
+    durable = ["mosquitto-default", "mosquitto+persist", "mqbridge-FULL", "mqbridge-NORMAL"]
     return {
         # QoS 0 closed loop: publishers keep at most ``budget`` messages sent and not yet delivered,
         # so the number is the throughput without drops (budget well below mqbridge's 8 MiB
@@ -242,7 +253,7 @@ CODE_TREES: dict[str, Path] = {}   # --code NAME=TREE: label suffix "@NAME" -> s
 
 def make_broker(label: str, workdir: Path) -> Broker:
     if label.startswith("mosquitto"):
-        return Mosquitto(workdir, persistence=label.endswith("+persist"))
+        return Mosquitto(workdir, persistence=label.endswith("+persist"), default=label == "mosquitto-default")
     mode, _, code = label.split("-", 1)[1].partition("@")
     broker = Mqbridge(workdir, synchronous=mode, code=CODE_TREES[code] if code else ROOT)
     broker.label = label
@@ -360,10 +371,12 @@ def _median(values: list[float]) -> float:
     return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
 
 
-def ratios(results: list[dict[str, Any]], metric: str = "headline") -> dict[str, dict[str, float]]:
+def ratios(results: list[dict[str, Any]], metric: str = "headline",
+           peer: str | None = None) -> dict[str, dict[str, float]]:
     """mqbridge / mosquitto per scenario and mqbridge mode, from the median over repeats
     (latency: mosquitto p50 / mqbridge p50, so > 1 is better for mqbridge everywhere).
-    ``metric="efficiency"``: delivered messages per broker CPU-second instead of the headline."""
+    ``metric="efficiency"``: delivered messages per broker CPU-second instead of the headline.
+    ``peer``: the mosquitto variant to divide by (default: the tuned one, with persistence where run)."""
     vals: dict[tuple[str, str], list[float]] = {}
     for r in results:
         if r.get("error"):
@@ -376,7 +389,7 @@ def ratios(results: list[dict[str, Any]], metric: str = "headline") -> dict[str,
     for (name, label), a in med.items():
         if not label.startswith("mqbridge"):
             continue
-        b = med.get((name, "mosquitto+persist")) or med.get((name, "mosquitto"))
+        b = med.get((name, peer)) if peer else med.get((name, "mosquitto+persist")) or med.get((name, "mosquitto"))
         if not b:
             continue
         lat = name.startswith("latency") and metric == "headline"
@@ -384,8 +397,11 @@ def ratios(results: list[dict[str, Any]], metric: str = "headline") -> dict[str,
     return out
 
 
-def print_table(results: list[dict[str, Any]], rts: dict[str, dict[str, float]]) -> None:
-    hdr = (f"{'scenario':<13} {'broker':<18} {'headline':>14}  {'unit':<17} {'ratio':>6} {'brk cpu':>7} "
+def print_table(results: list[dict[str, Any]], rts: dict[str, dict[str, float]],
+                rts_default: dict[str, dict[str, float]] | None = None) -> None:
+    """``ratio``: over tuned mosquitto; ``vs dflt``: over mosquitto in its default configuration."""
+    rts_default = rts_default or {}
+    hdr = (f"{'scenario':<15} {'broker':<20} {'headline':>14}  {'unit':<17} {'ratio':>6} {'vs dflt':>7} {'brk cpu':>7} "
            f"{'msg/cpu-s':>10} {'pub/sub cpu':>11} {'deliv':>6} {'RSS MiB':>7}")
     print(hdr)
     print("-" * len(hdr))
@@ -393,10 +409,12 @@ def print_table(results: list[dict[str, Any]], rts: dict[str, dict[str, float]])
         name = r["scenario"]
         unit = HEADLINE.get(name, ("", ""))[1]
         ratio = rts.get(name, {}).get(r["broker"])
+        dflt = rts_default.get(name, {}).get(r["broker"])
         rss = r.get("broker_rss_kib")
         gen = f"{r.get('pub_cpu', '-')}/{r.get('sub_cpu', '-')}" if "pub_cpu" in r or "sub_cpu" in r else "-"
-        print(f"{name:<13} {r['broker']:<18} {headline(r):>14}  {unit:<17} "
-              f"{(f'{ratio:.2f}x' if ratio else ''):>6} {r.get('broker_cpu', r.get('broker_idle_cpu', '-'))!s:>7} "
+        print(f"{name:<15} {r['broker']:<20} {headline(r):>14}  {unit:<17} "
+              f"{(f'{ratio:.2f}x' if ratio else ''):>6} {(f'{dflt:.2f}x' if dflt else ''):>7} "
+              f"{r.get('broker_cpu', r.get('broker_idle_cpu', '-'))!s:>7} "
               f"{r.get('delivered_per_broker_cpu_s', '-')!s:>10} {gen:>11} {r.get('delivery_ratio', '-')!s:>6} "
               f"{(f'{rss / 1024:.1f}' if rss else '-'):>7}")
         for key in ("errors", "crashed", "hung", "log_errors"):
@@ -475,7 +493,7 @@ def main(argv: list[str] | None = None) -> int:
                 results.append(res)
     rts = ratios(results)
     print()
-    print_table(results, rts)
+    print_table(results, rts, ratios(results, peer="mosquitto-default"))
     doc = {
         "date": started.isoformat(timespec="seconds"),
         "command": " ".join([Path(sys.executable).name, "bench/run_broker_bench.py", *(argv or sys.argv[1:])]),
@@ -483,6 +501,7 @@ def main(argv: list[str] | None = None) -> int:
         "generator_ceiling": gen_ceiling,
         "ratios_mqbridge_over_mosquitto": rts,
         "ratios_per_broker_cpu_second": ratios(results, "efficiency"),
+        "ratios_mqbridge_over_mosquitto_default": ratios(results, peer="mosquitto-default"),
         "targets": targets(results, rts),
         "results": results,
     }
