@@ -1,62 +1,10 @@
-"""JMS messages <-> STOMP 1.2 frames as ActiveMQ 5.17 reads and writes them (pure functions).
+"""JMS messages <-> STOMP 1.2 frames as ActiveMQ 5.17 reads and writes them (pure functions):
+``jms_to_frame`` (outbound SEND) and ``frame_to_jms`` (inbound MESSAGE).
 
-
-Every rule below is one function and cites the observed ActiveMQ 5.17 behaviour in
-docs/stomp-facts.md (§ numbers) or the amlen seed (``amlen-mqtt-jms-conversion.txt``). Everything
-STOMP cannot carry becomes a ``ConversionReport`` finding, which the router writes to the conversion
-log; the README section "JMS over STOMP: what is lost" lists the same losses for users.
-
-Outbound (JMS model -> SEND frame), ``jms_to_frame``:
-
-- TextMessage: no ``content-length`` (§1: ActiveMQ then makes a TextMessage). A text holding NUL
-  cannot end a frame without ``content-length``, so it goes with ``content-length`` and
-  ``amq-msg-type: text`` (still a TextMessage; both headers become String properties: finding).
-  A null text is sent as "" (§2: the two are indistinguishable: finding).
-- BytesMessage: ``content-length`` (§1).
-- MapMessage: ``transformation: jms-map-xml`` and the XStream XML form (§1, §4; not the JSON form,
-  which ActiveMQ silently turns into a TextMessage for some maps, §9); the broker
-  keeps ``transformation`` as a String property (finding). A null map value cannot be written: dropped.
-  ActiveMQ's XStream/Jettison turns a character above U+FFFF in a map key or String value into two
-  U+FFFD, on SEND and on receipt (tested): reported per entry on SEND, undetectable on receipt.
-- StreamMessage: **cannot be produced over STOMP** (§3: not even read). Decision: sent as a
-  TextMessage holding the typed JSON array (docs/json-forms.md) with the String property
-  ``MQBRIDGE_BODY_TYPE = jms_stream``; a finding says so, and ``frame_to_jms`` turns such a frame
-  back into a StreamMessage, so Stream survives a trip through the gateway but a plain JMS consumer
-  sees a TextMessage. Refusing instead would block the route: the router retries a refused batch.
-- ObjectMessage: its Java-serialized bytes cannot be handed to ActiveMQ over STOMP (the broker only
-  builds objects from XStream JSON/XML, §1); sent as a BytesMessage of those bytes with
-  ``MQBRIDGE_BODY_TYPE = jms_object`` (and ``MQBRIDGE_OBJECT_CLASS``): finding.
-- plain Message: an empty TextMessage (finding).
-- Headers (§1 table): JMSCorrelationID -> ``correlation-id`` (the byte[] form cannot: dropped),
-  JMSReplyTo -> ``reply-to: /queue/x`` | ``/topic/x`` (a queue manager or URI options: dropped),
-  JMSType -> ``type``, JMSPriority -> ``priority``, JMSExpiration (absolute ms) -> ``expires``,
-  JMSDeliveryMode -> ``persistent: true|false`` (explicit: absent means NON_PERSISTENT on STOMP).
-  JMSMessageID and JMSTimestamp are the broker's to set: dropped with a finding when present.
-- Properties (§1): every property becomes a STOMP header, i.e. a **String** property on the JMS side;
-  each non-String one is reported as coerced (``int -> String``). byte[] and null values cannot be
-  headers: dropped. Names that are STOMP/ActiveMQ headers (``priority``, ``receipt``, ...) would be
-  read as such: dropped. ``JMSXUserID`` is discarded by ActiveMQ on SEND (§9): dropped. Any header
-  value holding NUL would end the frame (§9), or an unpaired surrogate (a Java String may hold one;
-  UTF-8 cannot): dropped. ActiveMQ turns a character above U+FFFF in a header value into U+FFFD
-  U+FFFD (tests/test_stomp_encoding.py, as in map bodies, §4): coerced, one finding per header.
-
-Inbound (MESSAGE frame -> JMS model), ``frame_to_jms``; subscriptions ask for ``transformation:
-jms-xml`` (§3, §4: XStream XML keeps every Map value's Java type, where Jettison's JSON turns
-numeric-looking Strings into numbers):
-
-- ``content-length`` present -> BytesMessage (§2); ``transformation: jms-map-xml`` -> MapMessage
-  with typed entries; ``jms-object-xml`` -> ObjectMessage whose data is the object as JSON (a
-  HashMap or String, written like amlen Table 1's "MapMessage -> JSON") or as the broker's XStream
-  XML (other classes) - never Java serialization (finding); otherwise TextMessage (UTF-8). An empty
-  TextMessage may really have been a StreamMessage or a plain Message (§3): finding. A frame
-  carrying ``MQBRIDGE_BODY_TYPE: jms_stream`` is read back as a StreamMessage.
-- Headers: ``message-id``, ``destination``, ``correlation-id``, ``reply-to``, ``type``, ``priority``,
-  ``persistent`` (absent = NON_PERSISTENT, §2), ``expires``, ``timestamp``, ``redelivered``.
-- Every other header is a property, read as a String (§2: the Java type is lost: one finding per
-  property); names that are not JMS identifiers (STOMP allows ``my-prop``) are dropped.
-- Redelivery: ``redelivered: true`` counts as one earlier delivery (§5: there is no delivery-count
-  header; a ``JMSXDeliveryCount`` header is used when a provider sends one).
-
+Each rule cites the observed ActiveMQ behaviour in docs/stomp-facts.md (§ numbers). Everything STOMP
+cannot carry becomes a ``ConversionReport`` finding, which the router writes to the conversion log; the
+list of those losses, per body type, header and property, is docs/connectors.md ("JMS over STOMP: what
+is lost").
 """
 from __future__ import annotations
 
