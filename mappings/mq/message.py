@@ -57,8 +57,10 @@ class MqMessage:
 
     @property
     def body_ccsid(self) -> int:
-        """CCSID of the body; MQCCSI_INHERIT in an RFH2 resolves to the RFH2's own CCSID (IBM MQ docs "MQRFH2
-        - Rules and formatting header 2", CodedCharSetId)."""
+        """CCSID of the body; MQCCSI_INHERIT in an RFH2 resolves to the RFH2's own CCSID.
+
+        IBM MQ docs "MQRFH2 - Rules and formatting header 2", CodedCharSetId.
+        """
         ccsid = self._last.coded_char_set_id
         for i in range(len(self.headers) - 1, -1, -1):
             if ccsid != C.MQCCSI_INHERIT:
