@@ -26,7 +26,7 @@ def samples() -> dict[str, tuple[str, MqMessage]]:
         topic="sensors/hall/temp", payload=b'{"t":21.5}', qos=1, packet_id=7, client_id="thermo-1", retain=True
     )
     out["mqtt_qos1_retained"] = (
-        "MQTT QoS 1 retained publication as MQXR puts it (seed Tables 1-3)",
+        "MQTT QoS 1 retained publication as MQXR puts it (MQ Telemetry Tables 1-3)",
         mqtt_to_mq(pub)[0],
     )
     pub0 = MqttPublication(topic="a/b", payload=b"", qos=0, client_id="c0")

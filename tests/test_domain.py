@@ -1,4 +1,5 @@
-"""Message-domain derivation: the seed's valid-type matrix, mcd:// JMSType URIs, class defaults, output."""
+"""Message-domain derivation: the valid-type matrix of WebSphere Message Broker docs
+"Order of precedence for deriving the message domain", mcd:// JMSType URIs, class defaults, output."""
 from __future__ import annotations
 
 import pytest
@@ -23,8 +24,8 @@ from mappings.jms.model import BodyType
 B, T, M, S, OBJ, N = (BodyType.BYTES, BodyType.TEXT, BodyType.MAP, BodyType.STREAM, BodyType.OBJECT,
                     BodyType.MESSAGE)
 
-# The seed's matrix, transcribed row by row as (domain, Bytes, Text, Map, Stream, Object).
-SEED_MATRIX = [
+# The document's matrix, transcribed row by row as (domain, Bytes, Text, Map, Stream, Object).
+WMB_MATRIX = [
     (Domain.BLOB, 1, 1, 0, 0, 1),
     (Domain.XML, 0, 1, 0, 0, 0),
     (Domain.XMLNS, 0, 1, 0, 0, 0),
@@ -37,8 +38,8 @@ SEED_MATRIX = [
 ]
 
 
-@pytest.mark.parametrize("row", SEED_MATRIX, ids=lambda r: r[0].value)
-def test_configured_domain_follows_the_seed_matrix(row):
+@pytest.mark.parametrize("row", WMB_MATRIX, ids=lambda r: r[0].value)
+def test_configured_domain_follows_the_wmb_matrix(row):
     domain, *marks = row
     config = InputDomainConfig(domain, "set", "type", "fmt")
     for body_type, valid in zip((B, T, M, S, OBJ), marks, strict=True):

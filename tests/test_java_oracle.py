@@ -95,7 +95,7 @@ def test_we_read_javas_own_float_text(oracle, kind, jtype, dt, bits):
         if float_range_problem(value, jtype) is None:
             assert bits(decode_value(dt, text, name="p").value) == bits(value), text
             checked += 1
-        else:  # outside the seed's dt= range: refused by name, never misread
+        else:  # outside the Datatype table's dt= range: refused by name, never misread
             with pytest.raises(MappingError):
                 decode_value(dt, text, name="p")
     assert checked > 500

@@ -1,4 +1,4 @@
-"""Map and Stream XML bodies: the seed's own examples, the MQ JMS wire form, round-trips, errors."""
+"""Map and Stream XML bodies: WebSphere Message Broker's own examples, the MQ JMS wire form, round-trips, errors."""
 from __future__ import annotations
 
 import pytest
@@ -24,8 +24,8 @@ from mappings.jms.model import (
 )
 from tests.jms_strategies import java_values, typed_maps
 
-# Verbatim from message-broker-end-user-application-support.txt, "MapMessage payload".
-SEED_MAP = """<map>
+# Verbatim from WebSphere Message Broker docs "JMS Message payload", MapMessage payload example.
+WMB_MAP = """<map>
   <Item_8_of_10_Char dt='char'>A</Item_8_of_10_Char>
   <Item_5_of_10_Double dt='r8'>999999.0</Item_5_of_10_Double>
   <Item_10_of_10_String>Last Map Item</Item_10_of_10_String>
@@ -39,8 +39,8 @@ SEED_MAP = """<map>
 </map>
 """
 
-# Verbatim from the same seed, "StreamMessage payload".
-SEED_STREAM = """<stream>
+# Verbatim from the same page, StreamMessage payload example.
+WMB_STREAM = """<stream>
   <elt>P2P Stream Message Number :7</elt>
   <elt dt='i4'>999</elt>
   <elt dt='i2'>9999</elt>
@@ -54,7 +54,7 @@ SEED_STREAM = """<stream>
 </stream>
 """
 
-SEED_MAP_EXPECTED = TypedMap([
+WMB_MAP_EXPECTED = TypedMap([
     ("Item_8_of_10_Char", jchar("A")),
     ("Item_5_of_10_Double", jdouble(999999.0)),
     ("Item_10_of_10_String", jstring("Last Map Item")),
@@ -67,38 +67,38 @@ SEED_MAP_EXPECTED = TypedMap([
     ("Item_4_of_10_Long", jlong(99999)),
 ])
 
-SEED_STREAM_EXPECTED = (
+WMB_STREAM_EXPECTED = (
     jstring("P2P Stream Message Number :7"), jint(999), JavaValue(JavaType.SHORT, 9999), jlong(99999),
     jdouble(999999.0), jfloat(2.24), JavaValue(JavaType.BYTE, 9), jchar("A"), jboolean(False),
     jstring("Last Stream Item"),
 )
 
 
-def test_seed_map_example_decodes_in_document_order():
-    assert decode_map(SEED_MAP) == MapBody(SEED_MAP_EXPECTED)
+def test_wmb_map_example_decodes_in_document_order():
+    assert decode_map(WMB_MAP) == MapBody(WMB_MAP_EXPECTED)
 
 
-def test_seed_stream_example_decodes():
-    assert decode_stream(SEED_STREAM) == StreamBody(SEED_STREAM_EXPECTED)
+def test_wmb_stream_example_decodes():
+    assert decode_stream(WMB_STREAM) == StreamBody(WMB_STREAM_EXPECTED)
 
 
-def test_seed_map_re_encodes_to_the_wire_form_and_back():
-    wire = encode_map(decode_map(SEED_MAP))
+def test_wmb_map_re_encodes_to_the_wire_form_and_back():
+    wire = encode_map(decode_map(WMB_MAP))
     assert wire.startswith('<map><elt name="Item_8_of_10_Char" dt="char">A</elt>'
                            '<elt name="Item_5_of_10_Double" dt="r8">999999.0</elt>'
                            '<elt name="Item_10_of_10_String">Last Map Item</elt>')
     assert '<elt name="Item_6_of_10_Float" dt="r4">2.24</elt>' in wire
-    assert decode_map(wire).entries == SEED_MAP_EXPECTED
+    assert decode_map(wire).entries == WMB_MAP_EXPECTED
 
 
-def test_seed_stream_re_encodes_to_the_same_elements():
-    wire = encode_stream(decode_stream(SEED_STREAM))
-    expected = "".join(line.strip() for line in SEED_STREAM.splitlines()).replace("'", '"')
+def test_wmb_stream_re_encodes_to_the_same_elements():
+    wire = encode_stream(decode_stream(WMB_STREAM))
+    expected = "".join(line.strip() for line in WMB_STREAM.splitlines()).replace("'", '"')
     assert wire == expected
 
 
 def test_mq_wire_forms_from_the_reference():
-    # mq-wire-facts.md §6.4: IBM doc double quotes; MessageSight single-quoted dt.
+    # IBM MQ docs "The JMS message body" write double quotes; the Eclipse Amlen MQ bridge single-quoted dt.
     assert decode_map('<map><elt name="k" dt="i4">1</elt></map>').entries == TypedMap([("k", jint(1))])
     assert decode_map("<map><elt name=\"MyBoolean\" dt='boolean'>1</elt></map>").entries == TypedMap(
         [("MyBoolean", jboolean(True))])
@@ -115,7 +115,7 @@ def test_keys_that_are_not_xml_names_round_trip():
     assert decode_map(encode_map(body)) == body
 
 
-def test_a_seed_form_key_named_elt_and_mixed_forms():
+def test_an_element_per_key_entry_named_elt_and_mixed_forms():
     body = decode_map("<map><elt>plain</elt><elt name='k' dt='i4'>2</elt><Other>o</Other></map>")
     assert body.entries == TypedMap([("elt", jstring("plain")), ("k", jint(2)), ("Other", jstring("o"))])
 

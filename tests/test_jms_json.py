@@ -34,7 +34,7 @@ from mappings.jms.model import (
     jstring,
 )
 from tests.jms_strategies import java_values, typed_maps
-from tests.test_jms_bodies import SEED_MAP, SEED_STREAM
+from tests.test_jms_bodies import WMB_MAP, WMB_STREAM
 
 
 def strict_loads(text: str):
@@ -46,8 +46,8 @@ def strict_loads(text: str):
     return json.loads(text, parse_constant=refuse, object_pairs_hook=list)
 
 
-def test_seed_map_as_plain_json_keeps_document_order():
-    text = map_to_json(decode_map(SEED_MAP))
+def test_wmb_map_as_plain_json_keeps_document_order():
+    text = map_to_json(decode_map(WMB_MAP))
     assert text == (
         '{"Item_8_of_10_Char":"A","Item_5_of_10_Double":999999.0,"Item_10_of_10_String":"Last Map Item",'
         '"Item_9_of_10_Boolean":false,"Item_2_of_10_Integrer":999,"Item_3_of_10_Short":9999,'
@@ -58,8 +58,8 @@ def test_seed_map_as_plain_json_keeps_document_order():
                                                      "Item_10_of_10_String"]
 
 
-def test_seed_stream_as_plain_json():
-    assert stream_to_json(decode_stream(SEED_STREAM)) == (
+def test_wmb_stream_as_plain_json():
+    assert stream_to_json(decode_stream(WMB_STREAM)) == (
         '["P2P Stream Message Number :7",999,9999,99999,999999.0,2.24,9,"A",false,"Last Stream Item"]'
     )
 

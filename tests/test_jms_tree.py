@@ -38,7 +38,7 @@ from mappings.jms.tree import (
 from mappings.jms.typed_xml import parse_xml
 from mappings.report import Change
 from tests.jms_strategies import messages
-from tests.test_jms_bodies import SEED_MAP, SEED_MAP_EXPECTED, SEED_STREAM, SEED_STREAM_EXPECTED
+from tests.test_jms_bodies import WMB_MAP, WMB_MAP_EXPECTED, WMB_STREAM, WMB_STREAM_EXPECTED
 
 HEADERS = JmsHeaders(
     destination=Destination.queue("Q1", "QM1"),
@@ -104,18 +104,18 @@ def test_payload_type_and_body_bit_stream(body, payload_type, bit_stream):
     assert from_tree(tree)[0].body == body
 
 
-def test_map_body_uses_the_seed_element_per_key_form_when_keys_allow():
+def test_map_body_uses_the_element_per_key_form_when_keys_allow():
     body = MapBody(TypedMap([("Item_1_of_2_String", jstring("x")), ("not a name", jint(2))]))
     assert to_tree(JmsMessage(body=body)).body == (
         b'<map><Item_1_of_2_String>x</Item_1_of_2_String><elt name="not a name" dt="i4">2</elt></map>')
 
 
-def test_seed_map_and_stream_examples_as_tree_bodies():
+def test_wmb_map_and_stream_examples_as_tree_bodies():
     meta = "<PayloadType>jms_map</PayloadType>"
-    msg, _ = from_tree(JmsTree(transport(meta=meta), SEED_MAP.encode()))
-    assert msg.body == MapBody(SEED_MAP_EXPECTED)
-    msg, _ = from_tree(JmsTree(transport(meta="<PayloadType>jms_stream</PayloadType>"), SEED_STREAM.encode()))
-    assert msg.body == StreamBody(SEED_STREAM_EXPECTED)
+    msg, _ = from_tree(JmsTree(transport(meta=meta), WMB_MAP.encode()))
+    assert msg.body == MapBody(WMB_MAP_EXPECTED)
+    msg, _ = from_tree(JmsTree(transport(meta="<PayloadType>jms_stream</PayloadType>"), WMB_STREAM.encode()))
+    assert msg.body == StreamBody(WMB_STREAM_EXPECTED)
 
 
 def test_null_text_and_object_are_kept_apart_from_empty():

@@ -1,4 +1,5 @@
-"""MQMD codec: hand-built golden bytes, the real R3 capture, round trips and every error path."""
+"""MQMD codec: hand-built golden bytes, a real saved message (tnt4j-streams' RFH2.msg), round trips and
+every error path."""
 from __future__ import annotations
 
 import struct
@@ -12,7 +13,7 @@ from mappings.mq import constants as C
 from mappings.mq.mqmd import FIELD_TABLE, MQMD_DEFAULT, Mqmd, decode_mqmd, encode_mqmd, validate
 from tests.mq_support import mqmds, real_message
 
-# mq-wire-facts.md §2 table, typed in by hand: (IBM name, offset, length)
+# IBM MQ docs "MQMD - Message descriptor", typed in by hand: (IBM name, offset, length)
 REFERENCE_LAYOUT = [
     ("StrucId", 0, 4), ("Version", 4, 4), ("Report", 8, 4), ("MsgType", 12, 4), ("Expiry", 16, 4),
     ("Feedback", 20, 4), ("Encoding", 24, 4), ("CodedCharSetId", 28, 4), ("Format", 32, 8),
@@ -128,7 +129,7 @@ def test_nul_padded_text_is_trimmed():
     assert md.put_date == "" and md.user_identifier == "app"
 
 
-def test_real_r3_mqmd():
+def test_real_tnt4j_mqmd():
     data = real_message("tnt4j_RFH2.msg.hex")
     md = decode_mqmd(data)
     assert md.version == 1

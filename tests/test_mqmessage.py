@@ -1,4 +1,5 @@
-"""Whole MQ messages: chain following, the real R3 file, fixtures, JSON descriptions, fuzzing."""
+"""Whole MQ messages: chain following, a real saved message (tnt4j-streams' RFH2.msg), fixtures, JSON
+descriptions, fuzzing."""
 from __future__ import annotations
 
 import json
@@ -25,11 +26,11 @@ from tests.mq_fixtures import FIXTURE_DIR, expected_files
 from tests.mq_support import mqmds, real_message, rfh1s, rfh2s
 
 
-def test_real_r3_message_file():
+def test_real_tnt4j_message_file():
     data = real_message("tnt4j_RFH2.msg.hex")
     msg = decode_message(data)
     assert len(data) == 2369
-    assert msg.md.version == 1 and msg.notes  # v1 MQMD in a 364-byte region (mq-wire-facts.md §8)
+    assert msg.md.version == 1 and msg.notes  # v1 MQMD in a 364-byte region
     assert len(msg.headers) == 1 and isinstance(msg.headers[0], Rfh2)
     assert [f.name for f in msg.headers[0].folders] == ["mcd", "jms", "usr"]
     assert (msg.body_format, msg.body_encoding, msg.body_ccsid) == ("MQSTR   ", 546, 437)
@@ -43,7 +44,7 @@ def test_real_r3_message_file():
     assert again[304:320] == b" " * 16
 
 
-def test_real_r2_behind_our_mqmd():
+def test_real_pymqi_rfh2_behind_our_mqmd():
     rfh2_and_body = real_message("pymqi_single_rfh2.dat.hex")
     md = Mqmd(version=2, encoding=273, coded_char_set_id=1208, format="MQHRF2  ")
     data = encode_mqmd(md) + rfh2_and_body
@@ -200,7 +201,7 @@ def test_decode_message_data_with_a_context_mqmd():
         decode_message(data, context=Mqmd(format="MQHRF2", encoding=546))
 
 
-def test_real_r3_truncated_at_every_offset():
+def test_real_tnt4j_truncated_at_every_offset():
     data = real_message("tnt4j_RFH2.msg.hex")
     for cut in range(1108):
         with pytest.raises(MappingError):

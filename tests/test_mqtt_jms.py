@@ -44,7 +44,8 @@ from mappings.jms.model import (
 )
 from mappings.mqtt.publication import MqttPublication
 from mappings.report import Change
-from tests.test_jms_bodies import SEED_MAP, SEED_STREAM
+from tests.test_jms_bodies import WMB_MAP as SEED_MAP
+from tests.test_jms_bodies import WMB_STREAM as SEED_STREAM
 
 
 def findings(report):

@@ -1,4 +1,5 @@
-"""MQRFH2 / MQRFH codec: hand-built golden bytes, real captures R2/R3, tolerance, round trips, errors."""
+"""MQRFH2 / MQRFH codec: hand-built golden bytes, real captures (pymqi's single_rfh2.dat, tnt4j-streams'
+RFH2.msg), tolerance, round trips, errors."""
 from __future__ import annotations
 
 import struct
@@ -33,7 +34,8 @@ def _fixed(order: str, length: int, encoding: int, ccsid: int, fmt: bytes, nvccs
 
 @pytest.mark.parametrize("order", [">", "<"])
 def test_golden_bytes_by_hand(order):
-    # mq-wire-facts.md §5: 36-byte fixed part, NameValueLength + data padded with blanks to 4
+    # IBM MQ docs "MQRFH2 - Rules and formatting header 2": 36-byte fixed part, NameValueLength + data
+    # padded with blanks to 4
     folder = b"<mcd><Msd>jms_text</Msd></mcd>"          # 30 bytes -> 32
     usr = b"<usr><n dt='i4'>7</n></usr>"                # 27 bytes -> 28
     nvl = lambda n: n.to_bytes(4, "big" if order == ">" else "little")  # noqa: E731
@@ -53,10 +55,10 @@ def test_ibm_initial_values():
     assert encode_rfh2(rfh, ">") == _fixed(">", 36, 546, -2, b"")
 
 
-def test_real_r2_pymqi_message():
+def test_real_pymqi_message():
     data = real_message("pymqi_single_rfh2.dat.hex")
     rfh, end = decode_rfh2(data, 0, ">")
-    assert end == 284  # worked example in mq-wire-facts.md §5.2
+    assert end == 284  # 36 + (4+152) + (4+56) + (4+28): folders of 151, 53, 28 bytes padded
     assert (rfh.encoding, rfh.coded_char_set_id, rfh.format, rfh.name_value_ccsid) == (273, 1208, "MQSTR   ",
                                                                                         1208)
     assert [f.name for f in rfh.folders] == ["psc", "testFolder", "mcd"]
@@ -69,7 +71,7 @@ def test_real_r2_pymqi_message():
     assert encode_rfh2(rfh, ">") == data[:end]  # byte-exact re-encode
 
 
-def test_real_r3_rfh2_little_endian():
+def test_real_tnt4j_rfh2_little_endian():
     data = real_message("tnt4j_RFH2.msg.hex")
     rfh, end = decode_rfh2(data, 364, "<")
     assert (rfh.encoding, rfh.coded_char_set_id, rfh.format, rfh.name_value_ccsid) == (546, 437, "MQSTR   ",
@@ -217,7 +219,7 @@ def test_decode_errors(data, field, text):
 
 
 def test_unpadded_folder_is_read_but_stray_bytes_are_not():
-    body = b"<mcd><Msd>jms_bytes</Msd></mcd>"  # 31 bytes, NameValueLength 31 (should be 32, S11)
+    body = b"<mcd><Msd>jms_bytes</Msd></mcd>"  # 31 bytes, NameValueLength 31 (should be a multiple of 4)
     data = _fixed(">", 36 + 4 + 32, 273, 1208, b"") + (31).to_bytes(4, "big") + body + b" "
     with pytest.raises(MappingError, match="1 stray bytes"):
         decode_rfh2(data, 0, ">")

@@ -1,4 +1,5 @@
-"""dt= typed XML values: the seed's "Preservation of Java type" table, ranges, floats, XML reading."""
+"""dt= typed XML values: the Datatype table of WebSphere Message Broker docs "Preservation of
+Java type", ranges, floats, XML reading."""
 from __future__ import annotations
 
 import math
@@ -25,7 +26,7 @@ I8_MAX = 9223372036854775807
 I8_MIN = -9223372036854775808
 
 
-# ------------------------------------------------------------- the seed table, row by row
+# ------------------------------------------------------------- the Datatype table, row by row
 
 
 @pytest.mark.parametrize(
@@ -91,7 +92,7 @@ def test_non_finite_forms_are_read(dt, text, expected):
         ("i4", "2147483648", "outside"),
         ("i8", "9223372036854775808", "outside"),
         ("int", "-9223372036854775809", "outside"),
-        # the seed's typo "92233720368547750807" is NOT accepted as the I8 upper bound
+        # the document's typo "92233720368547750807" is NOT accepted as the I8 upper bound
         ("i8", "92233720368547750807", "outside"),
         ("i4", "1.0", "not an integer"),
         ("i4", "1e3", "not an integer"),

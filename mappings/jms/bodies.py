@@ -1,20 +1,9 @@
 """MapMessage and StreamMessage XML bodies: decode both published forms, encode the MQ JMS wire form.
 
-Decoding accepts
-- the broker's element-per-key form from the seed (message-broker-end-user-application-support.txt,
-  "JMS Message payload" — MapMessage and StreamMessage payload examples):
-  ``<map><Item_1_of_10_String>..</Item_1_of_10_String><Item_5_of_10_Double dt='r8'>..</..></map>``,
-  where the element name is the map key;
-- the IBM MQ classes for JMS wire form (mq-wire-facts.md §6.4, S8/S19):
-  ``<map><elt name="k" dt="i4">1</elt></map>`` and ``<stream><elt dt="i4">1</elt><elt>t</elt></stream>``,
-  with single or double quotes. In a map, an ``elt`` element with a ``name`` attribute is a wire-form
-  entry; any other element is a seed-form entry keyed by its tag (so a key may even be ``elt``).
-
-``encode_map`` writes the wire form, which carries keys in an attribute, so keys that are not XML
-names (spaces, leading digits, punctuation) round-trip. ``encode_map_elements`` writes the seed's
-element-per-key form (used for the JMSTransport tree's Body), falling back to ``<elt name="..">`` for a
-key that is not an XML name; both decode back to the same map. Typed values follow mappings.jms.typed_xml; a null
-String or byte[] is ``xsi:nil="true"``.
+The two forms: the broker's element-per-key form (WebSphere Message Broker docs "JMS Message payload",
+its MapMessage and StreamMessage payload examples) and the IBM MQ classes for JMS wire form (IBM MQ docs
+"The JMS message body"). Typed values follow mappings.jms.typed_xml; a null String or byte[] is
+``xsi:nil="true"``.
 """
 from __future__ import annotations
 
@@ -53,7 +42,16 @@ def _root(document: str | bytes, expected: str, structure: str) -> list:
 
 
 def decode_map(document: str | bytes) -> MapBody:
-    """Decode a ``<map>`` body in either form, keeping document order."""
+    """Decode a ``<map>`` body in either form, keeping document order.
+
+    - the element-per-key form: ``<map><Item_1_of_10_String>..</Item_1_of_10_String>
+      <Item_5_of_10_Double dt='r8'>..</..></map>``, where the element name is the map key;
+    - the wire form: ``<map><elt name="k" dt="i4">1</elt></map>``, with single or double quotes (IBM's
+      documentation writes double quotes, the Eclipse Amlen MQ bridge reads IBM's output with single).
+
+    An ``elt`` element with a ``name`` attribute is a wire-form entry; any other element is an
+    element-per-key entry keyed by its tag (so a key may even be ``elt``).
+    """
     pairs: list[tuple[str, JavaValue]] = []
     seen: set[str] = set()
     for child in _root(document, "map", MAP_STRUCTURE):
@@ -87,7 +85,11 @@ def decode_stream(document: str | bytes) -> StreamBody:
 
 
 def encode_map(body: MapBody | TypedMap) -> str:
-    """The MQ JMS wire form ``<map><elt name="k" dt="i4">1</elt>...</map>`` (document order kept)."""
+    """The MQ JMS wire form ``<map><elt name="k" dt="i4">1</elt>...</map>`` (document order kept).
+
+    Keys are carried in an attribute, so keys that are not XML names (spaces, leading digits,
+    punctuation) round-trip.
+    """
     entries = body.entries if isinstance(body, MapBody) else body
     parts = ["<map>"]
     for key, value in entries.pairs:
@@ -122,7 +124,10 @@ def entry_element(key: str, value: JavaValue, *, structure: str) -> str:
 
 
 def encode_map_elements(body: MapBody | TypedMap) -> str:
-    """The seed's element-per-key form ``<map><Key dt="i4">1</Key></map>`` (wire form per awkward key)."""
+    """The element-per-key form ``<map><Key dt="i4">1</Key></map>`` (used for the JMSTransport tree's Body).
+
+    A key that is not an XML name falls back to ``<elt name="..">``; both decode back to the same map.
+    """
     entries = body.entries if isinstance(body, MapBody) else body
     return "<map>" + "".join(entry_element(k, v, structure="map entry") for k, v in entries.pairs) + "</map>"
 

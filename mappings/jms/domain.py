@@ -1,25 +1,8 @@
 """Message-domain derivation for received JMS messages, and the output side's JMS message type choice.
 
-Seed: message-broker-end-user-application-support.txt, "JMS message payload and appropriate parser"
-(the Message Domain table) and "Order of precedence for deriving the message domain":
-
-1. a configured Message Domain wins; the message's type must be valid for it (valid-type matrix),
-   otherwise the message is backed out (a ``BackOut`` value with the reason, never an exception);
-2. with no configured domain, a JMSType of the form ``mcd://DOMAIN/...`` (domain in any letter case)
-   chooses the domain (same matrix, same back-out); an ``mcd://MRM`` JMSType that does not conform to
-   ``mcd://MRM/[set]/[type]/[?format=fmt]`` is handled in the BLOB domain;
-3. otherwise the JMS message class decides (class-default table).
-
-And "JMS message for output": without Message_MetaData the output node creates a BytesMessage.
-
-Choices the seed leaves open (documented, tested):
-- the base ``Message`` (jms_none, no payload) is in neither the matrix nor the class table: it is valid
-  for no configured domain (back-out), and its class default is BLOB with an empty bit stream;
-- a configured MRM domain needs a message set and type, from the configuration or else from an
-  ``mcd://MRM/set/type`` JMSType ("If the message set, type, and format are not supplied in the
-  JMSInput node then the JMSType header field must be set"); with neither, the message is backed out;
-- a JMSType that is not an ``mcd://`` URI, or one that names another domain or has extra parts
-  (``mcd://XML/extra``), "does not match this URI format" and rule 3 applies.
+Implements the Message Domain tables of WebSphere Message Broker docs "JMS message payload and appropriate
+parser" and "Order of precedence for deriving the message domain" (``VALID_TYPES``, ``URI_DOMAINS``,
+``CLASS_DEFAULTS``, the rules in ``derive_domain``), and "JMS message for output" (``output_body_type``).
 """
 from __future__ import annotations
 
@@ -44,7 +27,9 @@ class Domain(StrEnum):
 
 _B, _T, _M, _S, _O = BodyType.BYTES, BodyType.TEXT, BodyType.MAP, BodyType.STREAM, BodyType.OBJECT
 
-#: Seed "Order of precedence ...", rule 1: "Message domain / Valid JMS message types" matrix.
+#: Rule 1's "Message domain / Valid JMS message types" matrix ("Order of precedence for deriving the
+#: message domain"). The base ``Message`` (jms_none, no payload) is in no row, so it is valid for no
+#: configured domain (backed out): the documents leave it open.
 VALID_TYPES: dict[Domain, frozenset[BodyType]] = {
     Domain.BLOB: frozenset({_B, _T, _O}),
     Domain.XML: frozenset({_T}),
@@ -57,7 +42,8 @@ VALID_TYPES: dict[Domain, frozenset[BodyType]] = {
     Domain.IDOC: frozenset({_B, _T}),
 }
 
-#: Seed rule 3: "The message domain is set according to the JMS message Java Class" (+ jms_none, ours).
+#: Rule 3: "The message domain is set according to the JMS message Java Class". jms_none is ours (the
+#: documents leave it open): BLOB with an empty bit stream.
 CLASS_DEFAULTS: dict[BodyType, Domain] = {
     BodyType.TEXT: Domain.XML,
     BodyType.BYTES: Domain.BLOB,
@@ -67,7 +53,7 @@ CLASS_DEFAULTS: dict[BodyType, Domain] = {
     BodyType.MESSAGE: Domain.BLOB,
 }
 
-#: Seed rule 2 table: the domains a JMSType URI may name.
+#: Rule 2's table: the domains a JMSType URI may name.
 URI_DOMAINS = {d.value.upper(): d for d in (Domain.MRM, Domain.XML, Domain.XMLNS, Domain.XMLNSC,
                                             Domain.IDOC, Domain.MIME)}
 
@@ -126,7 +112,12 @@ def _segments_ok(parts: list[str], allowed: int) -> bool:
 
 
 def parse_mcd_uri(jms_type: str | None) -> McdType | None:
-    """Classify a JMSType by the seed's rule-2 URI table; None when it is not such a URI."""
+    """Classify a JMSType by rule 2's URI table; None when it is not such a URI.
+
+    A JMSType that is not an ``mcd://`` URI, or one that names another domain or has extra parts
+    (``mcd://XML/extra``), "does not match this URI format" (None: rule 3 applies). A malformed
+    ``mcd://MRM`` one gives ``conforms=False`` (handled in the BLOB domain).
+    """
     if not jms_type or not jms_type[:6].lower() == "mcd://":
         return None
     rest = jms_type[6:]
@@ -186,7 +177,20 @@ def derive_domain(
     jms_type: str | None,
     config: InputDomainConfig | None = None,
 ) -> DomainDecision | BackOut:
-    """Apply the seed's order of precedence to one received message."""
+    """Apply the order of precedence for deriving the message domain to one received message.
+
+    1. a configured Message Domain wins; the message's type must be valid for it (``VALID_TYPES``),
+       otherwise the message is backed out (a ``BackOut`` value with the reason, never an exception);
+    2. with no configured domain, a JMSType of the form ``mcd://DOMAIN/...`` (domain in any letter case)
+       chooses the domain (same matrix, same back-out); an ``mcd://MRM`` JMSType that does not conform
+       to ``mcd://MRM/[set]/[type]/[?format=fmt]`` is handled in the BLOB domain;
+    3. otherwise the JMS message class decides (``CLASS_DEFAULTS``).
+
+    A configured MRM domain needs a message set and type, from the configuration or else from an
+    ``mcd://MRM/set/type`` JMSType ("If the message set, type, and format are not supplied in the
+    JMSInput node then the JMSType header field must be set"); with neither, the message is backed out
+    (a choice the documents leave open).
+    """
     config = config or InputDomainConfig()
     if not isinstance(body_type, BodyType):
         raise MappingError(f"unknown body type {body_type!r}", structure="domain derivation")
@@ -233,7 +237,7 @@ _PAYLOAD_VALUES = {t.payload_value: t for t in BodyType} | {"jms_byte": BodyType
 def output_body_type(payload_type: str | None) -> tuple[BodyType, bool]:
     """The JMS message type the output side creates: (type, defaulted).
 
-    Seed "JMS message for output": "If the Message_MetaData folder is not present, the output node
+    "JMS message for output": "If the Message_MetaData folder is not present, the output node
     creates a BytesMessage by default." An empty value counts as absent; an unknown one is an error.
     """
     if payload_type is None or not payload_type.strip():

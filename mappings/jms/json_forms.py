@@ -1,20 +1,9 @@
 """Map/Stream bodies as JSON: the plain form MQTT receives and a typed form that round-trips Java types.
 
-amlen-mqtt-jms-conversion.txt, Table 1: "MapMessage — The map is converted to JSON in a UTF-8 encoding",
-"StreamMessage — The stream is converted to JSON in a UTF-8 encoding". The seed does not say how Java
-values become JSON; docs/json-forms.md defines both forms. In short:
-
-Plain form (lossy, always valid RFC 8259 JSON): Map -> object in map order, Stream -> array.
-boolean -> true/false; byte/short/int/long -> integer; float/double -> shortest round-trip number, but
-NaN, Infinity and -Infinity -> the strings "NaN", "Infinity", "-Infinity"; char and String -> string;
-byte[] -> standard base64 string (with padding); null -> null.
-
-Typed form (lossless): every value is ``{"type": T, "value": V}`` with T the Java type name (boolean,
-byte, short, char, int, long, float, double, String, byte[]) and V as in the plain form. A map is an
-object of such values in map order, a stream an array of them.
-
-Both forms are returned as ``str`` that always encodes to UTF-8: a lone surrogate (a legal Java char)
-is written as a ``\\uXXXX`` escape.
+Eclipse Amlen docs "Conversion between MQTT and JMS", Amlen Table 1, says only that a MapMessage or
+StreamMessage "is converted to JSON in a UTF-8 encoding"; docs/json-forms.md defines both forms (plain:
+lossy RFC 8259 JSON, NaN/Infinity as strings, byte[] as base64; typed: ``{"type": T, "value": V}``).
+Both are returned as ``str`` that always encodes to UTF-8 (a lone surrogate is a ``\\uXXXX`` escape).
 """
 from __future__ import annotations
 

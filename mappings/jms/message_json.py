@@ -1,24 +1,10 @@
 """A whole JMS message as JSON (or the same data parsed from YAML): the form tools and the CLI read/write.
 
-Layout (docs/json-forms.md, "JMS message JSON")::
-
-    {"headers": {"JMSDestination": "queue://QM1/Q1", "JMSDeliveryMode": 2, "JMSExpiration": 0,
-                 "JMSPriority": 4, "JMSTimestamp": 1700000000120, "JMSMessageID": "ID:...",
-                 "JMSCorrelationID": "abc" | {"base64": "AAE="}, "JMSReplyTo": "queue://QM1/R",
-                 "JMSType": "mcd://XML", "JMSRedelivered": false},
-     "properties": {"colour": {"type": "String", "value": "blue"}, "n": {"type": "int", "value": 5}},
-     "body": {"type": "jms_text", "text": "hello"}}
-
-Bodies: ``{"type": "jms_none"}``, ``{"type": "jms_text", "text": str|null}``,
-``{"type": "jms_bytes", "base64": str}``, ``{"type": "jms_map", "map": {typed map}}``,
-``{"type": "jms_stream", "stream": [typed values]}``,
-``{"type": "jms_object", "base64": str|null, "class": str}`` (class optional).
-
-Reading is lenient only where it is unambiguous: every member may be omitted (JMS defaults; no body
-means jms_none); JMSDeliveryMode may also be "PERSISTENT"/"NON_PERSISTENT"; a property may be given
-as a bare JSON string, boolean or integer (String, boolean, and int — or long when it does not fit).
-Everything else is strict, and every error names the member path (``properties.n``, ``body.map.k``).
-Writing always uses the full typed form, so write-then-read gives the same message.
+Layout and rules: docs/json-forms.md, "JMS message JSON" (``headers``, ``properties`` in the typed form,
+``body`` by Message_MetaData payload type). Reading is lenient only where it is unambiguous (omitted
+members take the JMS defaults; bare JSON strings, booleans and integers as property values); every error
+names the member path (``properties.n``, ``body.map.k``). Writing uses the full typed form, so
+write-then-read gives the same message.
 """
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from mappings.errors import MappingError
 
 # --------------------------------------------------------------------------------------------------
 # Java types and typed values
-# Seed message-broker-end-user-application-support.txt, "JMS message structure": header and property
+# WebSphere Message Broker docs "JMS message structure": header and property
 # values "can be any of the Java following types: Boolean, byte, short, char, long, int, float, double,
 # string or byte[ ]".
 # --------------------------------------------------------------------------------------------------
@@ -178,7 +178,7 @@ def jbytes(v: bytes | None) -> JavaValue:
 
 # --------------------------------------------------------------------------------------------------
 # Property names: JMS 1.1 §3.5.1 / §3.8.1.1 — a Java identifier that is not a selector keyword.
-# mq-wire-facts.md §5.3 (S10) lists the same reserved words for the RFH2 usr folder.
+# IBM MQ docs "MQRFH2 folder restrictions" lists the same reserved words for the RFH2 usr folder.
 # --------------------------------------------------------------------------------------------------
 
 RESERVED_WORDS = frozenset(
@@ -282,7 +282,8 @@ class TypedMap(Mapping[str, JavaValue]):
 
 
 # --------------------------------------------------------------------------------------------------
-# Destinations: `queue://QM/Q`, `queue:///Q`, `topic://a/b` (mq-wire-facts.md §6.2, JMSDestination row)
+# Destinations: `queue://QM/Q`, `queue:///Q`, `topic://a/b` (IBM MQ docs "Mapping JMS
+# fields onto IBM MQ fields", JMSDestination)
 # --------------------------------------------------------------------------------------------------
 
 
@@ -365,12 +366,14 @@ def _unescape(name: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------------
-# Headers (seed "JMS input message header and property data": the ten fixed header fields)
+# Headers (WebSphere Message Broker docs "JMS input message header and property data": the ten fixed
+# header fields)
 # --------------------------------------------------------------------------------------------------
 
 
 class DeliveryMode(IntEnum):
-    """javax.jms.DeliveryMode constants (the values the RFH2 `Dlv` element carries, §6.2)."""
+    """javax.jms.DeliveryMode constants (the values the RFH2 `Dlv` element carries: IBM MQ docs
+    "Mapping JMS fields onto IBM MQ fields")."""
 
     NON_PERSISTENT = 1
     PERSISTENT = 2
@@ -427,7 +430,8 @@ class JmsHeaders:
 
 # --------------------------------------------------------------------------------------------------
 # Bodies: the six JMS message types and their Message_MetaData payload values
-# (seed "Representation of messages across the JMS Transport", Message_MetaData table)
+# (WebSphere Message Broker docs "Representation of messages across the JMS Transport", Message_MetaData
+# table)
 # --------------------------------------------------------------------------------------------------
 
 
@@ -441,7 +445,8 @@ class BodyType(StrEnum):
 
     @property
     def payload_value(self) -> str:
-        """The Message_MetaData payload value (equals the RFH2 mcd.Msd value, §5.4)."""
+        """The Message_MetaData payload value (equals the RFH2 mcd.Msd value: IBM MQ docs "The
+        MQRFH2 header and JMS")."""
         return self.value
 
     @property

@@ -1,44 +1,10 @@
 """The JMSTransport message tree (Header_Values, property folders, Message_MetaData) <-> the JMS model.
 
-Seed: message-broker-end-user-application-support.txt, "Representation of messages across the JMS
-Transport" (folders and the Message_MetaData payload values), "JMS input message header and property
-data" (the ten header fields), "XML representation of header and property data" / "Preservation of Java
-type" (properties carry ``dt=``; header types are fixed, so headers carry none), "JMS Message payload"
-(Map/Stream bodies become XML, Text/Bytes/Object pass as a bit stream) and "JMS message for output"
-(no Message_MetaData -> BytesMessage).
-
-The seed's figure is not reproduced in the text, so the XML layout is ours, using the seed's names::
-
-    <JMSTransport>
-      <Transport_Folders>
-        <Header_Values>
-          <JMSDestination>queue://QM1/Q1</JMSDestination>   URI, omitted when null
-          <JMSDeliveryMode>2</JMSDeliveryMode>              javax.jms.DeliveryMode: 1 or 2
-          <JMSExpiration>0</JMSExpiration>                  epoch ms, 0 = never
-          <JMSPriority>4</JMSPriority>
-          <JMSTimestamp>1700000000120</JMSTimestamp>        epoch ms
-          <JMSMessageID>ID:414d51...</JMSMessageID>         omitted when null
-          <JMSCorrelationID>abc</JMSCorrelationID>          bytes form: dt="bin.hex"
-          <JMSReplyTo>queue://QM1/R</JMSReplyTo>            omitted when null
-          <JMSType>mcd://XML</JMSType>                      omitted when null
-          <JMSRedelivered>false</JMSRedelivered>            true/false (0/1 also read)
-        </Header_Values>
-        <Application_Properties> user properties, dt= typed (mappings.jms.typed_xml)
-        <Standard_Properties>    JMSX* properties
-        <Provider_Properties>    JMS_<vendor>_* (and any other JMS*) properties
-        <Message_MetaData>
-          <PayloadType>jms_map</PayloadType>
-          <ObjectClass>com.example.Order</ObjectClass>      ObjectMessage class name, when known
-          <PayloadNull>true</PayloadNull>                   a null text/object (empty otherwise)
-        </Message_MetaData>
-      </Transport_Folders>
-    </JMSTransport>
-
-A property element is named after the property; a name that is not an XML name (Java identifiers may
-contain ``$``) is written ``<elt name="$x" dt="i4">``. Property folders are written only when they have
-properties; reading gives the properties folder by folder (Application, Standard, Provider), each in
-document order. The Body bit stream: Text as UTF-8, Bytes and Object as is, Map in the seed's
-element-per-key XML, Stream as ``<stream><elt>``, none as empty.
+Implements the JMSTransport tree of WebSphere Message Broker docs "Representation of messages across the
+JMS Transport", with "JMS input message header and property data" (the ten header fields), "Preservation
+of Java type" (properties carry ``dt=``; headers have fixed types and carry none), "JMS Message payload"
+(Map/Stream bodies as XML, the rest as a bit stream) and "JMS message for output". The XML layout
+opens the model -> tree section below.
 """
 from __future__ import annotations
 
@@ -93,7 +59,8 @@ class JmsTree:
 
 
 def property_folder(name: str) -> str:
-    """Which properties subfolder holds ``name`` (seed "JMS message structure": Properties)."""
+    """Which properties subfolder holds ``name`` (WebSphere Message Broker docs "JMS message
+    structure": Properties)."""
     if name.startswith("JMSX"):
         return STANDARD
     if name.startswith("JMS"):
@@ -110,6 +77,39 @@ def folder_order(properties: TypedMap) -> TypedMap:
 
 
 # --------------------------------------------------------------------------------- model -> tree
+
+# The documents name the folders and fields but print no layout, so the XML layout is ours, with their names:
+#
+#     <JMSTransport>
+#       <Transport_Folders>
+#         <Header_Values>
+#           <JMSDestination>queue://QM1/Q1</JMSDestination>   URI, omitted when null
+#           <JMSDeliveryMode>2</JMSDeliveryMode>              javax.jms.DeliveryMode: 1 or 2
+#           <JMSExpiration>0</JMSExpiration>                  epoch ms, 0 = never
+#           <JMSPriority>4</JMSPriority>
+#           <JMSTimestamp>1700000000120</JMSTimestamp>        epoch ms
+#           <JMSMessageID>ID:414d51...</JMSMessageID>         omitted when null
+#           <JMSCorrelationID>abc</JMSCorrelationID>          bytes form: dt="bin.hex"
+#           <JMSReplyTo>queue://QM1/R</JMSReplyTo>            omitted when null
+#           <JMSType>mcd://XML</JMSType>                      omitted when null
+#           <JMSRedelivered>false</JMSRedelivered>            true/false (0/1 also read)
+#         </Header_Values>
+#         <Application_Properties> user properties, dt= typed (mappings.jms.typed_xml)
+#         <Standard_Properties>    JMSX* properties
+#         <Provider_Properties>    JMS_<vendor>_* (and any other JMS*) properties
+#         <Message_MetaData>
+#           <PayloadType>jms_map</PayloadType>
+#           <ObjectClass>com.example.Order</ObjectClass>      ObjectMessage class name, when known
+#           <PayloadNull>true</PayloadNull>                   a null text/object (empty otherwise)
+#         </Message_MetaData>
+#       </Transport_Folders>
+#     </JMSTransport>
+#
+# A property element is named after the property; a name that is not an XML name (Java identifiers may
+# contain ``$``) is written ``<elt name="$x" dt="i4">``. Property folders are written only when they have
+# properties; reading gives the properties folder by folder (Application, Standard, Provider), each in
+# document order. The Body bit stream: Text as UTF-8, Bytes and Object as is, Map in the broker's
+# element-per-key XML, Stream as ``<stream><elt>``, none as empty.
 
 
 def _set_text(element: etree._Element, text: str, field: str) -> None:
@@ -329,7 +329,7 @@ def from_tree(tree: JmsTree) -> tuple[JmsMessage, ConversionReport]:
         raise MappingError("missing Transport_Folders", structure=STRUCTURE)
     header_folder = folders.find("Header_Values")
     if header_folder is None:
-        raise MappingError("missing Header_Values (the seed makes it mandatory)", structure=STRUCTURE)
+        raise MappingError("missing Header_Values (the specification makes it mandatory)", structure=STRUCTURE)
     headers = _read_headers(header_folder, report)
     pairs: list[tuple[str, JavaValue]] = []
     meta_folder = None
@@ -346,7 +346,7 @@ def from_tree(tree: JmsTree) -> tuple[JmsMessage, ConversionReport]:
     payload_type, object_class, null = _meta(meta_folder)
     body_type, defaulted = output_body_type(payload_type)
     if defaulted:
-        report.defaulted("Message_MetaData", "no payload type: BytesMessage (seed: JMS message for output)")
+        report.defaulted("Message_MetaData", 'no payload type: BytesMessage ("JMS message for output")')
     body = _body(body_type, tree.body, object_class, null, report)
     try:
         message = JmsMessage(headers, TypedMap(pairs, what="property"), body)

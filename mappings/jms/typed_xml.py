@@ -1,38 +1,8 @@
-"""`dt=` typed XML values (seed "Preservation of Java type") and the tolerant XML reading/escaping they need.
+"""`dt=` typed XML values and the tolerant XML reading/escaping they need.
 
-Rules, from message-broker-end-user-application-support.txt, "XML representation of header and property
-data" / "Preservation of Java type" (the Datatype table), with mq-wire-facts.md §5.3 and §6.4:
-
-=========  ===========  ==========================================================================
-dt         Java type    text form
-=========  ===========  ==========================================================================
-(none),    String       any characters (escaped); an empty element is the empty string;
-string                  ``xsi:nil='true'`` is a null String
-boolean    boolean      ``0`` or ``1`` (1 is true) — nothing else
-bin.hex    byte[]       pairs of hex digits; written upper case, read in either case; nil -> null
-i1         byte         ``[+-]?[0-9]+`` in -128..127
-i2         short        ``[+-]?[0-9]+`` in -32768..32767
-i4         int          ``[+-]?[0-9]+`` in -2147483648..2147483647
-i8, int    long         ``[+-]?[0-9]+`` in -9223372036854775808..9223372036854775807 (the seed's
-                        I8 upper bound "92233720368547750807" is a typo); ``int`` reads as long
-r4         float        decimal, optional sign/fraction/exponent; finite magnitude 0 or in
-                        [1.175E-37, 3.40282347E+38] (seed table), compared after rounding to float
-r8         double       as r4; finite magnitude 0 or in [2.225E-307, Double.MAX_VALUE]. The seed
-                        prints the upper bound as 1.7976931348623E+308, i.e. Double.MAX_VALUE cut to
-                        14 digits; taking that literally would reject Java's own MAX_VALUE, so the
-                        bound is MAX_VALUE itself (documented deviation). The lower bounds are the
-                        seed's as printed.
-char       char         exactly one UTF-16 code unit (Map/Stream bodies only, §5.3)
-=========  ===========  ==========================================================================
-
-dt names are read case-insensitively (the seed's table writes ``I4``/``R8``, its examples ``i4``/``r8``)
-and written in lower case. Surrounding XML whitespace is ignored for every type except String and char.
-
-Float formatting (r4/r8): the shortest decimal that reads back to the same float/double (Python ``repr``
-digits, e.g. ``2.24``, ``999999.0``, ``1e-05``), which Java's ``Float.parseFloat``/``Double.parseDouble``
-also read. The non-finite values are written the Java way, ``NaN``, ``Infinity``, ``-Infinity``; on input
-``INF``, ``+INF``, ``-INF``, ``+Infinity`` and any letter case are accepted too. The magnitude bounds
-apply to finite values only.
+Implements the Datatype table of WebSphere Message Broker docs "Preservation of Java type" (with IBM MQ
+docs "Mapping property data types to MQRFH2 data types", and ``char`` from IBM MQ docs "The JMS message
+body"); the table, with its ranges and our deviations, is written out above ``DT_TO_TYPE``.
 """
 from __future__ import annotations
 
@@ -48,7 +18,34 @@ from mappings.jms.model import INTEGER_RANGES, JavaType, JavaValue, to_float32, 
 XSI_NS = "http://www.w3.org/2001/XMLSchema-instance"
 XSI_NIL = f"{{{XSI_NS}}}nil"
 
-#: dt attribute value (lower case) -> Java type. Seed "Preservation of Java type" table + `char` (§6.4).
+# The Datatype table ("Preservation of Java type"), as this module reads and writes it:
+#
+# =========  ===========  ==========================================================================
+# dt         Java type    text form
+# =========  ===========  ==========================================================================
+# (none),    String       any characters (escaped); an empty element is the empty string;
+# string                  ``xsi:nil='true'`` is a null String
+# boolean    boolean      ``0`` or ``1`` (1 is true) — nothing else
+# bin.hex    byte[]       pairs of hex digits; written upper case, read in either case; nil -> null
+# i1         byte         ``[+-]?[0-9]+`` in -128..127
+# i2         short        ``[+-]?[0-9]+`` in -32768..32767
+# i4         int          ``[+-]?[0-9]+`` in -2147483648..2147483647
+# i8, int    long         ``[+-]?[0-9]+`` in -9223372036854775808..9223372036854775807 (the document's
+#                         I8 upper bound "92233720368547750807" is a typo); ``int`` reads as long
+# r4         float        decimal, optional sign/fraction/exponent; finite magnitude 0 or in
+#                         [1.175E-37, 3.40282347E+38] (as printed), compared after rounding to float
+# r8         double       as r4; finite magnitude 0 or in [2.225E-307, Double.MAX_VALUE]. The document
+#                         prints the upper bound as 1.7976931348623E+308, i.e. Double.MAX_VALUE cut to
+#                         14 digits; taking that literally would reject Java's own MAX_VALUE, so the
+#                         bound is MAX_VALUE itself (documented deviation). The lower bounds are as
+#                         printed.
+# char       char         exactly one UTF-16 code unit (Map/Stream bodies only)
+# =========  ===========  ==========================================================================
+#
+# dt names are read case-insensitively (the table writes ``I4``/``R8``, its examples ``i4``/``r8``)
+# and written in lower case. Surrounding XML whitespace is ignored for every type except String and char.
+
+#: dt attribute value (lower case) -> Java type: the Datatype table plus ``char``.
 DT_TO_TYPE: dict[str, JavaType] = {
     "string": JavaType.STRING,
     "boolean": JavaType.BOOLEAN,
@@ -77,7 +74,7 @@ TYPE_TO_DT: dict[JavaType, str | None] = {
     JavaType.CHAR: "char",
 }
 
-# Seed "Preservation of Java type", R4 and R8 rows (see module docstring for the r8 upper bound).
+# The Datatype table's R4 and R8 rows (see the table above for the r8 upper bound).
 R4_MAX = to_float32(3.40282347e38)
 R4_MIN = to_float32(1.175e-37)
 R8_MAX = sys.float_info.max
@@ -102,7 +99,14 @@ def _fail(reason: str, name: str, dt: str | None, structure: str) -> MappingErro
 
 
 def format_float(value: float, jtype: JavaType) -> str:
-    """Shortest round-trippable text for a Java float/double; NaN/Infinity/-Infinity for the rest."""
+    """Shortest round-trippable text for a Java float/double; NaN/Infinity/-Infinity for the rest.
+
+    Float formatting (r4/r8): the shortest decimal that reads back to the same float/double (Python ``repr``
+    digits, e.g. ``2.24``, ``999999.0``, ``1e-05``), which Java's ``Float.parseFloat``/``Double.parseDouble``
+    also read. The non-finite values are written the Java way, ``NaN``, ``Infinity``, ``-Infinity``; on input
+    ``INF``, ``+INF``, ``-INF``, ``+Infinity`` and any letter case are accepted too. The magnitude bounds
+    apply to finite values only.
+    """
     if math.isnan(value):
         return "NaN"
     if math.isinf(value):
@@ -117,7 +121,7 @@ def format_float(value: float, jtype: JavaType) -> str:
 
 
 def float_range_problem(value: float, jtype: JavaType) -> str | None:
-    """Why a finite float/double is outside the seed's dt=r4/r8 magnitude range, or None."""
+    """Why a finite float/double is outside the Datatype table's dt=r4/r8 magnitude range, or None."""
     if math.isnan(value) or math.isinf(value) or value == 0.0:
         return None
     low, high = (R4_MIN, R4_MAX) if jtype is JavaType.FLOAT else (R8_MIN, R8_MAX)
@@ -289,7 +293,8 @@ _PARSER = etree.XMLParser(
 def parse_xml(document: str | bytes, *, structure: str) -> etree._Element:
     """Parse one XML element (a folder, a map/stream body, a JMSTransport tree).
 
-    Tolerant as MQ needs (mq-wire-facts.md §5.3): the ``xsi`` prefix may be used undeclared, an XML
+    Tolerant as MQ needs (IBM MQ writes the ``xsi`` prefix of ``xsi:nil`` undeclared): that prefix may
+    be used undeclared, an XML
     declaration and a BOM are skipped. Bytes must be UTF-8. Syntax errors become MappingError with
     the line and column (``offset`` is the line).
     """

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from mappings.mq import constants as C
 
-# The CCSIDs the bridge meets in practice (mq-wire-facts.md §4 "Common CCSIDs"). UTF-16 byte order is
-# not part of the CCSID: callers pass the integer byte order of the structure that carries the text.
+# The CCSIDs the bridge meets in practice (IBM MQ's common code pages: 1208 UTF-8, 819, 437, 1200
+# UTF-16, 37/500 EBCDIC, ...). UTF-16 byte order is not part of the CCSID: callers pass the
+# integer byte order of the structure that carries the text.
 _SINGLE_OR_MULTI_BYTE: dict[int, str] = {
     C.CCSID_UTF8: "utf-8",
     C.CCSID_ISO8859_1: "latin-1",

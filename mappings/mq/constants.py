@@ -1,9 +1,10 @@
-"""IBM MQ constants used on the wire (reference: ../shared/reference/mq-wire-facts.md §1-5)."""
+"""IBM MQ constants used on the wire, with the values of IBM MQ's C header cmqc.h
+(IBM MQ docs "MQMD - Message descriptor" and "MQRFH2 - Rules and formatting header 2")."""
 from __future__ import annotations
 
 from typing import Final
 
-# --- Formats (mq-wire-facts.md §3): MQCHAR8, blank padded -------------------------------------
+# --- Formats (the MQMD Format field): MQCHAR8, blank padded -----------------------------------
 MQFMT_NONE: Final = "        "
 MQFMT_STRING: Final = "MQSTR   "
 MQFMT_RF_HEADER_2: Final = "MQHRF2  "
@@ -11,20 +12,20 @@ MQFMT_RF_HEADER: Final = "MQHRF   "
 MQFMT_MD_EXTENSION: Final = "MQHMDE  "
 MQFMT_DEAD_LETTER_HEADER: Final = "MQDEAD  "
 
-# --- Persistence (§4) --------------------------------------------------------------------------
+# --- Persistence -------------------------------------------------------------------------------
 MQPER_NOT_PERSISTENT: Final = 0
 MQPER_PERSISTENT: Final = 1
 MQPER_PERSISTENCE_AS_Q_DEF: Final = 2
 MQPER_PERSISTENCE_AS_TOPIC_DEF: Final = 2
 MQPER_PERSISTENCE_AS_PARENT: Final = -1
 
-# --- Priority (§4) -----------------------------------------------------------------------------
+# --- Priority ----------------------------------------------------------------------------------
 MQPRI_PRIORITY_AS_Q_DEF: Final = -1
 MQPRI_PRIORITY_AS_TOPIC_DEF: Final = -1
 MQPRI_PRIORITY_AS_PARENT: Final = -2
 MQPRI_PRIORITY_AS_PUBLISHED: Final = -3
 
-# --- Message types (§4) ------------------------------------------------------------------------
+# --- Message types -----------------------------------------------------------------------------
 MQMT_REQUEST: Final = 1
 MQMT_REPLY: Final = 2
 MQMT_REPORT: Final = 4
@@ -32,12 +33,12 @@ MQMT_DATAGRAM: Final = 8
 MQMT_APPL_FIRST: Final = 65536
 MQMT_APPL_LAST: Final = 999999999
 
-# --- Expiry, original length, feedback (§4) ----------------------------------------------------
+# --- Expiry, original length, feedback ---------------------------------------------------------
 MQEI_UNLIMITED: Final = -1
 MQOL_UNDEFINED: Final = -1
 MQFB_NONE: Final = 0
 
-# --- Character sets (§4) -----------------------------------------------------------------------
+# --- Character sets ----------------------------------------------------------------------------
 MQCCSI_Q_MGR: Final = 0
 MQCCSI_DEFAULT: Final = 0
 MQCCSI_UNDEFINED: Final = 0
@@ -54,7 +55,7 @@ CCSID_UTF16_V2: Final = 17584
 CCSID_EBCDIC_US: Final = 37
 CCSID_EBCDIC_INTL: Final = 500
 
-# --- Encodings (§1, §4): a bit field; only the integer bits decide byte order ----------------------
+# --- Encodings: a bit field; only the integer bits decide byte order -------------------------------
 MQENC_INTEGER_UNDEFINED: Final = 0x0
 MQENC_INTEGER_NORMAL: Final = 0x1      # big-endian
 MQENC_INTEGER_REVERSED: Final = 0x2    # little-endian
@@ -69,12 +70,12 @@ MQENC_DECIMAL_MASK: Final = 0xF0
 MQENC_FLOAT_MASK: Final = 0xF00
 MQENC_NORMAL: Final = 273       # 0x111, AIX, Solaris, Java
 MQENC_REVERSED: Final = 546     # 0x222, x86 Linux and Windows
-MQENC_NATIVE: Final = 546       # as on x86 (S16, S17)
+MQENC_NATIVE: Final = 546       # as on x86 Linux and Windows
 MQENC_S390: Final = 785
 MQENC_TNS: Final = 1041
 MQENC_AS_PUBLISHED: Final = -1
 
-# --- Message flags (§4) ------------------------------------------------------------------------
+# --- Message flags -----------------------------------------------------------------------------
 MQMF_NONE: Final = 0
 MQMF_SEGMENTATION_ALLOWED: Final = 1
 MQMF_SEGMENT: Final = 2
@@ -82,7 +83,7 @@ MQMF_LAST_SEGMENT: Final = 4
 MQMF_MSG_IN_GROUP: Final = 8
 MQMF_LAST_MSG_IN_GROUP: Final = 16
 
-# --- Report options (§4) -----------------------------------------------------------------------
+# --- Report options ----------------------------------------------------------------------------
 MQRO_NONE: Final = 0
 MQRO_PAN: Final = 1
 MQRO_NAN: Final = 2
@@ -97,7 +98,7 @@ MQRO_DISCARD_MSG: Final = 134217728
 MQRO_NEW_MSG_ID: Final = 0
 MQRO_COPY_MSG_ID_TO_CORREL_ID: Final = 0
 
-# --- Application types (§4) --------------------------------------------------------------------
+# --- Application types -------------------------------------------------------------------------
 MQAT_UNKNOWN: Final = -1
 MQAT_NO_CONTEXT: Final = 0
 MQAT_UNIX: Final = 6
@@ -107,7 +108,7 @@ MQAT_BROKER: Final = 26
 MQAT_QMGR_PUBLISH: Final = 26
 MQAT_JAVA: Final = 28
 
-# --- MQMD (§2) ---------------------------------------------------------------------------------
+# --- MQMD --------------------------------------------------------------------------------------
 MQMD_STRUC_ID: Final = "MD  "
 MQMD_VERSION_1: Final = 1
 MQMD_VERSION_2: Final = 2
@@ -115,7 +116,7 @@ MQMD_CURRENT_VERSION: Final = 2
 MQMD_LENGTH_1: Final = 324
 MQMD_LENGTH_2: Final = 364
 
-# --- MQRFH / MQRFH2 (§4, §5) -------------------------------------------------------------------
+# --- MQRFH / MQRFH2 ----------------------------------------------------------------------------
 MQRFH_STRUC_ID: Final = "RFH "
 MQRFH_VERSION_1: Final = 1
 MQRFH_VERSION_2: Final = 2
@@ -124,10 +125,10 @@ MQRFH_STRUC_LENGTH_FIXED_2: Final = 36
 MQRFH_NONE: Final = 0
 MQRFH_NO_FLAGS: Final = 0
 MQRFH_FLAGS_RESTRICTED_MASK: Final = 0xFFFF0000
-# NameValueCCSID values allowed in an MQRFH2 (§5.1)
+# NameValueCCSID values allowed in an MQRFH2 (IBM MQ docs "MQRFH2 - Rules and formatting header 2")
 RFH2_NAME_VALUE_CCSIDS: Final = frozenset({CCSID_UTF8, CCSID_UTF16, CCSID_UCS2, CCSID_UTF16_V2})
 
-# --- Lengths (§4) ------------------------------------------------------------------------------
+# --- Lengths -----------------------------------------------------------------------------------
 MQ_MSG_ID_LENGTH: Final = 24
 MQ_CORREL_ID_LENGTH: Final = 24
 MQ_GROUP_ID_LENGTH: Final = 24
@@ -148,7 +149,8 @@ MQCI_NONE: Final = bytes(24)
 MQGI_NONE: Final = bytes(24)
 MQACT_NONE: Final = bytes(32)
 
-# --- Pub/sub (mq-telemetry-mqtt-mq-mapping.txt, "administrative topic objects") -----------------
+# --- Pub/sub: the topic object an MQTT topic maps to when no administrative topic object is nearer
+# (IBM WebSphere MQ Telemetry docs "Integration of WebSphere MQ Telemetry with queue managers") -------
 SYSTEM_BASE_TOPIC: Final = "SYSTEM.BASE.TOPIC"
 
 

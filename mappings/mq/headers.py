@@ -2,8 +2,8 @@
 
 Layouts from IBM Docs: "MQMDE - Message descriptor extension" (q097780, C declaration q097940;
 MQMDE_LENGTH_2 = 72) and "MQDLH - Dead letter header" (q096110, fields q096115; MQDLH_VERSION_1).
-As for the MQRFH2 (mq-wire-facts.md §1), their own integers use the Encoding of the preceding
-structure; Encoding/CodedCharSetId/Format inside them describe what follows.
+As for the MQRFH2 (IBM MQ docs "MQRFH2 - Rules and formatting header 2"), their own integers use the
+Encoding of the preceding structure; Encoding/CodedCharSetId/Format inside them describe what follows.
 """
 from __future__ import annotations
 

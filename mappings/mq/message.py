@@ -13,7 +13,8 @@ from mappings.mq.mqmd import Mqmd, decode_mqmd, detect_byte_order, encode_mqmd
 from mappings.mq.rfh2 import Rfh1, Rfh2, RfhFolder, decode_rfh1, decode_rfh2, encode_rfh1, encode_rfh2
 
 Header = Rfh2 | Rfh1 | Mqmde | Mqdlh
-#: Formats whose data starts with a header this codec follows (mq-wire-facts.md §3 chaining).
+#: Formats whose data starts with a header this codec follows (each header's Format names what follows it).
+#: IBM MQ docs "MQMD - Message descriptor" (Format) and "MQRFH2 - Rules and formatting header 2".
 HEADER_FORMATS: dict[str, type[Header]] = {
     C.MQFMT_RF_HEADER_2: Rfh2, C.MQFMT_RF_HEADER: Rfh1, C.MQFMT_MD_EXTENSION: Mqmde,
     C.MQFMT_DEAD_LETTER_HEADER: Mqdlh,
@@ -56,7 +57,10 @@ class MqMessage:
 
     @property
     def body_ccsid(self) -> int:
-        """CCSID of the body; MQCCSI_INHERIT in an RFH2 resolves to the RFH2's own CCSID (§5.1)."""
+        """CCSID of the body; MQCCSI_INHERIT in an RFH2 resolves to the RFH2's own CCSID.
+
+        IBM MQ docs "MQRFH2 - Rules and formatting header 2", CodedCharSetId.
+        """
         ccsid = self._last.coded_char_set_id
         for i in range(len(self.headers) - 1, -1, -1):
             if ccsid != C.MQCCSI_INHERIT:
@@ -147,7 +151,8 @@ def _resolved_ccsid(msg: MqMessage, index: int) -> int:
 
 
 def _md_region(data: bytes, md: Mqmd, order: str) -> tuple[Mqmd, int, tuple[str, ...]]:
-    """Length of the MQMD region. A Version 1 MQMD saved in a 364-byte region (R3, §8) is detected
+    """Length of the MQMD region. A Version 1 MQMD saved in a 364-byte region (as in the tnt4j-streams
+    sample RFH2.msg, a real saved message) is detected
     when MQMD.Format announces a header that is found at 364 but not at 324."""
     if md.version >= 2:
         return md, C.MQMD_LENGTH_2, ()

@@ -1,4 +1,7 @@
-"""The MQ message descriptor (MQMD v1 324 B / v2 364 B): model and byte-exact codec (mq-wire-facts.md §2)."""
+"""The MQ message descriptor (MQMD v1 324 B / v2 364 B): model and byte-exact codec.
+
+Implements the MQMD field table of IBM MQ docs "MQMD - Message descriptor" (fields, lengths, initial
+values); the layout is ``_V1_LAYOUT`` / ``_V2_LAYOUT`` below."""
 from __future__ import annotations
 
 import struct
@@ -10,7 +13,7 @@ from mappings.mq import constants as C
 
 STRUCTURE = "MQMD"
 
-# Field layout, in wire order (mq-wire-facts.md §2 table; offsets cross-checked in tests).
+# Field layout, in wire order (the MQMD field table; offsets cross-checked in tests/test_mqmd.py).
 # kind: "long" MQLONG, "char" MQCHARn (blank padded, text), "byte" MQBYTEn (binary, NUL padded).
 _V1_LAYOUT: tuple[tuple[str, str, str, int], ...] = (
     # (attribute, IBM field name, kind, length)
@@ -83,11 +86,12 @@ _V2_ATTRS = tuple(a for a, *_ in _V2_LAYOUT)
 
 @dataclass(frozen=True, slots=True)
 class Mqmd:
-    """Every MQMD v1 and v2 field. Defaults are IBM's MQMD_DEFAULT (mq-wire-facts.md §2, last column).
+    """Every MQMD v1 and v2 field. Defaults are IBM's MQMD_DEFAULT (the initial values).
 
     Text (MQCHAR) fields hold the value without its blank/NUL padding; byte fields hold exactly
     their MQBYTEn length. ``encoding`` is the MQMD.Encoding field (describes the data that
-    follows); the MQMD's own integers are written in the byte order of that value (§1 convention).
+    follows); the MQMD's own integers are written in the byte order of that value (what a putter
+    does with a native MQMD).
     """
 
     version: int = C.MQMD_VERSION_1
@@ -131,7 +135,7 @@ class Mqmd:
 
     @property
     def byte_order(self) -> str:
-        """struct prefix of the MQMD's own integers, from MQMD.Encoding (mq-wire-facts.md §1)."""
+        """struct prefix of the MQMD's own integers, from MQMD.Encoding."""
         return C.integer_byte_order(self.encoding)
 
     def has_v2_values(self) -> bool:
@@ -211,7 +215,7 @@ def _encode_char(value: object, name: str, off: int, length: int) -> bytes:
         raise MappingError(f"expected text, got {type(value).__name__}", structure=STRUCTURE, field=name,
                            offset=off)
     try:
-        raw = value.encode("latin-1")  # single-byte names (§1); the inverse of _text()
+        raw = value.encode("latin-1")  # single-byte names; the inverse of _text()
     except UnicodeEncodeError as exc:
         raise MappingError(f"{value!r} has a character outside one byte at position {exc.start}",
                            structure=STRUCTURE, field=name, offset=off) from None
@@ -233,7 +237,7 @@ _PLAN = {
 def encode_mqmd(md: Mqmd, byte_order: str | None = None) -> bytes:
     """Write ``md`` (324 or 364 bytes). Integers in ``byte_order`` ('<'/'>'), default from md.encoding.
 
-    MQCHAR fields are blank padded, MQBYTE fields written as they are (mq-wire-facts.md §2 padding).
+    MQCHAR fields are blank padded, MQBYTE fields written as they are.
     Any invalid field raises MappingError naming it (found by :func:`validate`).
     """
     if not isinstance(md.encoding, int) or isinstance(md.version, bool):
@@ -287,7 +291,8 @@ def _truncated(data: bytes | memoryview, offset: int, need_until: int) -> Mappin
 
 
 def _text(raw: bytes) -> str:
-    # Strip trailing blanks and NULs (mq-wire-facts.md §2: decoders strip both; C writes NULs).
+    # Strip trailing blanks and NULs: other languages write blanks, C a NUL-terminated string (IBM MQ docs
+    # "MQMD - Message descriptor", PutDate and PutTime).
     # Single-byte names: latin-1 never fails, so any byte value decodes.
     cut = raw.find(b"\x00")
     if cut >= 0:
@@ -297,7 +302,7 @@ def _text(raw: bytes) -> str:
 
 def decode_mqmd(data: bytes | memoryview, offset: int = 0, *, version: int | None = None) -> Mqmd:
     """Read an MQMD at ``offset``. The version (and so 324 or 364 bytes) comes from its Version field
-    unless ``version`` overrides it (used for a v1 MQMD saved in a 364-byte region, R3)."""
+    unless ``version`` overrides it (used for a v1 MQMD saved in a 364-byte region)."""
     if len(data) - offset < 4:
         raise _truncated(data, offset, 4)
     struc_id = bytes(data[offset : offset + 4])

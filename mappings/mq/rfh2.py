@@ -1,4 +1,7 @@
-"""MQRFH2 (and read-only-ish MQRFH v1): folder model, folder XML, byte-exact codec (mq-wire-facts.md §5)."""
+"""MQRFH2 (and read-only-ish MQRFH v1): folder model, folder XML, byte-exact codec.
+
+Per IBM MQ docs "MQRFH2 - Rules and formatting header 2" (fixed part, NameValueLength/NameValueData
+pairs), "MQRFH2 folder restrictions" and "Mapping property data types to MQRFH2 data types" (folder XML)."""
 from __future__ import annotations
 
 import functools
@@ -28,8 +31,8 @@ _LONG = {o: struct.Struct(o + "i") for o in "<>"}
 class RfhElement:
     """One folder element: a property ``<name dt='..'>value</name>`` or a group (``children``).
 
-    ``value`` None means ``xsi:nil='true'`` (a null property); "" is an empty value (§5.3).
-    ``dt`` is None when the element carries no dt attribute (an untyped string, §5.3).
+    ``value`` None means ``xsi:nil='true'`` (a null property); "" is an empty value.
+    ``dt`` is None when the element carries no dt attribute (an untyped string).
     ``attributes`` keeps any other attributes in document order (e.g. ``name`` on a Map ``elt``).
     """
 
@@ -108,10 +111,10 @@ class RfhFolder:
 
 @dataclass(frozen=True, slots=True)
 class Rfh2:
-    """An MQRFH2 version 2. Encoding/CodedCharSetId/Format describe what follows it (§5.1).
+    """An MQRFH2 version 2. Encoding/CodedCharSetId/Format describe what follows it.
 
-    Defaults are IBM's initial values (§5.1). The header's own integers are written in the byte order
-    of the *preceding* structure's Encoding, which the codec receives as an argument (§1).
+    Defaults are IBM's initial values. The header's own integers are written in the byte order
+    of the *preceding* structure's Encoding, which the codec receives as an argument.
     """
 
     encoding: int = C.MQENC_NATIVE
@@ -184,7 +187,7 @@ def check_name(name: str, what: str) -> None:
 
 
 def escape_text(text: str, what: str = "value") -> str:
-    """XML-escape element text: & < > mandatory/advised (§5.3); CR kept as a character reference."""
+    """XML-escape element text: & < > mandatory/advised; CR kept as a character reference."""
     bad = _BAD_XML_CHARS.search(text)
     if bad:
         raise MappingError(f"character U+{ord(bad.group()):04X} at position {bad.start()} cannot be "
@@ -210,7 +213,7 @@ def _escape_attr(val: str, what: str) -> str:
 
 
 def element_xml(el: RfhElement, path: str = "") -> str:
-    """``<name dt='x'>value</name>``; null as ``xsi:nil='true'``; groups recurse (§5.3)."""
+    """``<name dt='x'>value</name>``; null as ``xsi:nil='true'``; groups recurse."""
     where = f"{path}/{el.name}" if path else el.name
     check_name(el.name, where)
     attrs = el.attributes
@@ -235,7 +238,7 @@ def folder_xml(folder: RfhFolder) -> str:
 
 @functools.lru_cache(maxsize=4096)
 def encode_folder(folder: RfhFolder, ccsid: int = C.CCSID_UTF8, byte_order: str = ">") -> bytes:
-    """NameValueData bytes: folder XML in ``ccsid`` padded with blanks to a multiple of 4 (§5.2)."""
+    """NameValueData bytes: folder XML in ``ccsid`` padded with blanks to a multiple of 4."""
     codec = codec_for(ccsid, byte_order)
     if ccsid not in C.RFH2_NAME_VALUE_CCSIDS or codec is None:
         raise MappingError(f"{ccsid} is not 1208, 1200, 13488 or 17584", structure=STRUCTURE,
@@ -368,7 +371,7 @@ def _check_folder_types(folder: object) -> None:
 
 def encode_rfh2(rfh: Rfh2, byte_order: str) -> bytes:
     """Write ``rfh``; its integers (and UTF-16 NameValueData) in ``byte_order`` of the preceding
-    structure's Encoding (§1, §5.2). StrucLength = 36 + sum(4 + NameValueLength)."""
+    structure's Encoding. StrucLength = 36 + sum(4 + NameValueLength)."""
     _check_fields(rfh, byte_order, STRUCTURE)
     long_ = _LONG[byte_order]
     parts: list[bytes] = []

@@ -1,4 +1,5 @@
-"""MQTT topic names and filters: validity and matching (MQTT 3.1.1 §4.7; the seed's topic wildcards).
+"""MQTT topic names and filters: validity and matching (MQTT 3.1.1 §4.7; SwiftMQ docs "MQTT Swiftlet",
+Topic Wildcard Filters).
 
 Pure rules shared by the broker (bridge/mqtt/topics.py builds its trie on them) and by the rules-file
 validation (mappings/rules/model.py)."""

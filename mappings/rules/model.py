@@ -129,9 +129,9 @@ Endpoint = Annotated[
 
 
 class RouteOptions(_Model):
-    convert_message_type: Literal["auto", "text", "bytes"] = "auto"   # amlen ConvertMessageType
+    convert_message_type: Literal["auto", "text", "bytes"] = "auto"   # Amlen ConvertMessageType
     json_style: Literal["plain", "typed"] = "plain"                    # Map/Stream -> MQTT JSON
-    user_identifier: Literal["client_id", "user_name", "configured"] = "client_id"   # seed Table 1
+    user_identifier: Literal["client_id", "user_name", "configured"] = "client_id"   # MQ Telemetry Table 1
     configured_user_id: str = ""
     persistence: Literal["as_source", "persistent", "not_persistent"] = "as_source"
     priority: int | None = Field(None, ge=0, le=9)
@@ -141,7 +141,7 @@ class RouteOptions(_Model):
     pipeline: int = Field(4, ge=1, le=64)   # batches in flight at the target, confirmed in order
     backout_destination: QueueEndpoint | None = None
     admin_topics: dict[str, str] = Field(default_factory=dict)        # topic object -> topic string
-    default_qos: int = Field(2, ge=0, le=2)                           # seed Table 4: DEFAULT.QoS
+    default_qos: int = Field(2, ge=0, le=2)                           # MQ Telemetry Table 4: DEFAULT.QoS
     swiftmq_properties: bool = True                                   # JMSXUserID, client id, QoS
     mqtt_format: Literal["payload", "envelope"] = "payload"   # envelope: JMS message JSON (docs/json-forms.md)
     # from an MQTT topic filter: QoS 1/2 publications the route's broker session queues while its target is

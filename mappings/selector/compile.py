@@ -1,18 +1,8 @@
 """JMS message selectors: compile once, evaluate many; and the JMSInput node's composite selector.
 
-Public API of the selector language (the lexer, parser and evaluator modules hold the rules):
-
-- ``compile_selector(text) -> Selector``; ``Selector.matches(lookup)`` is True only when the selector
-  evaluates to TRUE for that message; ``Selector.evaluate(lookup)`` returns True, False or None
-  (UNKNOWN). ``lookup`` is any Mapping from identifier to a header or property value
-  (bool/int/float/str/None); a name it does not hold is NULL (JMS 1.1 §3.8.1.1).
-- ``selector_lookup(...)`` builds that Mapping from JMS header values and properties with the JMS rules
-  for header fields in selectors.
-- ``build_composite_selector(...)`` builds the selector a JMSInput node generates from its
-  PropertySelector, TimeStamp, DeliveryMode, Priority, MessageID, Redelivered and CorrelationID
-  properties (seed message-broker-end-user-application-support.txt, "JMS message selector").
-
-An empty or all-whitespace selector means "no selector" and matches every message (JMS 1.1 §3.8.1.1).
+The public API of the selector language (mappings.selector.lexer, .parser and .evaluate hold the rules):
+``compile_selector`` -> ``Selector``, ``selector_lookup`` (the values a selector sees for one message) and
+``build_composite_selector`` (WebSphere Message Broker docs "JMS message selector").
 """
 
 from __future__ import annotations
@@ -36,7 +26,7 @@ __all__ = [
 ]
 
 # JMS 1.1 §3.8.1.1: "Message header field references are restricted to JMSDeliveryMode, JMSPriority,
-# JMSMessageID, JMSTimestamp, JMSCorrelationID, and JMSType." The seed's JMSInput node also generates
+# JMSMessageID, JMSTimestamp, JMSCorrelationID, and JMSType." The broker's JMSInput node also generates
 # JMSRedelivered clauses (its "Redelivered" property), so that header is offered as well.
 SELECTOR_HEADER_FIELDS = (
     "JMSDeliveryMode",
@@ -72,7 +62,14 @@ class Selector:
 
 
 def compile_selector(text: str) -> Selector:
-    """Parse and check ``text`` once; raises MappingError(structure="selector", offset=column)."""
+    """Parse and check ``text`` once; raises MappingError(structure="selector", offset=column).
+
+    ``Selector.matches(lookup)`` is True only when the selector evaluates to TRUE for that message;
+    ``Selector.evaluate(lookup)`` returns True, False or None (UNKNOWN). ``lookup`` is any Mapping from
+    identifier to a header or property value (bool/int/float/str/None); a name it does not hold is
+    NULL. An empty or all-whitespace selector means "no selector" and matches every message (JMS 1.1
+    §3.8.1.1).
+    """
     if not isinstance(text, str):
         raise MappingError(f"a selector must be a string, not {type(text).__name__}", structure=STRUCTURE)
     if not text.strip(" \t\f\r\n"):
@@ -137,13 +134,14 @@ def selector_lookup(
 
 ValueType = Literal["num", "str", "bool", "mode"]
 
-# (node property, identifier the node prefixes, type of its literals), in the seed table's order.
+# (node property, identifier the node prefixes, type of its literals), in the order of the table in
+# WebSphere Message Broker docs "JMS message selector".
 _HEADER_PROPERTIES: tuple[tuple[str, str, ValueType], ...] = (
     ("TimeStamp", "JMSTimestamp", "num"),
     ("DeliveryMode", "JMSDeliveryMode", "mode"),
     ("Priority", "JMSPriority", "num"),
     ("MessageID", "JMSMessageID", "str"),
-    ("Redelivered", "JMSRedelivered", "bool"),  # the seed prints "JMSRedlivered": a typo
+    ("Redelivered", "JMSRedelivered", "bool"),  # the docs print "JMSRedlivered": a typo
     ("CorrelationID", "JMSCorrelationID", "str"),
 )
 
@@ -160,10 +158,10 @@ def build_composite_selector(
 ) -> str:
     """The selector a JMSInput node generates from its selector properties.
 
-    Seed "JMS message selector": PropertySelector is used as written; each header property holds only
-    "the operator and literal part" and the node prefixes the identifier. Each part is wrapped in
-    parentheses and the parts are joined with AND, in the order of the seed table. Empty properties
-    are left out; with none set the result is "" (no selector). Header property forms accepted:
+    WebSphere Message Broker docs "JMS message selector": PropertySelector is used as written; each
+    header property holds only "the operator and literal part" and the node prefixes the identifier.
+    Each part is wrapped in parentheses and the parts are joined with AND, in the order of its table.
+    Empty properties are left out; with none set the result is "" (no selector). Header property forms accepted:
 
     - an operator and a literal: ``> WMBRK123456``, ``= 'ABC'``, ``>= 5``;
     - several of those joined with AND/OR, the identifier repeated in each: ``>= 5 AND <= 8`` gives
@@ -172,7 +170,7 @@ def build_composite_selector(
     - a bare literal, meaning ``=``: ``PERSISTENT``, ``FALSE``, ``4``.
 
     For the string headers (MessageID, CorrelationID, DeliveryMode) a literal written without quotes is
-    quoted (the seed writes ``> WMBRK123456``); DeliveryMode must be PERSISTENT or NON_PERSISTENT
+    quoted (the docs write ``> WMBRK123456``); DeliveryMode must be PERSISTENT or NON_PERSISTENT
     (bare words in any case); TimeStamp and Priority take numeric literals; Redelivered TRUE or FALSE.
     Errors name the node property as ``field`` and give the column within that property's text.
     """

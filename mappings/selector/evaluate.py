@@ -3,37 +3,7 @@
 Values are Python ``bool``, ``int`` (a Java long), ``float`` (a Java double), ``str`` or ``None``
 (NULL: a missing property or a null header). Results of conditions are ``True``, ``False`` or
 ``None`` (UNKNOWN). A message is selected only when the selector is ``True`` (JMS 1.1 §3.8.1.1).
-
-Semantics, each with its source:
-
-- Three-valued logic for AND, OR, NOT as in the JMS 1.1 §3.8.1.2 truth tables; comparison or
-  arithmetic with NULL yields UNKNOWN; IS [NOT] NULL turns NULL into TRUE/FALSE.
-- "Only like type values can be compared ... If the comparison of non-like type values is attempted,
-  the value of the operation is false" (JMS 1.1 §3.8.1.1). So ``'2' > 1`` is FALSE (not UNKNOWN), and
-  so is ``s <> 1`` for a string ``s``; ``NOT ('2' > 1)`` is therefore TRUE, exactly as the spec's
-  "NumberOfOrders > 1" example implies.
-- Exact and approximate numerics compare and compute after Java binary numeric promotion: if either
-  side is a double both are (so a long beyond 2**53 compares as its double value).
-- Integer arithmetic is Java long arithmetic: results wrap in 64-bit two's complement; ``/`` truncates
-  toward zero (``-7 / 2`` is ``-3``); integer division by zero, which throws in Java, is UNKNOWN.
-  Double arithmetic is IEEE 754 as in Java (``1 / 0.0`` is +Infinity, ``0 / 0.0`` is NaN).
-- Arithmetic on a value that is not a number (a string, a boolean) is UNKNOWN: the spec gives such an
-  expression no value ("a string cannot be used in an arithmetic expression").
-- Booleans compare only with = and <> (JMS 1.1); an ordering comparison of booleans found at run time
-  is FALSE, like a comparison of non-like types. Strings also order (<, <=, >, >=) by Java
-  ``String.compareTo`` (UTF-16 code units): an extension the seed needs for its JMSInput "Message ID
-  > WMBRK123456" example (message-broker-end-user-application-support.txt, "JMS message selector").
-- ``a BETWEEN b AND c`` is ``a >= b AND a <= c``; ``a NOT BETWEEN b AND c`` is ``a < b OR a > c``;
-  ``x IN ('a', 'b')`` is ``x = 'a' OR x = 'b'``; ``NOT IN`` and ``NOT LIKE`` are the negation of IN and
-  LIKE (JMS 1.1 §3.8.1.1 gives these equivalences). So a number tested with IN is FALSE and with
-  NOT IN is TRUE. IN, NOT IN, LIKE and NOT LIKE on NULL are UNKNOWN.
-- LIKE: ``_`` is one character (one code point), ``%`` any sequence, matching is case sensitive.
-- An identifier used as a condition must hold a boolean; any other value is UNKNOWN.
-- JMSDeliveryMode is 'PERSISTENT' or 'NON_PERSISTENT' in selectors (JMS 1.1 §3.8.1.1); if the lookup
-  holds the integer constants instead (DeliveryMode.PERSISTENT = 2, NON_PERSISTENT = 1) they are
-  read as those strings.
-- A Python int outside the Java long range, or a value of any other Python type, is not a JMS value:
-  it compares as a non-like type (FALSE) and makes arithmetic UNKNOWN.
+Each semantic rule, with its source, is written at the function that implements it.
 """
 
 from __future__ import annotations
@@ -65,6 +35,8 @@ from mappings.selector.parser import (
 Lookup = Mapping[str, Any]
 Evaluator = Callable[[Lookup], Any]
 
+# JMSDeliveryMode is 'PERSISTENT' or 'NON_PERSISTENT' in selectors (JMS 1.1 §3.8.1.1); if the lookup holds
+# the integer constants instead (DeliveryMode.PERSISTENT = 2, NON_PERSISTENT = 1) they read as those strings.
 DELIVERY_MODE_NAMES = {1: "NON_PERSISTENT", 2: "PERSISTENT"}
 
 _ORDER: dict[str, Callable[[Any, Any], bool]] = {
@@ -80,6 +52,8 @@ _NUM, _STR, _BOOL, _OTHER = 1, 2, 3, 4
 
 
 def _kind(v: Any) -> int:
+    # A Python int outside the Java long range, or a value of any other Python type, is not a JMS value:
+    # it compares as a non-like type (FALSE) and makes arithmetic UNKNOWN.
     t = type(v)
     if t is str:
         return _STR
@@ -97,7 +71,20 @@ def _utf16(s: str) -> bytes:
 
 
 def compare(op: str, a: Any, b: Any) -> bool | None:
-    """One comparison with the JMS type rules (see the module docstring)."""
+    """One comparison with the JMS type rules; NULL on either side gives UNKNOWN.
+
+    - "Only like type values can be compared ... If the comparison of non-like type values is
+      attempted, the value of the operation is false" (JMS 1.1 §3.8.1.1). So ``'2' > 1`` is FALSE (not
+      UNKNOWN), and so is ``s <> 1`` for a string ``s``; ``NOT ('2' > 1)`` is therefore TRUE, exactly as
+      the spec's "NumberOfOrders > 1" example implies.
+    - Exact and approximate numerics compare after Java binary numeric promotion: if either side is a
+      double both are (so a long beyond 2**53 compares as its double value).
+    - Booleans compare only with = and <> (JMS 1.1); an ordering comparison of booleans found at run
+      time is FALSE, like a comparison of non-like types.
+    - Strings also order (<, <=, >, >=) by Java ``String.compareTo`` (UTF-16 code units): an extension
+      WebSphere Message Broker docs "JMS message selector" need for their JMSInput
+      "Message ID > WMBRK123456" example.
+    """
     if a is None or b is None:
         return None
     ka = _kind(a)
@@ -126,7 +113,14 @@ def wrap_long(value: int) -> int:
 
 
 def arithmetic(op: str, a: Any, b: Any) -> int | float | None:
-    """One binary arithmetic operation with Java long/double semantics (see the module docstring)."""
+    """One binary arithmetic operation with Java long/double semantics.
+
+    Integer arithmetic is Java long arithmetic: results wrap in 64-bit two's complement; ``/`` truncates
+    toward zero (``-7 / 2`` is ``-3``); integer division by zero, which throws in Java, is UNKNOWN.
+    Double arithmetic is IEEE 754 as in Java (``1 / 0.0`` is +Infinity, ``0 / 0.0`` is NaN). Arithmetic
+    on a value that is not a number (a string, a boolean) or on NULL is UNKNOWN: the spec gives such an
+    expression no value ("a string cannot be used in an arithmetic expression").
+    """
     if _kind(a) != _NUM or _kind(b) != _NUM:
         return None
     if type(a) is int and type(b) is int:
@@ -162,7 +156,10 @@ def negate(a: Any) -> int | float | None:
 
 
 def like_regex(pattern: str, escape: str | None) -> re.Pattern[str]:
-    """Translate a LIKE pattern (already validated by the parser) to an anchored regular expression."""
+    """Translate a LIKE pattern (already validated by the parser) to an anchored regular expression.
+
+    ``_`` is one character (one code point), ``%`` any sequence; matching is case sensitive.
+    """
     out: list[str] = []
     i = 0
     while i < len(pattern):
@@ -182,6 +179,7 @@ def compile_tree(node: Node) -> Evaluator:
 
 
 def _condition(node: Node) -> Evaluator:
+    # An identifier used as a condition must hold a boolean; any other value is UNKNOWN.
     if isinstance(node, Ident):
         get = _getter(node.name)
 
@@ -267,7 +265,10 @@ def _flatten(node: Node, kind: type[And] | type[Or]) -> list[Node]:
 
 
 def _all(parts: list[Evaluator]) -> Evaluator:
-    """Three-valued AND of a chain: FALSE if any is FALSE, else UNKNOWN if any is UNKNOWN, else TRUE."""
+    """Three-valued AND of a chain: FALSE if any is FALSE, else UNKNOWN if any is UNKNOWN, else TRUE.
+
+    AND, OR and NOT follow the JMS 1.1 §3.8.1.2 truth tables.
+    """
     chain = tuple(parts)
 
     def and_chain(lk: Lookup) -> bool | None:
@@ -385,6 +386,9 @@ def _between(node: Between) -> Evaluator:
     return lambda lk: test(operand(lk), low(lk), high(lk))
 
 
+# ``x IN ('a', 'b')`` is ``x = 'a' OR x = 'b'``; NOT IN and NOT LIKE are the negation of IN and LIKE
+# (JMS 1.1 §3.8.1.1 gives these equivalences). So a number tested with IN is FALSE and with NOT IN is
+# TRUE. IN, NOT IN, LIKE and NOT LIKE on NULL are UNKNOWN.
 def _in(node: In) -> Evaluator:
     get = _getter(node.operand.name)
     members = frozenset(node.values)

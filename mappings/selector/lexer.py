@@ -1,18 +1,7 @@
 """JMS message selector lexer: selector text -> tokens with 1-based columns (JMS 1.1 §3.8.1.1).
 
-Rules implemented here (JMS 1.1 §3.8.1.1 "Message Selector Syntax"; seed
-message-broker-end-user-application-support.txt "JMS message selector", table of Literals):
-
-- whitespace is Java's: space, horizontal tab, form feed, line terminators (CR, LF);
-- string literals are single-quoted, ``''`` stands for one quote, any other character is literal;
-- exact numeric literals use the Java integer literal syntax: decimal, hex ``0x1F``, octal ``017``,
-  optional ``L``/``l`` suffix, value within Java long (hex and octal are magnitudes, not two's
-  complement bit patterns, as in ActiveMQ and IBM MQ); signs are unary operators;
-- approximate numeric literals use the Java floating point syntax: ``7.``, ``.5``, ``-57.9E2``, ``5E2``,
-  optional ``F``/``D`` suffix (``F`` rounds to a Java float); finite values only;
-- identifiers follow ``Character.isJavaIdentifierStart/Part``; they are case sensitive;
-- the words NULL TRUE FALSE NOT AND OR BETWEEN LIKE IN IS ESCAPE are reserved, case-insensitively;
-- SQL comments are not supported (JMS 1.1 §3.8.1.1).
+The lexical rules (JMS 1.1 "Message Selector Syntax"; WebSphere Message Broker docs "JMS message
+selector", table of Literals) are listed at ``tokenize``.
 """
 
 from __future__ import annotations
@@ -90,7 +79,22 @@ def is_valid_identifier(name: str) -> bool:
 
 
 def tokenize(text: str) -> list[Token]:
-    """Split selector text into tokens; the list always ends with an END token."""
+    """Split selector text into tokens; the list always ends with an END token.
+
+    Rules (JMS 1.1 §3.8.1.1 "Message Selector Syntax"; WebSphere Message
+    Broker docs "JMS message selector", table of Literals):
+
+    - whitespace is Java's: space, horizontal tab, form feed, line terminators (CR, LF);
+    - string literals are single-quoted, ``''`` stands for one quote, any other character is literal;
+    - exact numeric literals use the Java integer literal syntax: decimal, hex ``0x1F``, octal ``017``,
+      optional ``L``/``l`` suffix, value within Java long (hex and octal are magnitudes, not two's
+      complement bit patterns, as in ActiveMQ and IBM MQ); signs are unary operators;
+    - approximate numeric literals use the Java floating point syntax: ``7.``, ``.5``, ``-57.9E2``, ``5E2``,
+      optional ``F``/``D`` suffix (``F`` rounds to a Java float); finite values only;
+    - identifiers follow ``Character.isJavaIdentifierStart/Part``; they are case sensitive;
+    - the words NULL TRUE FALSE NOT AND OR BETWEEN LIKE IN IS ESCAPE are reserved, case-insensitively;
+    - SQL comments are not supported (JMS 1.1 §3.8.1.1).
+    """
     tokens: list[Token] = []
     i = 0
     n = len(text)

@@ -1,16 +1,6 @@
 """JMS message selector parser: tokens -> a typed syntax tree, with static type checks (JMS 1.1 §3.8.1.1).
 
-Precedence, loosest first (JMS 1.1 §3.8.1.1 "Expressions" and "Logical operators in precedence order"):
-OR, AND, NOT, comparison (= <> < <= > >=, [NOT] BETWEEN, [NOT] IN, [NOT] LIKE, IS [NOT] NULL),
-additive (+ -), multiplicative (* /), unary (+ -). Binary operators are left-associative; comparisons
-do not chain (``a = b = c`` is an error; write ``(a = b) = c``).
-
-Static checks (the spec lets providers check what is known before any message is seen): a string or
-boolean literal, or a condition, cannot be an arithmetic operand; a number or string cannot be a
-condition; booleans only take = and <>; BETWEEN bounds are arithmetic; IN lists are string literals
-only (JMS 1.1 "identifier [NOT] IN (string-literal1, ...)"); LIKE patterns and ESCAPE are string literals,
-ESCAPE exactly one character; IN, LIKE and IS NULL apply to an identifier; NULL is not a value (it only
-appears in IS [NOT] NULL). Identifiers have no static type: their values are checked at evaluation.
+Operator precedence and the static checks are listed on ``_Parser``.
 """
 
 from __future__ import annotations
@@ -159,6 +149,21 @@ def _describe(tok: Token) -> str:
 
 
 class _Parser:
+    """Recursive descent, one method per precedence level.
+
+    Precedence, loosest first (JMS 1.1 §3.8.1.1 "Expressions" and "Logical operators in precedence order"):
+    OR, AND, NOT, comparison (= <> < <= > >=, [NOT] BETWEEN, [NOT] IN, [NOT] LIKE, IS [NOT] NULL),
+    additive (+ -), multiplicative (* /), unary (+ -). Binary operators are left-associative; comparisons
+    do not chain (``a = b = c`` is an error; write ``(a = b) = c``).
+
+    Static checks (the spec lets providers check what is known before any message is seen): a string or
+    boolean literal, or a condition, cannot be an arithmetic operand; a number or string cannot be a
+    condition; booleans only take = and <>; BETWEEN bounds are arithmetic; IN lists are string literals
+    only (JMS 1.1 "identifier [NOT] IN (string-literal1, ...)"); LIKE patterns and ESCAPE are string literals,
+    ESCAPE exactly one character; IN, LIKE and IS NULL apply to an identifier; NULL is not a value (it only
+    appears in IS [NOT] NULL). Identifiers have no static type: their values are checked at evaluation.
+    """
+
     def __init__(self, text: str, tokens: list[Token]) -> None:
         self.text = text
         self.tokens = tokens

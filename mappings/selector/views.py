@@ -1,24 +1,7 @@
 """A route's ``selector`` for every source kind: one semantics, the JMS selector evaluated against the
 JMS view of the source message (JMS 1.1 §3.8.1; the language is mappings.selector.compile, compiled once).
 
-The JMS view is the JMS header fields and properties the mapping library gives the message:
-
-- MQ messages (embedded store, IBM MQ): the MQMD/MQRFH2 -> JMS mapping of IBM MQ classes for JMS
-  (mappings/conversions/jms_mq.py, mq-wire-facts.md §6.3): JMSPriority, JMSDeliveryMode from Persistence,
-  JMSCorrelationID, JMSMessageID, JMSTimestamp, JMSType, JMSRedelivered and JMSXDeliveryCount from
-  BackoutCount, the usr folder's properties, JMS_IBM_* properties. The embedded store evaluates this
-  view itself; IBM MQ gets the selector as the MQOD/MQSD SelectionString and its queue manager does
-  (MQ V7+ message selection accepts the JMS header names).
-- MQTT publications: the MQTT -> JMS mapping (mappings/conversions/mqtt_jms.py, amlen Table 1 and the SwiftMQ
-  informational properties): JMSDeliveryMode NON_PERSISTENT for QoS 0 and PERSISTENT for 1/2,
-  JMSPriority 4, JMSTimestamp the time the gateway received it, ``JMS_SWIFTMQ_MQTT_PUBQOS`` (int QoS),
-  ``JMS_SWIFTMQ_CID`` (publishing client id) and ``JMSXUserID`` (its user name) unless the route turns
-  ``swiftmq_properties`` off. The topic is NOT a property: JMSDestination cannot be named in a selector
-  (JMS 1.1 §3.8.1.1) and the route's topic filter (``from.mqtt``) is what selects topics. On a route
-  with ``mqtt_format: envelope`` the payload IS the JMS message (mappings/conversions/envelope.py): its headers
-  and properties are the view, and a payload that is no envelope goes to the backout destination.
-- JMS sources: the provider evaluates the selector (STOMP ``selector`` header); nothing here.
-
+The view of each source kind is described at ``mq_view``, ``mqtt_view`` and ``source_selector``.
 Properties are seen under their source names, before the route's ``property_map`` renames them. A
 name the view does not hold is NULL, so ``x = 1`` is UNKNOWN and does not select.
 """
@@ -63,8 +46,19 @@ def jms_lookup(message: JmsMessage) -> dict[str, Any]:
 
 
 def mqtt_view(pub: MqttPublication, options: RouteOptions, received: float) -> dict[str, Any]:
-    """The JMS view of an MQTT publication (see the module doc). The payload decides only the body type,
-    which a selector cannot see, so it is left out of the conversion: the view costs no payload scan."""
+    """The JMS view of an MQTT publication. The payload decides only the body type, which a selector
+    cannot see, so it is left out of the conversion: the view costs no payload scan.
+
+    The view is the MQTT -> JMS mapping (mappings/conversions/mqtt_jms.py: Eclipse Amlen docs "Conversion
+    between MQTT and JMS", Amlen Table 1, and the SwiftMQ docs "MQTT Swiftlet" informational properties):
+    JMSDeliveryMode NON_PERSISTENT for QoS 0 and PERSISTENT for 1/2, JMSPriority 4, JMSTimestamp the time
+    the gateway received it, ``JMS_SWIFTMQ_MQTT_PUBQOS`` (int QoS), ``JMS_SWIFTMQ_CID`` (publishing client
+    id) and ``JMSXUserID`` (its user name) unless the route turns ``swiftmq_properties`` off. The topic is
+    NOT a property: JMSDestination cannot be named in a selector (JMS 1.1 §3.8.1.1) and the route's topic
+    filter (``from.mqtt``) is what selects topics. On a route with ``mqtt_format: envelope`` the payload IS
+    the JMS message (mappings/conversions/envelope.py): its headers and properties are the view, and a
+    payload that is no envelope goes to the backout destination.
+    """
     header_only = dataclasses.replace(pub, payload=b"")
     jms, _ = mqtt_to_jms(header_only, convert=ConvertMessageType(options.convert_message_type),
                          now_ms=int(received * 1000),
@@ -103,7 +97,15 @@ class MqttViews:
 
 
 def mq_view(data: bytes, received: float) -> dict[str, Any]:
-    """The JMS view of MQ message bytes (MQMD + headers + body), as IBM MQ classes for JMS read it."""
+    """The JMS view of MQ message bytes (MQMD + headers + body), as IBM MQ classes for JMS read it.
+
+    That is the MQMD/MQRFH2 -> JMS mapping (mappings/conversions/jms_mq.py; IBM MQ docs "Mapping IBM MQ
+    fields onto JMS fields"): JMSPriority, JMSDeliveryMode from Persistence, JMSCorrelationID,
+    JMSMessageID, JMSTimestamp, JMSType, JMSRedelivered and JMSXDeliveryCount from BackoutCount, the usr
+    folder's properties, JMS_IBM_* properties. The embedded store evaluates this view itself; IBM MQ gets
+    the selector as the MQOD/MQSD SelectionString and its queue manager does (MQ V7+ message selection
+    accepts the JMS header names).
+    """
     jms, _ = mq_bytes_to_jms(data, now_ms=int(received * 1000))
     return jms_lookup(jms)
 
@@ -126,7 +128,8 @@ class SourceSelector:
 
 def source_selector(options: RouteOptions, source_kind: str) -> SourceSelector | None:
     """The selector of a route whose source is ``source_kind`` ("mqtt" | "mq"), or None when the route
-    has none (or an empty one, which selects everything)."""
+    has none (or an empty one, which selects everything). JMS sources are not handled here: the provider
+    evaluates the selector (STOMP ``selector`` header)."""
     text = options.selector
     if text is None or not text.strip():
         return None
