@@ -4,13 +4,11 @@ from __future__ import annotations
 import sys
 
 from spark_audit.options import build_parser
+from spark_audit.run import run
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    from spark_audit.run import run
-
-    return run(args)
+    return run(build_parser().parse_args(argv))
 
 
 if __name__ == "__main__":
