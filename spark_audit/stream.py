@@ -1,12 +1,7 @@
 """The incremental ingest: a checkpointed file stream (trigger availableNow) parses only log files not seen
 before, once; one job per micro-batch writes its valid rows into the Parquet log and counts its problems.
-
-A crash loses or doubles nothing. Before a micro-batch's files move into the log, a record of the batch
-(its counts and the files' names, which carry the batch id) is written to the checkpoint's batches/; a
-re-run of a batch the stream had not committed (the process died after the move) first removes the files
-the earlier attempt moved. A recorded batch the stream committed but no audit state includes yet (the
-process died between the two) is audited with the run's new rows. Records are removed once the state
-includes their batch.
+A crash loses or doubles nothing: each micro-batch is recorded in the checkpoint's batches/ before its
+files move into the log, until the audit state includes it (docs/conversion-log.md, `--incremental`).
 """
 from __future__ import annotations
 
