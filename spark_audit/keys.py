@@ -183,6 +183,7 @@ def duplicates(data: AuditData, records: DataFrame) -> DataFrame:
     )
 
 
+# The per-key findings' tables, as key_problems and duplicates make them.
 KEY_PROBLEM_SCHEMA = StructType(
     [StructField(c, StringType()) for c in ("kind", "message_key", "route", "direction", "source_protocol",
                                             "target_protocol")]
