@@ -18,9 +18,14 @@ from pyspark.sql import functions as F  # noqa: E402
 from mappings.convlog_schema import FIELD_NAMES, SCHEMA_VERSION, SPARK_TIMESTAMP_FORMAT  # noqa: E402
 from spark_audit.audit import AuditConfig, load, run_audit  # noqa: E402
 from spark_audit.incremental import run_incremental  # noqa: E402
-from spark_audit.ingest import expand_paths, ingest  # noqa: E402
+from spark_audit.ingest import expand_paths  # noqa: E402
 from spark_audit.report import build_summary, write_outputs  # noqa: E402
 from spark_audit.session import build_session  # noqa: E402
+
+try:
+    from spark_audit.audit import ingest
+except ImportError:  # an older tree (ab_incremental.py --tree), whose ingest.ingest stored the rollups
+    from spark_audit.ingest import ingest  # type: ignore[attr-defined, no-redef]
 
 T0_US = 1_772_359_200_000_000  # 2026-03-01T10:00:00Z
 DAY_US = 86_400_000_000

@@ -22,9 +22,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_audit as B  # noqa: E402
 
-from spark_audit import audit as A  # noqa: E402
+from spark_audit import aggregates as W  # noqa: E402
 from spark_audit import incremental as I  # noqa: E402
-from spark_audit.audit import AuditConfig, AuditData, AuditResult  # noqa: E402
+from spark_audit import keys as K  # noqa: E402
+from spark_audit.findings import AuditResult  # noqa: E402
+from spark_audit.scope import AuditConfig, AuditData  # noqa: E402
 from spark_audit.session import build_session  # noqa: E402
 
 
@@ -98,14 +100,14 @@ def main() -> int:
         data = captured["data"]
 
         def per_key() -> None:
-            records = A.flagged_records(data, A.flag_hashed_keys(data))
-            A.key_problems(data, records).collect()
-            A.duplicates(data, records).collect()
+            records = K.flagged_records(data, K.flag_hashed_keys(data))
+            K.key_problems(data, records).collect()
+            K.duplicates(data, records).collect()
             records.unpersist()
 
         parts: dict[str, Callable[[], object]] = {
             "count": lambda: data.frame.count(), "per_key": per_key,
-            "window_aggregates": lambda: A.window_aggregates(data).collect(),
+            "window_aggregates": lambda: W.window_aggregates(data).collect(),
             "run_audit": lambda: run_audit(data).cleanup()}
         for name, fn in parts.items():
             for _ in range(3):

@@ -1,1 +1,10 @@
-"""PySpark audit of the mqbridge conversion log."""
+"""PySpark audit of the mqbridge conversion log, in layers; a module imports only from its own layer or
+those listed before it (tests/test_spark_audit_layers.py):
+
+- session: options, cds (the JVM's class archive), session, frames (small frames from Python values)
+- ingest: schema, ingest (JSON Lines -> Parquet log), carry (an incremental run's tail), stream (incremental)
+- rollups: rollup (stored per-file groups of the window aggregate)
+- audit: scope, keys (per-key findings), aggregates (the window job), findings, audit (a full audit),
+  incremental (an incremental audit)
+- report: charts, report; on top the command line: run, __main__, cds.__main__
+"""

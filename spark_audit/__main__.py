@@ -7,7 +7,7 @@ from spark_audit.options import build_parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(argv)   # --help and argument errors work without pyspark
     from spark_audit.run import run
 
     return run(args)

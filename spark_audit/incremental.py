@@ -1,215 +1,36 @@
-"""Incremental audit: a checkpointed file stream (trigger availableNow) audits only new log files.
-
-Each micro-batch is parsed once: one job writes its valid rows to Parquet and counts its problems. The
-audit reads exactly the files that job wrote, and matches keys against the tail the previous run carried
-over (spark_audit.carry) instead of the Parquet log, which is read only when the tail does not reach back
-far enough (a late file older than the tail, or no usable state).
-
-A crash loses or doubles nothing. Before a micro-batch's files move into the log, a record of the batch
-(its counts and the files' names, which carry the batch id) is written to the checkpoint's batches/; a
-re-run of a batch the stream had not committed (the process died after the move) first removes the files
-the earlier attempt moved. A recorded batch the stream committed but no audit state includes yet (the
-process died between the two) is audited with the run's new rows. Records are removed once the state
-includes their batch.
+"""Incremental audit: the rows the incremental ingest (spark_audit.stream) delivered are audited against the
+tail the previous run carried over (spark_audit.carry) instead of the Parquet log, which is read only when
+the tail does not reach back far enough (a late file older than the tail, or no usable state).
 """
 from __future__ import annotations
 
-import json
-import os
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from functools import reduce
-from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
-from spark_audit.audit import (
-    AS_OF_COLUMN,
-    AUDIT_COLUMNS,
-    AuditConfig,
-    AuditData,
-    AuditResult,
-    audit_frame,
-    has_partitions,
-    micros,
-    run_audit,
-    time_range,
-)
-from spark_audit.carry import (
-    KEY_COLUMNS,
-    Carried,
-    TailFile,
-    next_tail,
-    read_state,
-    tail_file_rows,
-    write_state,
-)
+from spark_audit.audit import has_partitions, run_audit
+from spark_audit.carry import KEY_COLUMNS, Carried, TailFile, next_tail, read_state, tail_file_rows, write_state
+from spark_audit.findings import AuditResult
 from spark_audit.frames import empty_frame, local_frame
-from spark_audit.ingest import IngestResult, checksum_path, ingest_batch, stream_logs
+from spark_audit.ingest import IngestResult
 from spark_audit.schema import stored_schema
+from spark_audit.scope import AS_OF_COLUMN, AUDIT_COLUMNS, AuditConfig, AuditData, audit_frame, micros, time_range
+from spark_audit.stream import NewRows, ingest_new_files, remove_records
 
 ONE_MICROSECOND = timedelta(microseconds=1)
 FILE_PATH = "_file_path"
-STAGING_DIR = "_incoming"  # inside the Parquet log; "_": never read as a partition
-STREAM_DIR = "stream"  # in the checkpoint directory: Structured Streaming's own checkpoint
-BATCHES_DIR = "batches"  # in the checkpoint directory: a record per micro-batch the state does not include yet
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
-# Test-only hook: MQB_TEST_CRASH_AT=after-move (a micro-batch's files are in the log, the stream has not
-# committed it) or after-commit (the stream committed, the audit has not written its state) makes the run
-# die there as a crash would: the JVM is killed and the Python process exits at once. Read once at import;
-# unset, it costs one string comparison per micro-batch.
-TEST_CRASH_AT = os.environ.get("MQB_TEST_CRASH_AT", "")
-TEST_CRASH_EXIT = 70
 
-
-def _crash_for_tests(point: str) -> None:
-    if TEST_CRASH_AT != point:
-        return
-    from pyspark import SparkContext
-
-    proc = getattr(SparkContext._gateway, "proc", None)  # the driver JVM pyspark started
-    if proc is not None:
-        proc.kill()
-        proc.wait()
-    os._exit(TEST_CRASH_EXIT)
-
-
-@dataclass(slots=True)
-class NewRows:
-    """What this run's micro-batches delivered: their counts and the Parquet files holding their rows."""
-
-    ingest: IngestResult = field(default_factory=IngestResult)
-    batch_ids: list[int] = field(default_factory=list)
-    files: list[TailFile] = field(default_factory=list)  # with the newest event time of their batch
-
-    def rows(self, spark: SparkSession) -> DataFrame:
-        """The new rows, read from exactly the files written (schema given: nothing inferred or listed)."""
-        return spark.read.schema(stored_schema()).parquet(*[f.path for f in self.files]).select(*AUDIT_COLUMNS)
-
-    def names(self) -> set[str]:
-        return {Path(f.path).name for f in self.files}
-
-    def add(self, record: BatchRecord) -> None:
-        self.ingest.merge(record.ingest)
-        self.batch_ids.append(record.batch_id)
-        if record.ingest.max_time is not None:
-            self.files.extend(TailFile(f, record.ingest.max_time) for f in record.files)
-
-
-@dataclass(frozen=True, slots=True)
-class BatchRecord:
-    """A micro-batch's counts and the log files holding its rows, kept until the audit state includes it."""
-
-    batch_id: int
-    ingest: IngestResult
-    files: tuple[str, ...]
-
-
-def _record_path(checkpoint_dir: str, batch_id: int) -> Path:
-    return Path(checkpoint_dir) / BATCHES_DIR / f"{batch_id}.json"
-
-
-def write_record(checkpoint_dir: str, record: BatchRecord) -> None:
-    """Write a batch's record atomically (before its files move into the log)."""
-    path = _record_path(checkpoint_dir, record.batch_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps({"batch_id": record.batch_id, "ingest": record.ingest.as_dict(),
-                               "files": list(record.files)}) + "\n")
-    os.replace(tmp, path)
-
-
-def read_record(path: Path) -> BatchRecord:
-    """A batch record; one that cannot be read is an error naming the file (its rows are not guessed)."""
-    try:
-        raw = json.loads(path.read_text())
-        return BatchRecord(int(raw["batch_id"]), IngestResult.from_dict(raw["ingest"]),
-                           tuple(str(f) for f in raw["files"]))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-        raise RuntimeError(f"{path}: unreadable micro-batch record ({e!r}); its batch's files are listed there") from e
-
-
-def unaudited_batches(checkpoint_dir: str, carried: Carried) -> list[BatchRecord]:
-    """Batches the stream committed that the audit state does not include (the last run died in between).
-
-    A recorded batch without a commit is left out: the stream runs it again. Records of batches the state
-    includes (the last run died before removing them) are removed.
-    """
-    directory = Path(checkpoint_dir) / BATCHES_DIR
-    if not directory.is_dir():
-        return []
-    commits = Path(checkpoint_dir) / STREAM_DIR / "commits"
-    records = []
-    for path in directory.glob("*.json"):
-        if not path.stem.isdigit():
-            continue
-        batch_id = int(path.stem)
-        if carried.batch_id is not None and batch_id <= carried.batch_id:
-            path.unlink(missing_ok=True)
-        elif (commits / str(batch_id)).is_file():
-            records.append(read_record(path))
-    return sorted(records, key=lambda r: r.batch_id)
-
-
-def remove_records(checkpoint_dir: str, batch_ids: list[int]) -> None:
-    """Forget the records of batches the audit state now includes."""
-    for batch_id in batch_ids:
-        _record_path(checkpoint_dir, batch_id).unlink(missing_ok=True)
-
-
-def _remove_earlier_attempt(checkpoint_dir: str, batch_id: int) -> None:
-    """Remove the files an earlier, uncommitted attempt at this batch moved into the log."""
-    path = _record_path(checkpoint_dir, batch_id)
-    if not path.exists():
-        return
-    for f in read_record(path).files:
-        Path(f).unlink(missing_ok=True)
-        checksum_path(Path(f)).unlink(missing_ok=True)
-
-
-def _stream_id(checkpoint_dir: str) -> str:
-    """The stream's id (its checkpoint's metadata): batch ids are unique only within one checkpoint."""
-    metadata = Path(checkpoint_dir) / STREAM_DIR / "metadata"
-    return str(json.loads(metadata.read_text().splitlines()[0])["id"])
-
-
-def ingest_new_files(spark: SparkSession, logs_dir: str, parquet_dir: str, checkpoint_dir: str,
-                     carried: Carried | None = None) -> NewRows:
-    """Parse the files not seen before once: count every problem, append the valid rows to the log.
-
-    The batches a crash left committed but unaudited come first (their records; carried: the state).
-    """
-    new = NewRows()
-    for record in unaudited_batches(checkpoint_dir, carried or Carried()):
-        new.add(record)
-
-    def handle(batch: DataFrame, batch_id: int) -> None:
-        staging = str(Path(parquet_dir) / STAGING_DIR / f"batch-{batch_id}")
-
-        def before_move(counts: IngestResult, targets: list[str]) -> None:
-            _remove_earlier_attempt(checkpoint_dir, batch_id)
-            write_record(checkpoint_dir, BatchRecord(batch_id, counts, tuple(targets)))
-
-        name = f"b{batch_id}-{_stream_id(checkpoint_dir)}"
-        counts, files = ingest_batch(batch, staging, parquet_dir, name, before_move)
-        _crash_for_tests("after-move")
-        new.add(BatchRecord(batch_id, counts, tuple(files)))
-
-    query = (
-        stream_logs(spark, logs_dir)
-        .writeStream.foreachBatch(handle)
-        .option("checkpointLocation", str(Path(checkpoint_dir) / STREAM_DIR))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination()
-    _crash_for_tests("after-commit")
-    return new
+def new_rows(spark: SparkSession, new: NewRows) -> DataFrame:
+    """The new rows, read from exactly the files written (schema given: nothing inferred or listed)."""
+    return spark.read.schema(stored_schema()).parquet(*[f.path for f in new.files]).select(*AUDIT_COLUMNS)
 
 
 def _null_padded(keys: DataFrame) -> DataFrame:
@@ -330,7 +151,7 @@ def audit_new(spark: SparkSession, parquet_dir: str, checkpoint_dir: str, new: N
     earlier = earlier_rows(spark, parquet_dir, carried, new, prior_log, lo)
     as_of = window.until
     bounds = run_bounds(spark, lo, hi, window, as_of, earlier.complete_from if earlier.tail is not None else None)
-    sources = [_bounded(new.rows(spark), bounds, counted=True)]
+    sources = [_bounded(new_rows(spark, new), bounds, counted=True)]
     if earlier.tail is not None:
         sources.append(_bounded(_null_padded(earlier.tail), bounds, counted=False, tail=True))
     sources += [_bounded(_null_padded(e), bounds, counted=False) for e in earlier.rows]
@@ -376,4 +197,3 @@ def run_incremental(
         timings["stream"] = streamed - started
         timings["audit"] = time.perf_counter() - streamed
     return new.ingest, result
-

@@ -262,11 +262,9 @@ def checksum_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.crc")
 
 
-def ingest(spark: SparkSession, paths: list[str], parquet_dir: str, mode: str = "overwrite") -> IngestResult:
-    """Parse the logs once: valid rows compacted into Parquet, bad rows counted by problem and file; then
-    the new files' rollups (spark_audit/rollup.py) for the full audits that follow."""
-    from spark_audit import rollup
+def ingest_logs(spark: SparkSession, paths: list[str], parquet_dir: str, mode: str = "overwrite") -> IngestResult:
+    """Parse the logs once: valid rows compacted into Parquet, bad rows counted by problem and file.
 
-    result = ingest_frame(read_logs(spark, paths), parquet_dir, mode)
-    rollup.build(spark, parquet_dir)
-    return result
+    spark_audit.audit.ingest also stores the new files' rollups.
+    """
+    return ingest_frame(read_logs(spark, paths), parquet_dir, mode)

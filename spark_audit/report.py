@@ -12,8 +12,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from mappings.convlog_schema import SCHEMA_VERSION
-from spark_audit.audit import AuditResult
 from spark_audit.charts import grouped_bars, stacked_columns
+from spark_audit.findings import AuditResult
 from spark_audit.ingest import IngestResult
 
 REPORT_VERSION = 1

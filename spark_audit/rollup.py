@@ -1,23 +1,8 @@
-"""Per-file rollups of the window aggregate, so that a full audit does not re-aggregate rows it has seen.
-
-What the window job (volume, sizes, not-ok records, latency histogram, conversion findings) makes of a
-Parquet log file depends only on the file's rows when the whole file lies inside the audit's window: a
-file holds one date/hour partition, so that is every file whose hour lies inside [since, until). When a
-file is written (ingest), its groups are aggregated once and stored beside the log under `_rollup/`
-(Spark's partition discovery skips names starting with "_"); `_rollup/manifest.json` maps each data
-file to its rollup, with the file's size and modification time and its newest event time.
-
-A full audit then reads, for every file fully inside its window whose size and mtime still match the
-manifest, the stored groups (a few hundred thousand rows for 1M records, merged by one small Spark job)
-instead of the file's rows. Every other file (a partial hour at --since/--until, the grace period
-around the window, a file whose rollup is not stored (yet), a rewritten or unknown file) is scanned as
-before. The per-key job (losses, duplicates) always reads every row: it needs all of a key's records.
-A missing, unreadable or outdated manifest only costs speed: the audit scans what it cannot trust.
-
-Ingest and every incremental run build rollups; writers of one log may run at once (an `--every` audit
-beside a rollup build): the manifest is read, merged and replaced under an exclusive lock, and a rollup
-directory is removed only once the manifest no longer refers to it (or, unknown to it, after ORPHAN_AGE:
-a newer one may be another writer's build in flight).
+"""Per-file rollups of the window aggregate (spark_audit.aggregates), so that a full audit does not
+re-aggregate rows it has seen: stored under `_rollup/` beside the Parquet log, with `_rollup/manifest.json`
+mapping each data file (its size, mtime and newest event time) to its rollup. An audit reads the rollups
+of the files wholly inside its window that still match the manifest and scans every other file; a
+missing or outdated manifest only costs speed (docs/conversion-log.md, "Rollups").
 """
 from __future__ import annotations
 
@@ -28,7 +13,7 @@ import shutil
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -171,26 +156,22 @@ def read_files(spark: SparkSession, parquet_dir: str, files: list[Path]) -> Data
             .parquet(*[str(f) for f in files]))
 
 
-def build(spark: SparkSession, parquet_dir: str, files: list[Path] | None = None) -> int:
+def build(spark: SparkSession, parquet_dir: str, per_file_groups: Callable[[DataFrame], DataFrame],
+          files: list[Path] | None = None) -> int:
     """Aggregate and store the rollups of the given data files (default: those without a current one).
 
-    One Spark job writes the groups of all the files (grouped by file too); a second one reads three
-    numeric columns of the files for each file's newest event time and whether every row has its key
-    hashes. Returns the number of files rolled up.
+    One Spark job writes the groups of all the files (per_file_groups of their rows: the window aggregate
+    grouped by file too); a second one reads three numeric columns of the files for each file's newest
+    event time and whether every row has its key hashes. Returns the number of files rolled up.
     """
-    from spark_audit.audit import AuditConfig, AuditData, audit_frame, window_aggregates
-
     if files is None:  # the files without a current rollup
         known = read_manifest(parquet_dir)
         files = [f for f in data_files(parquet_dir) if not is_current(f, known.get(relative(f)))]
     if not files:
         return 0
     stats = {relative(f): f.stat() for f in files}  # before the read: a later change shows as a mismatch
-    config = AuditConfig()
     rows = read_files(spark, parquet_dir, files)
-    frame = audit_frame(rows, config, F.lit(True))
-    groups = window_aggregates(AuditData(frame.withColumn(FILE_COLUMN, relative_column()), None, config),
-                               per_file=True)
+    groups = per_file_groups(rows)
     name = f"r-{uuid.uuid4().hex}"
     out = str(Path(parquet_dir) / ROLLUP_DIR / name)
     groups.write.mode("overwrite").parquet(out)

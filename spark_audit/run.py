@@ -10,11 +10,13 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from spark_audit import rollup
-from spark_audit.audit import AuditConfig, AuditResult, has_partitions, load, run_audit
+from spark_audit.aggregates import build_rollups
+from spark_audit.audit import has_partitions, ingest, load, run_audit
+from spark_audit.findings import AuditResult
 from spark_audit.incremental import run_incremental
-from spark_audit.ingest import IngestResult, expand_paths, ingest
+from spark_audit.ingest import IngestResult, expand_paths
 from spark_audit.report import build_summary, write_outputs
+from spark_audit.scope import AuditConfig
 from spark_audit.session import build_session
 
 EXIT_USAGE = 2
@@ -91,7 +93,7 @@ def incremental_once(session: SparkSession, args: argparse.Namespace, parquet_di
     ingested, result = run_incremental(session, args.logs[0], parquet_dir, checkpoint, config_from(args))
     code = report(result, ingested, args)
     if has_partitions(parquet_dir):
-        rollup.build(session, parquet_dir)
+        build_rollups(session, parquet_dir)
     return code
 
 

@@ -16,17 +16,12 @@ try:
 except ImportError:  # tests/ is not a package: pytest puts this directory on sys.path
     from spark_fixtures import FIXTURE_LOGS, spark  # noqa: F401
 
-from spark_audit.audit import (  # noqa: E402
-    PERCENTILES,
-    AuditConfig,
-    AuditResult,
-    load,
-    percentile,
-    round_latency,
-    run_audit,
-)
+from spark_audit.aggregates import round_latency  # noqa: E402
+from spark_audit.audit import load, run_audit  # noqa: E402
+from spark_audit.findings import PERCENTILES, AuditResult, percentile  # noqa: E402
 from spark_audit.options import build_parser  # noqa: E402
 from spark_audit.run import run  # noqa: E402
+from spark_audit.scope import AuditConfig  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
@@ -286,13 +281,13 @@ def test_keys_sharing_a_hash_fall_back_to_exact_keys(spark, cli_run, monkeypatch
     """
     from pyspark.sql import functions as F
 
-    import spark_audit.audit as audit_module
+    import spark_audit.keys as keys_module
 
     exact = audit(spark, cli_run[1] / "parquet", grace_seconds=60)
     data = load(spark, str(cli_run[1] / "parquet"), AuditConfig(grace_seconds=60))
-    assert audit_module.flag_hashed_keys(data) is not None  # the real hash: no collision in the fixtures
-    monkeypatch.setattr(audit_module, "key_hash_column", lambda data: F.xxhash64("route"))
-    assert audit_module.flag_hashed_keys(data) is None
+    assert keys_module.flag_hashed_keys(data) is not None  # the real hash: no collision in the fixtures
+    monkeypatch.setattr(keys_module, "key_hash_column", lambda data: F.xxhash64("route"))
+    assert keys_module.flag_hashed_keys(data) is None
     weak = audit(spark, cli_run[1] / "parquet", grace_seconds=60)
     assert weak.counts == exact.counts
     assert weak.rows["key_problems"] == exact.rows["key_problems"]

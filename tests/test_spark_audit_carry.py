@@ -22,10 +22,11 @@ except ImportError:  # tests/ is not a package: pytest puts this directory on sy
     from spark_fixtures import spark  # noqa: F401
 
 from mappings.convlog_schema import ConversionRecord  # noqa: E402
-from spark_audit.audit import AuditConfig, load, run_audit  # noqa: E402
+from spark_audit.audit import ingest, load, run_audit  # noqa: E402
 from spark_audit.carry import STATE_FILE  # noqa: E402
 from spark_audit.incremental import run_incremental  # noqa: E402
-from spark_audit.ingest import expand_paths, ingest  # noqa: E402
+from spark_audit.ingest import expand_paths  # noqa: E402
+from spark_audit.scope import AuditConfig  # noqa: E402
 
 pytestmark = pytest.mark.spark
 

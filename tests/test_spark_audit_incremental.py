@@ -19,12 +19,15 @@ except ImportError:  # tests/ is not a package: pytest puts this directory on sy
     from spark_fixtures import FIXTURE_LOGS, spark  # noqa: F401
 
 from spark_audit import rollup  # noqa: E402
-from spark_audit.audit import AuditConfig, load, run_audit  # noqa: E402
-from spark_audit.incremental import BATCHES_DIR, TEST_CRASH_EXIT, run_incremental  # noqa: E402
-from spark_audit.ingest import expand_paths, ingest  # noqa: E402
+from spark_audit.aggregates import build_rollups  # noqa: E402
+from spark_audit.audit import ingest, load, run_audit  # noqa: E402
+from spark_audit.incremental import run_incremental  # noqa: E402
+from spark_audit.ingest import expand_paths  # noqa: E402
 from spark_audit.options import build_parser  # noqa: E402
 from spark_audit.report import build_summary  # noqa: E402
 from spark_audit.run import follow, run  # noqa: E402
+from spark_audit.scope import AuditConfig  # noqa: E402
+from spark_audit.stream import BATCHES_DIR, TEST_CRASH_EXIT  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
@@ -120,7 +123,7 @@ def test_every_rolls_up_the_files_it_writes_for_later_full_audits(spark, tmp_pat
     first = {f for f in files if f.split("/")[-1].startswith("b0-")}
     assert first and manifests == [first]
     assert set(rollup.read_manifest(parquet)) == files and len(files) > len(first)
-    assert rollup.build(spark, parquet) == 0  # nothing left without a rollup
+    assert build_rollups(spark, parquet) == 0  # nothing left without a rollup
     config = AuditConfig(grace_seconds=60)
     rolled = load(spark, parquet, config)
     assert rolled.rollup is not None and rolled.rollup.files == len(files)

@@ -25,9 +25,12 @@ except ImportError:  # tests/ is not a package: pytest puts this directory on sy
     from spark_fixtures import FIXTURE_LOGS, spark  # noqa: F401
 
 from spark_audit import rollup  # noqa: E402
-from spark_audit.audit import AuditConfig, AuditResult, load, run_audit  # noqa: E402
-from spark_audit.ingest import expand_paths, ingest  # noqa: E402
+from spark_audit.aggregates import build_rollups  # noqa: E402
+from spark_audit.audit import ingest, load, run_audit  # noqa: E402
+from spark_audit.findings import AuditResult  # noqa: E402
+from spark_audit.ingest import expand_paths  # noqa: E402
 from spark_audit.schema import KEY_CHECK, KEY_HASH  # noqa: E402
+from spark_audit.scope import AuditConfig  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
@@ -105,7 +108,7 @@ def test_a_rewritten_file_is_scanned_not_trusted(spark, parquet, tmp_path):
     same_findings(rolled, scanned)
     assert rolled.data.rows_loaded == before.data.rows_loaded - 1
     assert rolled.rows["volume_hourly"] != before.rows["volume_hourly"]
-    assert rollup.build(spark, str(log)) == 1  # only the rewritten file lacks a current rollup
+    assert build_rollups(spark, str(log)) == 1  # only the rewritten file lacks a current rollup
     again = audit(spark, log, True)
     assert again.data.rollup is not None and again.data.rollup.files == len(rollup.data_files(str(log)))
     same_findings(again, scanned)
@@ -139,7 +142,7 @@ def test_files_of_the_older_layout_are_audited_alike(spark, parquet, tmp_path):
     shutil.rmtree(first_hour)
     shutil.copytree(old / first_hour.parent.name / first_hour.name, first_hour)
     same_findings(audit(spark, mixed, True), reference)
-    assert rollup.build(spark, str(mixed)) == len(list(first_hour.glob("*.parquet")))
+    assert build_rollups(spark, str(mixed)) == len(list(first_hour.glob("*.parquet")))
     rebuilt = audit(spark, mixed, True)
     assert rebuilt.data.rollup is not None and not rebuilt.data.hashes_stored  # the old files hash no keys
     same_findings(rebuilt, reference)

@@ -1,91 +1,32 @@
-"""An optional AppCDS archive of the classes an audit loads: a faster cold start of the driver JVM.
+"""`python -m spark_audit.cds`: make the AppCDS archive (spark_audit.cds) once, at setup.
 
-`python -m spark_audit.cds` (once, at setup) runs a small audit of a generated log in a JVM started with
--XX:ArchiveClassesAtExit, so the JVM writes the classes it loaded (Spark's, Hadoop's, Parquet's, ...) to
-an archive at exit. Later sessions map that archive (-XX:SharedArchiveFile) instead of opening, parsing
-and verifying those classes from the jars again. The archive's name is a hash of the JVM, Spark's jars
-and the JVM options, so a changed install simply finds no archive and starts as before; without an
-archive (or with MQB_SPARK_CDS=off) nothing changes. Only class metadata is archived, never data or
-generated code, so the archive cannot change a result.
+A small audit of a generated log runs in a JVM started with -XX:ArchiveClassesAtExit, which writes the
+classes it loaded (Spark's, Hadoop's, Parquet's, ...) to the archive as it exits; later sessions map it
+instead of reading those classes from the jars.
 """
 from __future__ import annotations
 
-import hashlib
+import argparse
 import os
-import shutil
 import sys
+import tempfile
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-ARCHIVE_PREFIX = "spark-"
-CREATE_ENV = "MQB_SPARK_CDS_CREATE"  # set by the setup run: the path the JVM archives its classes to
+from pyspark import SparkContext
+from pyspark.sql import SparkSession
 
-
-def cache_dir() -> Path:
-    """MQB_SPARK_CDS_DIR, else $XDG_CACHE_HOME/mqbridge/spark-cds (~/.cache by default)."""
-    if os.environ.get("MQB_SPARK_CDS_DIR"):
-        return Path(os.environ["MQB_SPARK_CDS_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "mqbridge" / "spark-cds"
-
-
-def java_executable() -> str | None:
-    """The java spark-submit starts: $JAVA_HOME/bin/java, else java on the PATH."""
-    home = os.environ.get("JAVA_HOME")
-    found = str(Path(home) / "bin" / "java") if home else shutil.which("java")
-    return os.path.realpath(found) if found and os.path.exists(found) else None
-
-
-def spark_jars() -> Path | None:
-    """The jars directory of the pyspark install (SPARK_HOME's when that is set)."""
-    home = os.environ.get("SPARK_HOME")
-    if home:
-        return Path(home) / "jars"
-    try:
-        import pyspark
-    except ImportError:
-        return None
-    return Path(pyspark.__file__).resolve().parent / "jars"
-
-
-def archive_key(java_options: str) -> str | None:
-    """A hash of what the archive depends on: the JVM binary, every Spark jar (name, size, mtime), options."""
-    java, jars = java_executable(), spark_jars()
-    if java is None or jars is None or not jars.is_dir():
-        return None
-    digest = hashlib.sha256()
-    java_stat = os.stat(java)
-    digest.update(f"{java}\0{java_stat.st_size}\0{java_stat.st_mtime_ns}\0{java_options}\0".encode())
-    for jar in sorted(jars.glob("*.jar")):
-        st = jar.stat()
-        digest.update(f"{jar.name}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
-    return digest.hexdigest()[:16]
-
-
-def archive_path(java_options: str) -> Path | None:
-    key = archive_key(java_options)
-    return None if key is None else cache_dir() / f"{ARCHIVE_PREFIX}{key}.jsa"
-
-
-def cds_options(java_options: str) -> str:
-    """The JVM options that create (setup run) or use (when present) the archive; "" otherwise."""
-    if os.environ.get("MQB_SPARK_CDS", "").lower() in ("off", "0", "no", "false"):
-        return ""
-    creating = os.environ.get(CREATE_ENV)
-    if creating:
-        return f"-XX:ArchiveClassesAtExit={creating} -Xlog:cds=off -Xlog:cds+dynamic=off"
-    path = archive_path(java_options)
-    if path is None or not path.is_file():
-        return ""
-    # -Xshare:auto: an archive the JVM cannot map (another class path, say) is ignored, quietly.
-    return f"-XX:SharedArchiveFile={path} -Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
+from mappings.convlog_schema import ConversionRecord
+from mappings.report import Change, Finding
+from spark_audit.cds import ARCHIVE_PREFIX, CREATE_ENV, archive_path
+from spark_audit.options import build_parser
+from spark_audit.run import run
+from spark_audit.session import driver_java_options
 
 
 def stop_jvm(timeout: float = 300.0) -> None:
     """Stop the session and let the driver JVM exit normally (it writes the archive as it exits)."""
-    from pyspark import SparkContext
-    from pyspark.sql import SparkSession
-
     session = SparkSession.getActiveSession()
     if session is not None:
         session.stop()
@@ -132,11 +73,6 @@ def create(workload: Callable[[], None], java_options: str, force: bool = False)
 def write_training_log(path: Path, pairs: int = 200) -> None:
     """A small log that walks every code path of an audit: clean pairs, a loss, a duplicate, a failure,
     a coerced property, a bad line."""
-    from datetime import UTC, datetime, timedelta
-
-    from mappings.convlog_schema import ConversionRecord
-    from mappings.report import Change, Finding
-
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
     lines = []
     for i in range(pairs):
@@ -160,11 +96,6 @@ def write_training_log(path: Path, pairs: int = 200) -> None:
 
 def training_run() -> None:
     """Ingest, full audit with every output, and two incremental runs, on a small generated log."""
-    import tempfile
-
-    from spark_audit.options import build_parser
-    from spark_audit.run import run
-
     with tempfile.TemporaryDirectory(prefix="mqbridge-cds-") as tmp:
         logs = Path(tmp) / "logs"
         logs.mkdir()
@@ -177,10 +108,6 @@ def training_run() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    from spark_audit.session import driver_java_options
-
     parser = argparse.ArgumentParser(prog="python -m spark_audit.cds", description=__doc__)
     parser.add_argument("--force", action="store_true", help="create the archive even if it is up to date")
     parser.add_argument("--print-path", action="store_true", help="print where the archive is and exit")

@@ -1,0 +1,75 @@
+"""Where the optional AppCDS archive of the driver JVM's classes lives, and the JVM options that use it.
+
+The archive (made once by `python -m spark_audit.cds`) is named after the JVM, Spark's jars and the JVM
+options, so a changed install finds none and starts as before; it holds class metadata only, never data
+(docs/conversion-log.md, "Faster cold start").
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+ARCHIVE_PREFIX = "spark-"
+CREATE_ENV = "MQB_SPARK_CDS_CREATE"  # set by the setup run: the path the JVM archives its classes to
+
+
+def cache_dir() -> Path:
+    """MQB_SPARK_CDS_DIR, else $XDG_CACHE_HOME/mqbridge/spark-cds (~/.cache by default)."""
+    if os.environ.get("MQB_SPARK_CDS_DIR"):
+        return Path(os.environ["MQB_SPARK_CDS_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "mqbridge" / "spark-cds"
+
+
+def java_executable() -> str | None:
+    """The java spark-submit starts: $JAVA_HOME/bin/java, else java on the PATH."""
+    home = os.environ.get("JAVA_HOME")
+    found = str(Path(home) / "bin" / "java") if home else shutil.which("java")
+    return os.path.realpath(found) if found and os.path.exists(found) else None
+
+
+def spark_jars() -> Path | None:
+    """The jars directory of the pyspark install (SPARK_HOME's when that is set)."""
+    home = os.environ.get("SPARK_HOME")
+    if home:
+        return Path(home) / "jars"
+    try:
+        import pyspark
+    except ImportError:
+        return None
+    return Path(pyspark.__file__).resolve().parent / "jars"
+
+
+def archive_key(java_options: str) -> str | None:
+    """A hash of what the archive depends on: the JVM binary, every Spark jar (name, size, mtime), options."""
+    java, jars = java_executable(), spark_jars()
+    if java is None or jars is None or not jars.is_dir():
+        return None
+    digest = hashlib.sha256()
+    java_stat = os.stat(java)
+    digest.update(f"{java}\0{java_stat.st_size}\0{java_stat.st_mtime_ns}\0{java_options}\0".encode())
+    for jar in sorted(jars.glob("*.jar")):
+        st = jar.stat()
+        digest.update(f"{jar.name}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    return digest.hexdigest()[:16]
+
+
+def archive_path(java_options: str) -> Path | None:
+    key = archive_key(java_options)
+    return None if key is None else cache_dir() / f"{ARCHIVE_PREFIX}{key}.jsa"
+
+
+def cds_options(java_options: str) -> str:
+    """The JVM options that create (setup run) or use (when present) the archive; "" otherwise."""
+    if os.environ.get("MQB_SPARK_CDS", "").lower() in ("off", "0", "no", "false"):
+        return ""
+    creating = os.environ.get(CREATE_ENV)
+    if creating:
+        return f"-XX:ArchiveClassesAtExit={creating} -Xlog:cds=off -Xlog:cds+dynamic=off"
+    path = archive_path(java_options)
+    if path is None or not path.is_file():
+        return ""
+    # -Xshare:auto: an archive the JVM cannot map (another class path, say) is ignored, quietly.
+    return f"-XX:SharedArchiveFile={path} -Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
