@@ -1,4 +1,4 @@
-"""The IBM MQ connector (bridge/connectors/mq.py).
+"""The IBM MQ connector (bridge/connectors/mq/).
 
 No queue manager can run on this machine (IBM MQ is not packaged by Debian and nothing outside the
 package registries can be fetched), so this module tests in three layers:
@@ -43,10 +43,15 @@ from typing import Any
 
 import pytest
 
-import bridge.connectors.mq as mq
+import bridge.connectors.mq  # noqa: F401 - registers connector type "mq"
 from bridge.config import BrokerConfig
 from bridge.connectors.base import ConnectorError, Inbound, Outbound, Target
 from bridge.connectors.embedded import QueueStore
+from bridge.connectors.mq import connection as mq_connection
+from bridge.connectors.mq import mqi
+from bridge.connectors.mq.connection import MqConnection, MqSourceSpec
+from bridge.connectors.mq.endpoints import MqSource, MqTarget
+from bridge.connectors.mqtt_internal import route_client_id
 from bridge.connectors.registry import CONNECTOR_FACTORIES, RouteSetupError
 from bridge.mqtt.broker import Broker
 from bridge.mqtt.store import Store
@@ -192,16 +197,16 @@ MD_CLASSES = [pytest.param(StandInMD, id="stand-in")] + (
 
 def test_split_message_gives_the_md_fields_and_the_data_untouched() -> None:
     for pack, encoding in ((_be, C.MQENC_NORMAL), (_le, C.MQENC_REVERSED)):
-        md, data = mq.split_message(golden_mqmd(pack, encoding, v2=False) + DATA)
+        md, data = mqi.split_message(golden_mqmd(pack, encoding, v2=False) + DATA)
         assert data == DATA
-        assert mq.md_values(md) == {**GOLDEN_VALUES, "Encoding": encoding, **V1_TAIL}
-        md2, data2 = mq.split_message(golden_mqmd(pack, encoding, v2=True) + DATA)
+        assert mqi.md_values(md) == {**GOLDEN_VALUES, "Encoding": encoding, **V1_TAIL}
+        md2, data2 = mqi.split_message(golden_mqmd(pack, encoding, v2=True) + DATA)
         assert data2 == DATA
-        assert mq.md_values(md2) == {**GOLDEN_VALUES, "Encoding": encoding, **V2_TAIL}
+        assert mqi.md_values(md2) == {**GOLDEN_VALUES, "Encoding": encoding, **V2_TAIL}
 
 
 def test_md_fields_are_the_ibm_names_in_wire_order() -> None:
-    assert list(mq.MD_FIELDS) == [n for n, _, _ in _MD_LAYOUT[1:]]
+    assert list(mqi.MD_FIELDS) == [n for n, _, _ in _MD_LAYOUT[1:]]
 
 
 @pytest.mark.parametrize("md_class", MD_CLASSES)
@@ -209,11 +214,11 @@ def test_md_class_packs_our_little_endian_mqmd_byte_for_byte(md_class: Any) -> N
     if not LITTLE:
         pytest.skip("the MD classes pack in native order; this golden MQMD is little-endian")
     golden = golden_mqmd(_le, C.MQENC_REVERSED, v2=True)
-    md, _ = mq.split_message(golden + DATA)
-    assert mq.make_md(types.SimpleNamespace(MD=md_class), md).pack() == golden  # type: ignore[arg-type]
+    md, _ = mqi.split_message(golden + DATA)
+    assert mqi.make_md(types.SimpleNamespace(MD=md_class), md).pack() == golden  # type: ignore[arg-type]
     # and IBM's class unpacks the golden bytes into the values we expect
     unpacked = md_class().unpack(golden)
-    assert {n: getattr(unpacked, n) for n in mq.MD_FIELDS} == {**GOLDEN_VALUES, "Encoding": 546, **V2_TAIL}
+    assert {n: getattr(unpacked, n) for n in mqi.MD_FIELDS} == {**GOLDEN_VALUES, "Encoding": 546, **V2_TAIL}
 
 
 @pytest.mark.parametrize("md_class", MD_CLASSES)
@@ -223,35 +228,35 @@ def test_md_class_round_trip_rebuilds_our_bytes_exactly(md_class: Any, v2: bool,
     """What MQPUT + MQGET do to the MQMD: our bytes -> MD -> native structure -> MD -> our bytes."""
     pack, encoding = (_be, C.MQENC_NORMAL) if order == "big" else (_le, C.MQENC_REVERSED)
     original = golden_mqmd(pack, encoding, v2=v2) + DATA
-    md, data = mq.split_message(original)
-    native = md_class(**mq.md_values(md)).pack()
+    md, data = mqi.split_message(original)
+    native = md_class(**mqi.md_values(md)).pack()
     assert len(native) == 364
     got = md_class()
     got.unpack(native)
-    assert mq.join_message(mq.read_md(got), data) == original
+    assert mqi.join_message(mqi.read_md(got), data) == original
 
 
 @pytest.mark.parametrize("md_class", MD_CLASSES)
 def test_md_as_c_fills_it_nul_padded_reads_as_blank_padded(md_class: Any) -> None:
     """An MD straight from the library has NUL-padded MQCHARs (b'' packs as NULs); our bytes use blanks."""
     raw = md_class().pack()
-    md = mq.read_md(md_class().unpack(raw))
+    md = mqi.read_md(md_class().unpack(raw))
     assert md.version == 1 and md.format == "        " and md.reply_to_q == ""
-    out = mq.join_message(md, b"")
+    out = mqi.join_message(md, b"")
     assert out[32:40] == b"        " and out[100:148] == b" " * 48 and out[48:72] == bytes(24)
 
 
 def test_constants_match_ibm_cmqc() -> None:
     if IBMMQ is None:
         pytest.skip("ibmmq is not installed: its CMQC/CMQXC are the reference for these values")
-    names = [n for n in dir(mq) if n.startswith(("MQOO_", "MQPMO_", "MQGMO_", "MQSO_", "MQCO_", "MQCNO_", "MQRC_",
+    names = [n for n in dir(mqi) if n.startswith(("MQOO_", "MQPMO_", "MQGMO_", "MQSO_", "MQCO_", "MQCNO_", "MQRC_",
                                                    "MQCSP_", "MQCD_", "MQCHT_", "MQXPT_"))]
     assert len(names) >= 40
     for name in names:
         ref = getattr(IBMMQ.CMQC, name, None)
         if ref is None:
             ref = getattr(IBMMQ.CMQXC, name)
-        assert getattr(mq, name) == ref, name
+        assert getattr(mqi, name) == ref, name
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -276,7 +281,7 @@ class Stored:
 def _stored_view(md_class: Any, s: Stored) -> dict[str, Any]:  # noqa: ANN401
     """What an MQ V7+ selection string is evaluated against: the JMS view of the message as stored
     (IBM's packed MD + data), the MQMD/RFH2 -> JMS mapping of IBM MQ classes for JMS."""
-    return mq_view(mq.join_message(mq.read_md(md_class().unpack(s.md)), s.data), time.time())
+    return mq_view(mqi.join_message(mqi.read_md(md_class().unpack(s.md)), s.data), time.time())
 
 
 @dataclass
@@ -319,8 +324,8 @@ class FakeQueueManager:
 
     def preload(self, name: str, data: bytes, backout: int = 0) -> None:
         """A message as another application's committed MQPUT leaves it (MsgId assigned if none)."""
-        md, body = mq.split_message(data)
-        values = mq.md_values(md)
+        md, body = mqi.split_message(data)
+        values = mqi.md_values(md)
         values["BackoutCount"] = backout
         if md.msg_id == C.MQMI_NONE:
             self.counter += 1
@@ -349,7 +354,7 @@ class FakeConn:
     def check(self) -> None:
         self.qm.threads.setdefault(self.ident, set()).add(threading.get_ident())
         if not self.alive:
-            raise FakeMQMIError(2, mq.MQRC_CONNECTION_BROKEN)
+            raise FakeMQMIError(2, mqi.MQRC_CONNECTION_BROKEN)
 
     def end_uow(self, commit: bool) -> None:
         if commit:
@@ -429,7 +434,7 @@ def make_fake_mqi(qm: FakeQueueManager, *, with_csp: bool = True) -> types.Modul
         try:
             compile_selector(text)
         except MappingError:
-            raise FakeMQMIError(2, mq.MQRC_SELECTOR_SYNTAX_ERROR) from None
+            raise FakeMQMIError(2, mqi.MQRC_SELECTOR_SYNTAX_ERROR) from None
         return text
 
     class QueueManager:
@@ -441,7 +446,7 @@ def make_fake_mqi(qm: FakeQueueManager, *, with_csp: bool = True) -> types.Modul
             qm.connects.append({"name": name, **kw, "thread": threading.get_ident()})
             if qm.fail_connects:
                 qm.fail_connects -= 1
-                raise FakeMQMIError(2, mq.MQRC_HOST_NOT_AVAILABLE)
+                raise FakeMQMIError(2, mqi.MQRC_HOST_NOT_AVAILABLE)
             self.conn = FakeConn(qm, len(qm.conns))
             qm.conns.append(self.conn)
 
@@ -464,7 +469,7 @@ def make_fake_mqi(qm: FakeQueueManager, *, with_csp: bool = True) -> types.Modul
                 self.conn.alive = False
 
     def _stamp(conn: FakeConn, md: Any, pmo: Any) -> Stored:  # noqa: ANN401
-        assert pmo.Options & mq.MQPMO_SYNCPOINT
+        assert pmo.Options & mqi.MQPMO_SYNCPOINT
         if qm.fail_put_after is not None and qm.puts >= qm.fail_put_after:
             raise FakeMQMIError(2, 2053)   # MQRC_Q_FULL
         qm.puts += 1
@@ -472,7 +477,7 @@ def make_fake_mqi(qm: FakeQueueManager, *, with_csp: bool = True) -> types.Modul
         if stored.MsgId in (b"", bytes(24)):
             qm.counter += 1
             stored.MsgId = b"AMQ FAKE        " + qm.counter.to_bytes(8, "big")
-        if not pmo.Options & mq.MQPMO_SET_IDENTITY_CONTEXT:
+        if not pmo.Options & mqi.MQPMO_SET_IDENTITY_CONTEXT:
             stored.UserIdentifier = b"app".ljust(12)
         stored.PutDate, stored.PutTime = b"20261122", b"04000000"
         md.MsgId = stored.MsgId
@@ -481,12 +486,12 @@ def make_fake_mqi(qm: FakeQueueManager, *, with_csp: bool = True) -> types.Modul
     def _get(conn: FakeConn, qname: str, md: Any, gmo: Any, selection: str | None = None) -> bytes:  # noqa: ANN401
         """The first message on the queue, or with a selection string the first that matches it; the
         others stay where they are."""
-        assert gmo.Options & mq.MQGMO_SYNCPOINT and gmo.Options & mq.MQGMO_PROPERTIES_FORCE_MQRFH2
+        assert gmo.Options & mqi.MQGMO_SYNCPOINT and gmo.Options & mqi.MQGMO_PROPERTIES_FORCE_MQRFH2
         q = qm.queue(qname)
         sel = compile_selector(selection) if selection is not None else None
         at = next((i for i, s in enumerate(q) if sel is None or sel.matches(_stored_view(qm.md_class, s))), None)
         if at is None:
-            raise FakeMQMIError(2, mq.MQRC_NO_MSG_AVAILABLE)
+            raise FakeMQMIError(2, mqi.MQRC_NO_MSG_AVAILABLE)
         s = q[at]
         del q[at]
         conn.uow_gets.append((qname, s))
@@ -503,13 +508,13 @@ def make_fake_mqi(qm: FakeQueueManager, *, with_csp: bool = True) -> types.Modul
                 name = bytes(desc.ObjectName).rstrip(b"\x00 ").decode()
                 value = desc.get_vs("SelectionString")
                 if value:
-                    assert desc.Version >= 4 and opts & mq.MQOO_INPUT_AS_Q_DEF
+                    assert desc.Version >= 4 and opts & mqi.MQOO_INPUT_AS_Q_DEF
                 self.selection = _selection(value, desc.SelectionStringVSCCSID)
             qm.opens.append(("queue", name, opts))
             qm.selections[name] = self.selection
-            if opts & mq.MQOO_OUTPUT and not qm.put_allowed or (
-                    opts & mq.MQOO_SET_IDENTITY_CONTEXT and not qm.setid_allowed):
-                raise FakeMQMIError(2, mq.MQRC_NOT_AUTHORIZED)
+            if opts & mqi.MQOO_OUTPUT and not qm.put_allowed or (
+                    opts & mqi.MQOO_SET_IDENTITY_CONTEXT and not qm.setid_allowed):
+                raise FakeMQMIError(2, mqi.MQRC_NOT_AUTHORIZED)
             self.conn, self.name = conn, name
 
         def put(self, msg: bytes, md: Any, pmo: Any) -> None:  # noqa: ANN401
@@ -590,7 +595,7 @@ def qm() -> FakeQueueManager:
 @pytest.fixture
 def fake(qm: FakeQueueManager, monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
     mod = make_fake_mqi(qm)
-    monkeypatch.setattr(mq, "_loaded", mod)   # what load_mqi() returns from now on
+    monkeypatch.setattr(mqi, "_loaded", mod)   # what load_mqi() returns from now on
     return mod
 
 
@@ -598,8 +603,8 @@ CONFIG = MqConnector(type="mq", queue_manager="QM1", channel="DEV.APP.SVRCONN", 
                      user="app", password="passw0rd")
 
 
-def _conn(fake: types.ModuleType, config: MqConnector = CONFIG, name: str = "t") -> mq.MqConnection:
-    return mq.MqConnection(name, config, mqi_loader=lambda: fake)
+def _conn(fake: types.ModuleType, config: MqConnector = CONFIG, name: str = "t") -> MqConnection:
+    return MqConnection(name, config, mqi_loader=lambda: fake)
 
 
 def _message(name: str = "mqtt_qos1_retained") -> bytes:
@@ -612,7 +617,7 @@ def _run(coro: Any) -> Any:  # noqa: ANN401
 
 def test_target_puts_under_syncpoint_and_commits_the_batch(qm: FakeQueueManager, fake: types.ModuleType) -> None:
     msgs = [_message("mqtt_qos1_retained"), _message("jms_text_big_endian"), _message("mqtt_qos0_empty")]
-    target = mq.MqTarget(_conn(fake), {})
+    target = MqTarget(_conn(fake), {})
 
     async def go() -> None:
         await target.send([Outbound(f"k{i}", m, "DEV.QUEUE.1") for i, m in enumerate(msgs)])
@@ -621,11 +626,11 @@ def test_target_puts_under_syncpoint_and_commits_the_batch(qm: FakeQueueManager,
     _run(go())
     assert qm.commits == 1 and qm.depth("DEV.QUEUE.1") == 3
     assert qm.opens[0] == ("queue", "DEV.QUEUE.1",
-                           mq.MQOO_OUTPUT | mq.MQOO_FAIL_IF_QUIESCING | mq.MQOO_SET_IDENTITY_CONTEXT)
+                           mqi.MQOO_OUTPUT | mqi.MQOO_FAIL_IF_QUIESCING | mqi.MQOO_SET_IDENTITY_CONTEXT)
     for stored, original in zip(qm.queues["DEV.QUEUE.1"], msgs, strict=True):
-        md_sent, data_sent = mq.split_message(original)
+        md_sent, data_sent = mqi.split_message(original)
         assert stored.data == data_sent   # headers + body exactly as the mapping library made them
-        got = mq.read_md(MD_CLASS().unpack(stored.md))
+        got = mqi.read_md(MD_CLASS().unpack(stored.md))
         if md_sent.msg_id == C.MQMI_NONE:
             assert got.msg_id.startswith(b"AMQ FAKE")   # the queue manager gave it a MsgId
         else:
@@ -641,7 +646,7 @@ def test_target_puts_under_syncpoint_and_commits_the_batch(qm: FakeQueueManager,
 
 def test_failed_put_backs_out_the_whole_batch(qm: FakeQueueManager, fake: types.ModuleType) -> None:
     qm.fail_put_after = 1
-    target = mq.MqTarget(_conn(fake), {})
+    target = MqTarget(_conn(fake), {})
     with pytest.raises(ConnectorError, match="2053"):
         _run(target.send([Outbound("a", _message(), "Q"), Outbound("b", _message(), "Q")]))
     assert qm.depth("Q") == 0 and qm.commits == 0 and qm.backouts == 1
@@ -655,7 +660,7 @@ def test_pymqi_flavour_gets_user_and_password_and_tls_goes_in_cd_and_sco(qm: Fak
     fake = make_fake_mqi(qm, with_csp=False)
     config = MqConnector(type="mq", queue_manager="QM1", user="u", password="p",
                          cipher="ANY_TLS12_OR_HIGHER", key_repository="/etc/mqm/key")
-    target = mq.MqTarget(_conn(fake, config), {})
+    target = MqTarget(_conn(fake, config), {})
     _run(target.send([Outbound("a", _message(), "Q")]))
     _run(target.close())
     conn = qm.connects[0]
@@ -667,30 +672,30 @@ def test_pymqi_flavour_gets_user_and_password_and_tls_goes_in_cd_and_sco(qm: Fak
 def test_without_setid_authority_the_put_still_goes_with_default_context(
         qm: FakeQueueManager, fake: types.ModuleType, caplog: pytest.LogCaptureFixture) -> None:
     qm.setid_allowed = False
-    target = mq.MqTarget(_conn(fake), {})
+    target = MqTarget(_conn(fake), {})
     _run(target.send([Outbound("a", _message(), "Q")]))
     _run(target.send([Outbound("b", _message(), "Q")]))
     _run(target.close())
     assert qm.depth("Q") == 2
-    assert mq.read_md(MD_CLASS().unpack(qm.queues["Q"][0].md)).user_identifier == "app"
+    assert mqi.read_md(MD_CLASS().unpack(qm.queues["Q"][0].md)).user_identifier == "app"
     assert "+setid" in caplog.text and caplog.text.count("no authority") == 1   # warned once, then cached
 
 
 def test_no_put_authority_is_a_connector_error_not_a_fallback(qm: FakeQueueManager, fake: types.ModuleType) -> None:
     qm.put_allowed = False
     conn = _conn(fake)
-    target = mq.MqTarget(conn, {})
+    target = MqTarget(conn, {})
     with pytest.raises(ConnectorError, match="2035"):
         _run(target.send([Outbound("a", _message(), "Q")]))
     assert not conn._no_identity   # the set-identity fallback was tried and did not stick
-    assert [o[2] & mq.MQOO_SET_IDENTITY_CONTEXT for o in qm.opens] == [mq.MQOO_SET_IDENTITY_CONTEXT, 0]
+    assert [o[2] & mqi.MQOO_SET_IDENTITY_CONTEXT for o in qm.opens] == [mqi.MQOO_SET_IDENTITY_CONTEXT, 0]
     _run(target.close())
 
 
 def test_bytes_that_are_not_an_mq_message_put_nothing_and_are_not_retried(
         qm: FakeQueueManager, fake: types.ModuleType) -> None:
     """Not a ConnectorError (which the router retries forever): the router backs the batch out instead."""
-    target = mq.MqTarget(_conn(fake), {})
+    target = MqTarget(_conn(fake), {})
     with pytest.raises(MappingError, match="StrucId"):
         _run(target.send([Outbound("a", _message(), "Q"), Outbound("b", b"XX" * 200, "Q")]))
     with pytest.raises(TypeError, match="not MQ bytes"):
@@ -701,7 +706,7 @@ def test_bytes_that_are_not_an_mq_message_put_nothing_and_are_not_retried(
 
 def test_topic_target_opens_the_nearest_admin_topic_object(qm: FakeQueueManager, fake: types.ModuleType) -> None:
     qm.subs["S1"] = "sensors/hall/temp"
-    target = mq.MqTarget(_conn(fake), {"SENSORS": "sensors"})
+    target = MqTarget(_conn(fake), {"SENSORS": "sensors"})
     _run(target.send([Outbound("a", _message(), "topic:sensors/hall/temp"),
                       Outbound("b", _message(), "topic:{topic}")]))   # template: from the RFH2 mqps.Top
     _run(target.close())
@@ -711,18 +716,18 @@ def test_topic_target_opens_the_nearest_admin_topic_object(qm: FakeQueueManager,
 
 def test_topic_object_split() -> None:
     admin = {"SENSORS": "sensors", "HALL": "sensors/hall"}
-    assert mq.topic_object(admin, "sensors/hall/temp") == ("HALL", "temp")
-    assert mq.topic_object(admin, "sensors/yard") == ("SENSORS", "yard")
-    assert mq.topic_object(admin, "sensors") == ("SENSORS", "")
-    assert mq.topic_object(admin, "sensorsX/a") == ("", "sensorsX/a")   # level boundaries only
-    assert mq.topic_object({}, "a/b") == ("", "a/b")                     # SYSTEM.BASE.TOPIC
+    assert mq_connection.topic_object(admin, "sensors/hall/temp") == ("HALL", "temp")
+    assert mq_connection.topic_object(admin, "sensors/yard") == ("SENSORS", "yard")
+    assert mq_connection.topic_object(admin, "sensors") == ("SENSORS", "")
+    assert mq_connection.topic_object(admin, "sensorsX/a") == ("", "sensorsX/a")   # level boundaries only
+    assert mq_connection.topic_object({}, "a/b") == ("", "a/b")                     # SYSTEM.BASE.TOPIC
 
 
 def test_source_gets_under_syncpoint_rebuilds_bytes_and_commits(qm: FakeQueueManager, fake: types.ModuleType) -> None:
     originals = [_message("jms_text_big_endian"), _message("mqtt_qos1_retained"), _message("mq_plain_string")]
     for m in originals:
         qm.preload("IN", m)
-    source = mq.MqSource(_conn(fake), mq.MqSourceSpec("IN", None, "", {}))
+    source = MqSource(_conn(fake), MqSourceSpec("IN", None, "", {}))
 
     async def go() -> list[Inbound]:
         items = await source.receive(2)
@@ -736,14 +741,14 @@ def test_source_gets_under_syncpoint_rebuilds_bytes_and_commits(qm: FakeQueueMan
     items = _run(go())
     assert len(items) == 3
     for item, original in zip(items, originals, strict=True):
-        md_o, data_o = mq.split_message(original)
-        md_g, data_g = mq.split_message(item.message)  # type: ignore[arg-type]
+        md_o, data_o = mqi.split_message(original)
+        md_g, data_g = mqi.split_message(item.message)  # type: ignore[arg-type]
         assert data_g == data_o
         if md_o.msg_id == C.MQMI_NONE:
             assert md_g.msg_id.startswith(b"AMQ FAKE")
             md_o = dataclasses.replace(md_o, msg_id=md_g.msg_id)
         if md_o.version == 1:   # byte for byte, the MQMD in its own byte order (LE and BE fixtures)
-            assert item.message == mq.join_message(md_o, data_o)
+            assert item.message == mqi.join_message(md_o, data_o)
         else:                   # a v2 MQMD whose v2 fields are defaults comes back as the v1 MQMD
             assert md_g == dataclasses.replace(md_o, version=1)
         assert item.key == f"mq:{md_g.msg_id.hex()}" and item.source_type == md_o.format.strip()
@@ -754,7 +759,7 @@ def test_source_gets_under_syncpoint_rebuilds_bytes_and_commits(qm: FakeQueueMan
 
 def test_backout_raises_backout_count_and_redelivers(qm: FakeQueueManager, fake: types.ModuleType) -> None:
     qm.preload("IN", _message())
-    source = mq.MqSource(_conn(fake), mq.MqSourceSpec("IN", None, "", {}))
+    source = MqSource(_conn(fake), MqSourceSpec("IN", None, "", {}))
 
     async def go() -> list[int]:
         counts = []
@@ -771,8 +776,8 @@ def test_backout_raises_backout_count_and_redelivers(qm: FakeQueueManager, fake:
 
 def test_all_mqi_calls_of_a_connection_run_on_its_one_thread(qm: FakeQueueManager, fake: types.ModuleType) -> None:
     qm.preload("IN", _message())
-    source = mq.MqSource(_conn(fake, name="s"), mq.MqSourceSpec("IN", None, "", {}))
-    target = mq.MqTarget(_conn(fake, name="t"), {})
+    source = MqSource(_conn(fake, name="s"), MqSourceSpec("IN", None, "", {}))
+    target = MqTarget(_conn(fake, name="t"), {})
 
     async def go() -> None:
         items = await source.receive(5)
@@ -793,11 +798,11 @@ def test_all_mqi_calls_of_a_connection_run_on_its_one_thread(qm: FakeQueueManage
 def test_connection_broken_reconnects_and_redelivers(
         qm: FakeQueueManager, fake: types.ModuleType, monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
-    monkeypatch.setattr(mq, "RECONNECT_MIN", 0.01)
+    monkeypatch.setattr(mq_connection, "RECONNECT_MIN", 0.01)
     qm.preload("IN", _message())
     conn = _conn(fake)
     conn.delay = 0.01
-    source = mq.MqSource(conn, mq.MqSourceSpec("IN", None, "", {}))
+    source = MqSource(conn, MqSourceSpec("IN", None, "", {}))
 
     async def go() -> tuple[int, int]:
         items = await source.receive(5)
@@ -814,7 +819,7 @@ def test_connection_broken_reconnects_and_redelivers(
 
 
 def test_target_reconnects_after_broken_connection(qm: FakeQueueManager, fake: types.ModuleType) -> None:
-    target = mq.MqTarget(_conn(fake), {})
+    target = MqTarget(_conn(fake), {})
     _run(target.send([Outbound("a", _message(), "Q")]))
     qm.break_connections()
     with pytest.raises(ConnectorError, match="reconnecting"):
@@ -826,9 +831,9 @@ def test_target_reconnects_after_broken_connection(qm: FakeQueueManager, fake: t
 
 def test_connect_failures_back_off(qm: FakeQueueManager, fake: types.ModuleType) -> None:
     now = [100.0]
-    conn = mq.MqConnection("t", CONFIG, mqi_loader=lambda: fake, clock=lambda: now[0])
+    conn = MqConnection("t", CONFIG, mqi_loader=lambda: fake, clock=lambda: now[0])
     qm.fail_connects = 2
-    target = mq.MqTarget(conn, {})
+    target = MqTarget(conn, {})
     with pytest.raises(ConnectorError, match="MQCONNX to QM1 over DEV.APP.SVRCONN at mq\\(1414\\) failed"):
         _run(target.send([Outbound("a", _message(), "Q")]))
     with pytest.raises(ConnectorError, match="next attempt in 0.5s"):   # no MQCONNX inside the backoff
@@ -841,7 +846,7 @@ def test_connect_failures_back_off(qm: FakeQueueManager, fake: types.ModuleType)
     now[0] += 1.0
     _run(target.send([Outbound("a", _message(), "Q")]))
     _run(target.close())
-    assert len(qm.connects) == 3 and qm.depth("Q") == 1 and conn.delay == mq.RECONNECT_MIN
+    assert len(qm.connects) == 3 and qm.depth("Q") == 1 and conn.delay == mq_connection.RECONNECT_MIN
 
 
 def test_topic_source_is_a_durable_subscription_named_client_id_colon_topic(
@@ -857,10 +862,10 @@ routes:
 """)
     route = rules.routes[0]
     source = CONNECTOR_FACTORIES["mq"](rules, route, route.source, "source")
-    assert isinstance(source, mq.MqSource)
-    expected = subscription_name(mq.route_client_id("from-mq-topic"), "sensors/hall/temp")
+    assert isinstance(source, MqSource)
+    expected = subscription_name(route_client_id("from-mq-topic"), "sensors/hall/temp")
     assert source.spec.subscription == expected and expected.endswith(":sensors/hall/temp")
-    target = mq.MqTarget(_conn(fake, name="pub"), {})
+    target = MqTarget(_conn(fake, name="pub"), {})
 
     async def go() -> Inbound:
         task = asyncio.ensure_future(source.receive(5))   # subscribes, then waits
@@ -876,9 +881,9 @@ routes:
     item = _run(go())
     call = qm.sub_calls[0]
     assert call["name"] == expected and call["object"] == "SENSORS" and call["string"] == "hall/temp"
-    want = mq.MQSO_CREATE | mq.MQSO_RESUME | mq.MQSO_DURABLE | mq.MQSO_MANAGED
+    want = mqi.MQSO_CREATE | mqi.MQSO_RESUME | mqi.MQSO_DURABLE | mqi.MQSO_MANAGED
     assert call["options"] & want == want
-    assert (f"sub {expected}", mq.MQCO_KEEP_SUB) in qm.closes   # the durable subscription outlives us
+    assert (f"sub {expected}", mqi.MQCO_KEEP_SUB) in qm.closes   # the durable subscription outlives us
     assert item.destination == "topic:sensors/hall/temp"
 
 
@@ -950,9 +955,9 @@ routes:
     executor = ThreadPoolExecutor(1)
     router = Router(None, None, None, "gw", executor)  # type: ignore[arg-type]
 
-    async def go() -> mq.MqTarget:
+    async def go() -> MqTarget:
         worker = router.build(rules, rules.routes[0])
-        assert isinstance(worker.backout, mq.MqTarget)
+        assert isinstance(worker.backout, MqTarget)
         await worker.start()
         for _ in range(500):
             if qm.depth("DEV.DEAD.LETTER.QUEUE") and qm.commits >= 2:
@@ -967,8 +972,8 @@ routes:
         executor.shutdown()
     assert qm.depth("DEV.DEAD.LETTER.QUEUE") == 1 and qm.depth("IN") == 0
     stored = qm.queues["DEV.DEAD.LETTER.QUEUE"][0]
-    md = mq.read_md(MD_CLASS().unpack(stored.md))
-    backed = decode_message(mq.join_message(md, stored.data))
+    md = mqi.read_md(MD_CLASS().unpack(stored.md))
+    backed = decode_message(mqi.join_message(md, stored.data))
     assert "backout threshold 3" in (backed.rfh2_folder("mqbridge").value("Reason") or "")  # type: ignore[union-attr]
     assert backout.conn._executor is None and backout.conn.qmgr is None   # closed with the route
     assert all(not c.alive for c in qm.conns)
@@ -979,7 +984,7 @@ def _n(item: Inbound | Stored) -> int:
     if isinstance(item, Inbound):
         data = item.message
     else:
-        data = mq.join_message(mq.read_md(MD_CLASS().unpack(item.md)), item.data)
+        data = mqi.join_message(mqi.read_md(MD_CLASS().unpack(item.md)), item.data)
     return int(mq_view(data, time.time())["n"])  # type: ignore[arg-type]
 
 
@@ -991,7 +996,7 @@ def test_selector_is_the_mqod_selection_string_and_the_rest_stay_in_order(
     for i, region in enumerate(["us", "eu", "eu", "us", "eu", "us"]):
         qm.preload("IN", usr_message(i, region))
     selector = "region = 'eu' AND n > 1"
-    source = mq.MqSource(_conn(fake), mq.MqSourceSpec("IN", None, "", {}, selector))
+    source = MqSource(_conn(fake), MqSourceSpec("IN", None, "", {}, selector))
 
     async def go() -> tuple[list[int], list[int]]:
         first = await source.receive(10)
@@ -1005,14 +1010,14 @@ def test_selector_is_the_mqod_selection_string_and_the_rest_stay_in_order(
     assert got == [2, 4] and counts == [1, 1]
     assert [_n(s) for s in qm.queues["IN"]] == [0, 1, 3, 5]     # untouched, in arrival order
     assert qm.selections["IN"] == selector
-    assert qm.opens[0] == ("queue", "IN", mq.MQOO_INPUT_AS_Q_DEF | mq.MQOO_FAIL_IF_QUIESCING)
+    assert qm.opens[0] == ("queue", "IN", mqi.MQOO_INPUT_AS_Q_DEF | mqi.MQOO_FAIL_IF_QUIESCING)
     if IBMMQ is not None:
         assert fake.OD is IBMMQ.OD     # IBM's own MQOD took our SelectionString (Version 4, UTF-8)
 
 
 def test_without_a_selector_the_queue_is_opened_by_name(qm: FakeQueueManager, fake: types.ModuleType) -> None:
     qm.preload("IN", usr_message(1, "us"))
-    source = mq.MqSource(_conn(fake), mq.MqSourceSpec("IN", None, "", {}))
+    source = MqSource(_conn(fake), MqSourceSpec("IN", None, "", {}))
 
     async def go() -> int:
         items = await source.receive(5)
@@ -1026,7 +1031,7 @@ def test_without_a_selector_the_queue_is_opened_by_name(qm: FakeQueueManager, fa
 def test_a_selection_string_the_queue_manager_refuses_names_the_selector(
         qm: FakeQueueManager, fake: types.ModuleType) -> None:
     conn = _conn(fake)
-    spec = mq.MqSourceSpec("IN", None, "", {}, "region = ")   # the rules file would refuse it first
+    spec = MqSourceSpec("IN", None, "", {}, "region = ")   # the rules file would refuse it first
     with pytest.raises(ConnectorError) as info:
         _run(conn.call(conn._sync_get, spec, 5))
     assert "refused the route's selector 'region = '" in str(info.value) and "2459" in str(info.value)
@@ -1050,11 +1055,11 @@ routes:
     q_route, t_route = rules.routes
     q_source = CONNECTOR_FACTORIES["mq"](rules, q_route, q_route.source, "source")
     t_source = CONNECTOR_FACTORIES["mq"](rules, t_route, t_route.source, "source")
-    assert isinstance(q_source, mq.MqSource) and isinstance(t_source, mq.MqSource)
+    assert isinstance(q_source, MqSource) and isinstance(t_source, MqSource)
     assert q_source.spec.selector == "JMSPriority >= 5" and t_source.spec.selector == "region = 'eu'"
     qm.preload("IN", usr_message(1, "us", priority=4))
     qm.preload("IN", usr_message(2, "us", priority=7))
-    target = mq.MqTarget(_conn(fake, name="pub"), {})
+    target = MqTarget(_conn(fake, name="pub"), {})
 
     async def go() -> tuple[list[int], list[int]]:
         from_q = await q_source.receive(10)
@@ -1080,8 +1085,8 @@ def test_missing_library_is_one_clear_error() -> None:
     def nothing(name: str) -> types.ModuleType:
         raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 
-    with pytest.raises(mq.MqUnavailable) as err:
-        mq.load_mqi(nothing)
+    with pytest.raises(mqi.MqUnavailable) as err:
+        mqi.load_mqi(nothing)
     text = str(err.value)
     assert "pymqi is not installed; ibmmq is not installed" in text
     assert "pip install 'mqbridge[mq]'" in text and "libmqic" in text
@@ -1095,17 +1100,17 @@ def test_missing_library_is_one_clear_error() -> None:
             raise ModuleNotFoundError("No module named 'ibmmqc'", name="ibmmqc") from None
 
     # ibmmq retries a failed relative import, hiding the first error: the missing library is what is shown
-    with pytest.raises(mq.MqUnavailable, match="ibmmq is installed but cannot load: libmqm_r.so: cannot open"):
-        mq.load_mqi(no_client)
+    with pytest.raises(mqi.MqUnavailable, match="ibmmq is installed but cannot load: libmqm_r.so: cannot open"):
+        mqi.load_mqi(no_client)
 
 
 def test_missing_client_library_for_real_and_route_setup_names_it(monkeypatch: pytest.MonkeyPatch,
                                                                    tmp_path: Path) -> None:
     """This machine has no MQ client library: the real import fails and the route is refused with the hint."""
-    monkeypatch.setattr(mq, "_loaded", None)
+    monkeypatch.setattr(mqi, "_loaded", None)
     try:
-        mod = mq.load_mqi()
-    except mq.MqUnavailable as exc:
+        mod = mqi.load_mqi()
+    except mqi.MqUnavailable as exc:
         text = str(exc)
     else:
         pytest.skip(f"an MQI library loads here ({mod.__name__}): nothing is missing")
@@ -1154,8 +1159,8 @@ def _real_config() -> MqConnector:
 def test_real_queue_manager_put_get_backout_commit() -> None:
     queue = os.environ.get("MQBRIDGE_TEST_QUEUE", "DEV.QUEUE.1")
     config = _real_config()
-    target = mq.MqTarget(mq.MqConnection("real-put", config), {})
-    source = mq.MqSource(mq.MqConnection("real-get", config), mq.MqSourceSpec(queue, None, "", {}))
+    target = MqTarget(MqConnection("real-put", config), {})
+    source = MqSource(MqConnection("real-get", config), MqSourceSpec(queue, None, "", {}))
     original = _message("jms_text_big_endian")
 
     async def go() -> None:
@@ -1180,10 +1185,10 @@ def test_real_queue_manager_selection_string() -> None:
     """The queue manager itself evaluates the route's selector (MQOD SelectionString, MQ V7+)."""
     queue = os.environ.get("MQBRIDGE_TEST_QUEUE", "DEV.QUEUE.1")
     config = _real_config()
-    target = mq.MqTarget(mq.MqConnection("real-put", config), {})
-    source = mq.MqSource(mq.MqConnection("real-sel", config),
-                         mq.MqSourceSpec(queue, None, "", {}, "region = 'eu' AND n > 1"))
-    drain = mq.MqSource(mq.MqConnection("real-drain", config), mq.MqSourceSpec(queue, None, "", {}))
+    target = MqTarget(MqConnection("real-put", config), {})
+    source = MqSource(MqConnection("real-sel", config),
+                         MqSourceSpec(queue, None, "", {}, "region = 'eu' AND n > 1"))
+    drain = MqSource(MqConnection("real-drain", config), MqSourceSpec(queue, None, "", {}))
 
     async def go() -> tuple[list[int], list[int]]:
         await target.send([Outbound(str(i), usr_message(i, r), queue) for i, r in enumerate(["eu", "us", "eu"])])
