@@ -95,14 +95,14 @@ class InboundFrame:
         return self.headers.get("redelivered") == "true"
 
 
-
-
 Handler = Callable[[InboundFrame], None]
 StateCallback = Callable[[LinkState, str], None]
 
 
 @dataclass
 class Subscription:
+    """A subscription as the link keeps it, to make it again with the same id on every connect."""
+
     id: str
     destination: str
     ack: str
@@ -112,6 +112,8 @@ class Subscription:
 
 @dataclass
 class Pending:
+    """A frame waiting for its RECEIPT (``done``); ``error`` when an ERROR or a drop answered instead."""
+
     generation: int
     done: threading.Event = field(default_factory=threading.Event)
     error: StompLinkError | None = None
@@ -150,6 +152,7 @@ class _Listener(stomp.ConnectionListener):
 
     def on_heartbeat_timeout(self) -> None:
         self.link._mark_down(self.generation, "heartbeat timeout: provider silent")
+
 
 class LinkCore:
     """The link's connection, state and generation; the subscriptions it re-makes on every connect and
@@ -230,7 +233,7 @@ class LinkCore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # ------------------------------------------------------------------ sending
+    # ------------------------------------------------------------------ subscribing (on connect, on subscribe)
 
     @staticmethod
     def _subscribe_on(conn: stomp.Connection12, sub: Subscription, extra: dict[str, str]) -> None:
