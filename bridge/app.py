@@ -20,33 +20,13 @@ from bridge.mqtt.broker import Broker
 from bridge.mqtt.server import MqttServer
 from bridge.mqtt.store import Store
 from bridge.routing.router import Router
-from mappings.rules.model import RulesError, RulesFile, parse_rules
+from bridge.rules_file import load_rules
+from mappings.rules.model import RulesError
 
 log = logging.getLogger("mqbridge")
 
 STORE_FILE = "broker.sqlite3"
 RUNTIME_FILE = "runtime.json"   # where a running gateway says its ports are (read by status/admin)
-
-# With no rules file the gateway runs these routes on the embedded queue store (README's first command).
-DEFAULT_RULES = """
-routes:
-  - name: mqtt-to-mq          # MQTT publications under mq/... become MQ messages on queue MQTT.IN
-    from: {mqtt: "mq/#"}
-    to: {connector: embedded, queue: MQTT.IN}
-  - name: mq-to-mqtt          # MQ messages put on MQTT.OUT are published to their mqps/Top topic
-    from: {connector: embedded, queue: MQTT.OUT}
-    to: {mqtt: "{topic}"}
-"""
-
-
-def load_rules(path: Path | None) -> RulesFile:
-    if path is None:
-        return parse_rules(DEFAULT_RULES, "<embedded default rules>")
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise RulesError([f"{path}: cannot read: {exc.strerror}"]) from None
-    return parse_rules(text, str(path))
 
 
 class Gateway:

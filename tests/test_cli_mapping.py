@@ -12,8 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bridge.cli import mapping_table as converters
+from bridge.cli import mapping_mqtt_mq, mapping_table
 from bridge.cli.main import main
+from bridge.cli.mapping_input import ConvertEntry, ConvertResult
 from bridge.cli.mq_dump import as_json, render
 from mappings.conversions.mqtt_mq import MqttToMqEncoder
 from mappings.errors import MappingError
@@ -239,15 +240,14 @@ def test_convert_unknown_pair(capsys):
 def test_converter_table_is_pluggable(monkeypatch):
     plugin = types.ModuleType("fake_jms_plugin")
 
-    def run_it(raw: bytes, name: str, args: argparse.Namespace) -> converters.ConvertResult:
-        return converters.ConvertResult(report=ConversionReport(), document={"echo": raw.decode()})
+    def run_it(raw: bytes, name: str, args: argparse.Namespace) -> ConvertResult:
+        return ConvertResult(report=ConversionReport(), document={"echo": raw.decode()})
 
-    plugin.converters = lambda: [converters.Converter("jms", "mq", run_it, "test")]
+    plugin.entries = lambda: [ConvertEntry("jms", "mq", run_it, "test")]
     plugin.add_arguments = lambda parser: parser.add_argument("--jms-flag")
-    monkeypatch.setitem(sys.modules, "fake_jms_plugin", plugin)
-    monkeypatch.setattr(converters, "CONVERTER_MODULES", ("fake_jms_plugin", "no_such_plugin_module"))
+    monkeypatch.setattr(mapping_table, "ENTRY_MODULES", (mapping_mqtt_mq, plugin))
     parser = argparse.ArgumentParser()
-    table = converters.load_converters(parser)
+    table = mapping_table.load_convert_table(parser)
     assert set(table) == {("mqtt", "mq"), ("mq", "mqtt"), ("jms", "mq")}
     assert parser.parse_args(["--jms-flag", "x"]).jms_flag == "x"
     assert table[("jms", "mq")].run(b"hi", "-", argparse.Namespace()).document == {"echo": "hi"}

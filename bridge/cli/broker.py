@@ -8,8 +8,10 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from bridge.config import ConfigError, GatewayConfig, ListenerConfig, load_config
+from bridge.logsetup import setup_logging
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -90,8 +92,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"mqbridge: {exc}", file=sys.stderr)
         return 2
+    # The gateway's runtime (broker, router, connectors, stomp.py) loads only for `serve`: imported at
+    # the top it would cost every other command, `mqbridge --help` included, about a third more start-up
+    # time (measured: --help 0.53 s -> 0.70 s of CPU).
     from bridge.app import run
-    from bridge.logsetup import setup_logging
 
     setup_logging(cfg.logging.level, cfg.logging.json_format)
     return run(cfg)
@@ -124,7 +128,7 @@ def _admin_url(args: argparse.Namespace) -> str:
     return str(info["admin"])
 
 
-def _request(args: argparse.Namespace, method: str, path: str) -> tuple[int, Any]:
+def admin_request(args: argparse.Namespace, method: str, path: str) -> tuple[int, Any]:
     url = _admin_url(args) + path
     req = urllib.request.Request(url, method=method)
     try:
@@ -141,8 +145,8 @@ def _request(args: argparse.Namespace, method: str, path: str) -> tuple[int, Any
 
 def cmd_status(args: argparse.Namespace) -> int:
     try:
-        code, status = _request(args, "GET", "/status")
-        _, conns = _request(args, "GET", "/connections")
+        code, status = admin_request(args, "GET", "/status")
+        _, conns = admin_request(args, "GET", "/connections")
     except AdminUnavailable as exc:
         print(f"mqbridge: {exc}", file=sys.stderr)
         return 3
@@ -188,7 +192,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_admin_list(args: argparse.Namespace) -> int:
     try:
-        code, body = _request(args, "GET", f"/{args.what}")
+        code, body = admin_request(args, "GET", f"/{args.what}")
     except AdminUnavailable as exc:
         print(f"mqbridge: {exc}", file=sys.stderr)
         return 3
@@ -212,13 +216,11 @@ def cmd_admin_list(args: argparse.Namespace) -> int:
 
 
 def cmd_admin_action(args: argparse.Namespace) -> int:
-    from urllib.parse import quote
-
     path = f"/{args.path}/{quote(args.client_id, safe='')}"
     if args.path == "trace":
         path += f"?on={'1' if args.state == 'on' else '0'}"
     try:
-        code, body = _request(args, args.method, path)
+        code, body = admin_request(args, args.method, path)
     except AdminUnavailable as exc:
         print(f"mqbridge: {exc}", file=sys.stderr)
         return 3

@@ -7,12 +7,19 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from bridge.cli.broker import AdminUnavailable, admin_request
+from bridge.cli.mq_dump import render
 from bridge.config import ConfigError, load_config
-
-if TYPE_CHECKING:
-    from bridge.connectors.embedded import QueueStore
+from bridge.connectors.embedded import QueueStore, default_path
+from bridge.convlog import log_files
+from bridge.rules_file import load_rules
+from mappings.errors import MappingError
+from mappings.mq import constants as C
+from mappings.mq.message import build_message, decode_message, encode_message, message_as_dict
+from mappings.mq.mqmd import Mqmd
+from mappings.mq.rfh2 import Rfh2, RfhElement, RfhFolder
+from mappings.rules.model import MqttEndpoint, RulesError
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -78,9 +85,6 @@ def _data_dir(args: argparse.Namespace) -> Path:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from bridge.app import load_rules
-    from mappings.rules.model import RulesError
-
     try:
         rules = load_rules(args.rules)
     except RulesError as exc:
@@ -94,8 +98,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _describe(ep: object) -> str:
-    from mappings.rules.model import MqttEndpoint
-
     if isinstance(ep, MqttEndpoint):
         return f"mqtt {ep.mqtt}" + (f" (client {ep.client_id})" if ep.client_id else "")
     if getattr(ep, "reply_to", False):   # the envelope's JMSDestination within allow, else the fallback
@@ -105,10 +107,8 @@ def _describe(ep: object) -> str:
 
 
 def cmd_reload(args: argparse.Namespace) -> int:
-    from bridge.cli.broker import AdminUnavailable, _request
-
     try:
-        code, body = _request(args, "POST", "/reload")
+        code, body = admin_request(args, "POST", "/reload")
     except AdminUnavailable as exc:
         print(f"mqbridge: {exc}", file=sys.stderr)
         return 3
@@ -124,8 +124,6 @@ def cmd_reload(args: argparse.Namespace) -> int:
 
 
 def _store(args: argparse.Namespace) -> QueueStore:
-    from bridge.connectors.embedded import QueueStore, default_path
-
     path = default_path(_data_dir(args))
     return QueueStore(path).open()
 
@@ -148,10 +146,6 @@ def cmd_queue_list(args: argparse.Namespace) -> int:
 
 
 def _print_message(data: bytes, as_json: bool, header: str) -> None:
-    from bridge.cli.mq_dump import render
-    from mappings.errors import MappingError
-    from mappings.mq.message import decode_message, message_as_dict
-
     try:
         msg = decode_message(data)
     except MappingError as exc:
@@ -191,12 +185,6 @@ def cmd_queue_get(args: argparse.Namespace) -> int:
 
 
 def cmd_queue_put(args: argparse.Namespace) -> int:
-    from mappings.errors import MappingError
-    from mappings.mq import constants as C
-    from mappings.mq.message import build_message, decode_message, encode_message
-    from mappings.mq.mqmd import Mqmd
-    from mappings.mq.rfh2 import Rfh2, RfhElement, RfhFolder
-
     if args.file is not None:
         try:
             data = args.file.read_bytes()
@@ -260,8 +248,6 @@ def _format_record(line: str) -> str:
 
 
 def cmd_log_tail(args: argparse.Namespace) -> int:
-    from bridge.convlog import log_files
-
     try:
         cfg = load_config(args.config)
     except ConfigError as exc:

@@ -2,18 +2,19 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
-# Each sub-command family lives in its own module, which exposes
-# ``register(subparsers: argparse._SubParsersAction) -> None``; every parser it adds
-# sets ``func`` (``Callable[[argparse.Namespace], int]``) as its default.
-COMMAND_MODULES: tuple[str, ...] = (
-    "bridge.cli.broker",   # serve, status, admin
-    "bridge.cli.mapping",  # inspect, convert
-    "bridge.cli.audit",    # audit
-    "bridge.cli.gateway",  # validate, reload, queue, log
+from bridge.cli import audit, broker, gateway, mapping
+
+# Each command group's module exposes ``register(subparsers: argparse._SubParsersAction) -> None``;
+# every parser it adds sets ``func`` (``Callable[[argparse.Namespace], int]``) as its default.
+COMMAND_MODULES: tuple[ModuleType, ...] = (
+    broker,    # serve, status, admin
+    mapping,   # inspect, convert
+    audit,     # audit
+    gateway,   # validate, reload, queue, log
 )
 
 
@@ -24,13 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:  # that family is not built yet
-                continue
-            raise
+    for module in COMMAND_MODULES:
         module.register(sub)
     return parser
 

@@ -5,18 +5,10 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
-from bridge.cli.mapping_table import (
-    HEADER_STRUC_IDS,
-    ConvertResult,
-    InputError,
-    as_json_text,
-    data_context,
-    describe,
-    known_families,
-    load_converters,
-    mq_message_bytes,
-)
+from bridge.cli.mapping_input import HEADER_STRUC_IDS, ConvertResult, InputError, data_context, mq_message_bytes
+from bridge.cli.mapping_table import describe, known_families, load_convert_table
 from bridge.cli.mq_dump import as_json, hex_lines, render
 from mappings.errors import MappingError
 
@@ -49,10 +41,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("input", metavar="INPUT", help="input file, or - for standard input")
     p.add_argument("--out", type=Path, help="write the result (bytes, or JSON when the result has no bytes)")
     p.add_argument("--json", action="store_true", help="print one JSON document (result + report)")
-    table = load_converters(p)
+    table = load_convert_table(p)
     p.epilog = describe(table)
     p.formatter_class = argparse.RawDescriptionHelpFormatter
-    p.set_defaults(func=cmd_convert, converters=table)
+    p.set_defaults(func=cmd_convert, convert_table=table)
 
 
 def _read_input(name: str) -> bytes:
@@ -62,6 +54,10 @@ def _read_input(name: str) -> bytes:
         return Path(name).read_bytes()
     except OSError as exc:
         raise InputError(f"{name}: cannot read: {exc.strerror}") from None
+
+
+def as_json_text(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, indent=2, ensure_ascii=False)
 
 
 def _error(message: str) -> None:
@@ -122,9 +118,9 @@ def _print_result(result: ConvertResult, args: argparse.Namespace) -> None:
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
-    table = args.converters
-    converter = table.get((args.source, args.target))
-    if converter is None:
+    table = args.convert_table
+    entry = table.get((args.source, args.target))
+    if entry is None:
         supported = ", ".join(f"{s}->{t}" for s, t in sorted(table))  # details: convert --help
         families = " | ".join(known_families(table))
         _error(f"no converter from {args.source!r} to {args.target!r} (families: {families}; "
@@ -132,7 +128,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         raw = _read_input(args.input)
-        result = converter.run(raw, args.input, args)
+        result = entry.run(raw, args.input, args)
     except InputError as exc:
         _error(str(exc))
         return EXIT_USAGE

@@ -1,26 +1,19 @@
-"""`mqbridge convert --from jms --to mq` and `--from mq --to jms`: the JMS <-> MQ entries of the converter table.
+"""`mqbridge convert --from jms --to mq` and `--from mq --to jms`: the JMS <-> MQ entries of the convert table.
 
 JMS messages are read and written in the JMS message JSON form (mappings.jms.message_json, docs/json-forms.md);
-MQ messages as message files, hex dumps or JSON/YAML descriptions (bridge.cli.mapping_table.read_mq_message).
-The mapping is mappings.conversions.jms_mq (seed "JMS message transformation" tables, mq-wire-facts.md §6).
+MQ messages as message files, hex dumps or JSON/YAML descriptions (bridge.cli.mapping_input.read_mq_message).
+The mapping is mappings.conversions.jms_mq (IBM MQ docs "Mapping JMS fields onto IBM MQ fields"; docs/jms-mq.md).
 """
 from __future__ import annotations
 
 import argparse
-import time
 from collections.abc import Iterable
 
-from bridge.cli.mapping_table import Converter, ConvertResult, InputError, load_description, read_mq_message
+from bridge.cli.mapping_input import ConvertEntry, ConvertResult, InputError, load_description, now_ms, read_mq_message
 from mappings.conversions.jms_mq import JmsToMqOptions, MqToJmsOptions, jms_to_mq, mq_to_jms
 from mappings.jms.message_json import message_from_dict, message_to_dict
 from mappings.mq import constants as C
 from mappings.mq.message import encode_message, message_as_dict
-
-
-def _now_ms(args: argparse.Namespace) -> int:
-    """The conversion's clock: --now-ms, else the system clock (the bridge owns clocks; mappings do not)."""
-    given = getattr(args, "now_ms", None)
-    return int(given) if given is not None else time.time_ns() // 1_000_000
 
 
 def _jms_to_mq(raw: bytes, name: str, args: argparse.Namespace) -> ConvertResult:
@@ -33,13 +26,13 @@ def _jms_to_mq(raw: bytes, name: str, args: argparse.Namespace) -> ConvertResult
                              body_ccsid=getattr(args, "jms_mq_body_ccsid", C.CCSID_UTF8),
                              priority_as_q_def=bool(getattr(args, "priority_as_q_def", False)),
                              with_rfh2=not getattr(args, "no_rfh2", False))
-    msg, report = jms_to_mq(message, now_ms=_now_ms(args), options=options)
+    msg, report = jms_to_mq(message, now_ms=now_ms(args), options=options)
     return ConvertResult(report=report, data=encode_message(msg), document=message_as_dict(msg))
 
 
 def _mq_to_jms(raw: bytes, name: str, args: argparse.Namespace) -> ConvertResult:
     msg = read_mq_message(raw, name)
-    jms, report = mq_to_jms(msg, now_ms=_now_ms(args), options=MqToJmsOptions())
+    jms, report = mq_to_jms(msg, now_ms=now_ms(args), options=MqToJmsOptions())
     return ConvertResult(report=report, document=message_to_dict(jms), notes=msg.notes)
 
 
@@ -49,7 +42,7 @@ def _add(group: argparse._ArgumentGroup, parser: argparse.ArgumentParser, flag: 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    g = parser.add_argument_group("JMS <-> MQ (seed JMS message transformation tables; mq-wire-facts.md §6)")
+    g = parser.add_argument_group("JMS <-> MQ (IBM MQ docs \"Mapping JMS fields onto IBM MQ fields\"; docs/jms-mq.md)")
     _add(g, parser, "--now-ms", type=int, metavar="MS",
          help="epoch milliseconds used as the put/receive time (JMSExpiration <-> MQMD.Expiry); "
               "default: the system clock")
@@ -63,8 +56,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
          help="JMS -> MQ: no MQRFH2, the MQMD alone (WMQ_TARGET_CLIENT=MQ); what only the RFH2 carries is reported")
 
 
-def converters() -> Iterable[Converter]:
+def entries() -> Iterable[ConvertEntry]:
     return [
-        Converter("jms", "mq", _jms_to_mq, "JMS message JSON -> MQ message bytes (MQMD + RFH2 mcd/jms/usr, §6.2)"),
-        Converter("mq", "jms", _mq_to_jms, "MQ message -> JMS message JSON (RFH2 wins over MQMD, §6.3)"),
+        ConvertEntry("jms", "mq", _jms_to_mq, "JMS message JSON -> MQ message bytes (MQMD + RFH2 mcd/jms/usr, §6.2)"),
+        ConvertEntry("mq", "jms", _mq_to_jms, "MQ message -> JMS message JSON (RFH2 wins over MQMD, §6.3)"),
     ]

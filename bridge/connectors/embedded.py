@@ -4,7 +4,7 @@ fresh machine with nothing else installed. `mqbridge queue ...` reads and writes
 
 Like a queue manager on MQPUT, the store gives a message a MsgId when it has none (MQMI_NONE) and
 sets PutDate/PutTime (GMT); on a get that is backed out it raises BackoutCount. Offsets are the
-MQMD v1/v2 layout (reference mq-wire-facts.md §2)."""
+MQMD v1/v2 layout of IBM MQ docs "MQMD - Message descriptor"."""
 from __future__ import annotations
 
 import asyncio
