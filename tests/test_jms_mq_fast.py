@@ -18,7 +18,8 @@ from mappings.conversions.jms_mq import (
     mq_bytes_to_jms,
     mq_to_jms,
 )
-from mappings.conversions.jms_mq_fast import jms_to_mq_bytes_fast, mq_bytes_to_jms_fast
+from mappings.conversions.jms_mq.decode import mq_bytes_to_jms_fast
+from mappings.conversions.jms_mq.encode import jms_to_mq_bytes_fast
 from mappings.errors import MappingError
 from mappings.jms.model import (
     BytesBody,
