@@ -1,6 +1,7 @@
-"""The JMS <-> MQ fast paths (mappings/conversions/jms_mq_fast.py) give exactly the general path's results: the same
-bytes and findings for JMS -> MQ, the same JMS message (types included) and findings for MQ -> JMS, and the
-same MappingError when the general path refuses the input; and they are taken for the usual messages."""
+"""The JMS <-> MQ bytes path (mappings/conversions/jms_mq/encode.py, decode.py) gives exactly the model path's
+results: the same bytes and findings for JMS -> MQ, the same JMS message (types included) and findings for
+MQ -> JMS, and the same MappingError when the model path refuses the input; and it is taken for the usual
+messages."""
 from __future__ import annotations
 
 import struct

@@ -28,7 +28,7 @@ from mappings.report import ConversionReport
 
 
 # --------------------------------------------------------------------------------------------------
-# Bodies (§6.4)
+# Bodies (IBM bodies)
 # --------------------------------------------------------------------------------------------------
 def _encode_text(text: str, ccsid: int, order: str, what: str) -> bytes:
     codec = codec_for(ccsid, order)
@@ -63,17 +63,25 @@ def body_to_mq(ctx: ToMq) -> bytes:
     return b""
 
 
-def body_class(msd: str | None, body_format: str, report: ConversionReport) -> BodyType:
-    """The JMS message class: mcd Msd, else Format (MQSTR -> Text, anything else -> Bytes), §6.3, S19."""
+def body_type_of(msd: str | None, body_format: str) -> BodyType | None:
+    """The JMS message class: mcd Msd, else Format (MQSTR -> Text, blank -> Bytes), IBM in; None for
+    another Format (a BytesMessage, reported by body_class). Also decode's."""
     if msd is not None:
         found = MSD_TO_BODY.get(msd.strip(XML_WS).lower())
         if found is not None:
             return found
     if body_format == C.MQFMT_STRING:
         return BodyType.TEXT
-    if body_format != C.MQFMT_NONE:
+    return BodyType.BYTES if body_format == C.MQFMT_NONE else None
+
+
+def body_class(msd: str | None, body_format: str, report: ConversionReport) -> BodyType:
+    """body_type_of, reporting another Format: the body is passed as a BytesMessage."""
+    found = body_type_of(msd, body_format)
+    if found is None:
         report.dropped("Format", f"{body_format!r}: the body is passed as a BytesMessage")
-    return BodyType.BYTES
+        return BodyType.BYTES
+    return found
 
 
 def _decode_text(msg: MqMessage, options: MqToJmsOptions, what: str) -> str:

@@ -13,16 +13,24 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from mappings.conversions.jms_mq.bodies import body_type_of
 from mappings.conversions.jms_mq.spec import (
+    DELIVERY_MODE_FOR,
     GROUP_FLAGS,
-    ID_HEX48,
+    INT_RE,
+    JMS_FOLDER_ORDER,
     LONG_MAX,
     LONG_MIN,
     MAPPED_PROPERTIES,
+    MCD_ORDER,
     MQLONG_MAX,
     MSD_TO_BODY,
     XML_WS,
     MqToJmsOptions,
+    bytes_to_id,
+    correl_bytes,
+    folder_int,
+    implied_msg_type,
     mcd_uri,
     parse_uri,
     put_epoch_ms,
@@ -31,6 +39,7 @@ from mappings.conversions.jms_mq.wire import LONG, MQMD_V2, RFH2_FIXED, Bounded,
 from mappings.errors import MappingError
 from mappings.jms.bodies import decode_stream
 from mappings.jms.model import (
+    INTEGER_RANGES,
     RESERVED_WORDS,
     BodyType,
     BytesBody,
@@ -48,7 +57,7 @@ from mappings.jms.model import (
     TypedMap,
     trusted_value,
 )
-from mappings.jms.typed_xml import decode_value, parse_float
+from mappings.jms.typed_xml import DT_TO_TYPE, decode_value, parse_float
 from mappings.mq import constants as C
 from mappings.mq.ccsid import codec_for
 from mappings.report import ConversionReport
@@ -70,10 +79,9 @@ _SIMPLE_ALL_RE = re.compile(rf"(?:<({_NAME})>{_TEXT}</\1>)*")
 _ITEM_RE = re.compile(rf"<({_NAME}){_DT}{_NIL}>({_TEXT})</\1>|([\s\S])")
 _MD_HEADER_FORMATS = frozenset({C.MQFMT_RF_HEADER, C.MQFMT_MD_EXTENSION, C.MQFMT_DEAD_LETTER_HEADER})
 _HEADER_FORMATS = _MD_HEADER_FORMATS | {C.MQFMT_RF_HEADER_2}
-_JMS_ELEMENTS = frozenset({"Dst", "Tms", "Dlv", "Exp", "Pri", "Cid", "Rto", "Gid", "Seq"})
-_MCD_ELEMENTS = frozenset({"Msd", "Set", "Type", "Fmt"})
-_INT_RE = re.compile(r"[+-]?[0-9]+", re.ASCII)
-_DELIVERY = {C.MQPER_NOT_PERSISTENT: DeliveryMode.NON_PERSISTENT, C.MQPER_PERSISTENT: DeliveryMode.PERSISTENT}
+_JMS_ELEMENTS = frozenset(JMS_FOLDER_ORDER)
+_MCD_ELEMENTS = frozenset(MCD_ORDER)
+_DELIVERY = DELIVERY_MODE_FOR
 _MODES = {int(mode): mode for mode in DeliveryMode}
 _DLV = {str(int(mode)): mode for mode in DeliveryMode}        # jms/Dlv as IBM writes it
 _reply_queues: Bounded = Bounded()     # (ReplyToQ, ReplyToQMgr) -> Destination
@@ -86,10 +94,8 @@ _BOOLEAN = JavaType.BOOLEAN
 _BYTES = JavaType.BYTES
 _DOUBLE = JavaType.DOUBLE
 _OTHER_DT = "decode_value"
-_INTEGER_DT = {"i1": JavaType.BYTE, "i2": JavaType.SHORT, "i4": JavaType.INT, "i8": JavaType.LONG,
-               "int": JavaType.LONG}
-_INTEGER_RANGE = {JavaType.BYTE: (-(2**7), 2**7 - 1), JavaType.SHORT: (-(2**15), 2**15 - 1),
-                  JavaType.INT: (-(2**31), 2**31 - 1), JavaType.LONG: (LONG_MIN, LONG_MAX)}
+_INTEGER_DT = {dt: jtype for dt, jtype in DT_TO_TYPE.items() if jtype in INTEGER_RANGES}
+_INTEGER_RANGE = INTEGER_RANGES
 _BOOLEANS = {"1": trusted_value(JavaType.BOOLEAN, True), "0": trusted_value(JavaType.BOOLEAN, False)}
 _BLANK32 = b" " * 32
 _BLANK4 = b" " * 4
@@ -120,8 +126,8 @@ def _folder(raw: bytes) -> tuple[str, str, int, int]:
 
 
 def _simple(text: str, start: int, stop: int, known: frozenset[str]) -> dict[str, str]:
-    """jms_mq._folder_values of an mcd/jms folder of elements without attributes, each of them read by a rule
-    (the general path reports the others) and each once (it reports a duplicate)."""
+    """model._folder_values of an mcd/jms folder of elements without attributes, each of them read by a rule
+    (the model path reports the others) and each once (it reports a duplicate)."""
     if not _SIMPLE_ALL_RE.fullmatch(text, start, stop):
         raise Fallback
     items = _SIMPLE_RE.findall(text, start, stop)
@@ -133,22 +139,13 @@ def _simple(text: str, start: int, stop: int, known: frozenset[str]) -> dict[str
     return out
 
 
-def _folder_int(text: str | None, low: int, high: int) -> int | None:
-    """jms_mq._ToJms.folder_int."""
-    if text is None:
-        return None
-    if not (text.isdigit() and text.isascii()):      # else the general form: blanks, a sign
-        text = text.strip(XML_WS)
-        if not _INT_RE.fullmatch(text):
-            raise Fallback                 # an error
-    value = int(text)
-    if not low <= value <= high:
-        raise Fallback                     # an error
-    return value
+def _folder_int(text: str | None, low: int, high: int, name: str) -> int | None:
+    """rules.ToJms.folder_int: spec.folder_int, None when the element is absent."""
+    return None if text is None else folder_int(text, low, high, name)
 
 
 def _mq_text(raw: bytes) -> str:
-    """mqmd._text then blank-trimmed as the rules read MQCHAR fields (§6.3)."""
+    """mqmd._text then blank-trimmed as the rules read MQCHAR fields (IBM in)."""
     cut = raw.find(b"\x00")
     if cut >= 0:
         raw = raw[:cut]
@@ -165,7 +162,7 @@ def _mq_name(raw: bytes) -> str:
 
 def _usr_kind(name: str, dt: str) -> Any:
     """How a usr element (name, quoted dt) is read: _STRING, (integer type, low, high), _BOOLEAN, or None
-    for typed_xml.decode_value; Fallback for a name jms_mq._usr_to_properties reports."""
+    for typed_xml.decode_value; Fallback for a name properties.usr_to_properties reports."""
     if name.upper() in RESERVED_WORDS or name in MAPPED_PROPERTIES:
         raise Fallback
     if not dt:
@@ -217,12 +214,12 @@ def _message(headers: dict[str, Any], props: list[tuple[str, JavaValue]], body: 
 
 _ATTR_CHAR = "[^<&\"\t\n\r\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]"
 _ATTR = rf"{_ATTR_CHAR}*(?:&(?:amp|lt|gt|quot|apos|#9|#10|#13);{_ATTR_CHAR}*)*"   # typed_xml.escape_attr
-# A wire-form map entry as jms_bodies.encode_map writes it, or (last group) a character no entry explains.
+# A wire-form map entry as mappings.jms.bodies.encode_map writes it, or (last group) a character no entry explains.
 _MAP_ITEM_RE = re.compile(rf'<elt name="({_ATTR})"( dt="[A-Za-z0-9.]*")?( xsi:nil="true")?>({_TEXT})</elt>|([\s\S])')
 
 
 def _map_body(text: str) -> MapBody:
-    """jms_bodies.decode_map for the wire form without whitespace between entries; Fallback otherwise."""
+    """mappings.jms.bodies.decode_map for the wire form without whitespace between entries; Fallback otherwise."""
     if not (text.startswith("<map>") and text.endswith("</map>")) or "]]>" in text:
         raise Fallback
     pairs: list[tuple[str, JavaValue]] = []
@@ -281,7 +278,7 @@ def _to_jms(data: bytes, now_ms: int, options: MqToJmsOptions) -> tuple[JmsMessa
      correl_id, backout, reply_q, reply_qm, user_id, accounting, appl_identity, put_appl_type, put_appl_name,
      put_date, put_time, appl_origin, group_id, seq_number, offset, msg_flags,
      original_length) = MQMD_V2[order].unpack_from(data)
-    # MQMD fields without a JMS field must hold their defaults (jms_mq._report_unused reports the rest)
+    # MQMD fields without a JMS field must hold their defaults (model._report_unused reports the rest)
     if (report_opts or accounting != C.MQACT_NONE or offset or original_length != C.MQOL_UNDEFINED
             or msg_flags & ~GROUP_FLAGS or appl_identity != _BLANK32 and _mq_text(appl_identity)
             or appl_origin != _BLANK4 and _mq_text(appl_origin)):
@@ -333,7 +330,7 @@ def _to_jms(data: bytes, now_ms: int, options: MqToJmsOptions) -> tuple[JmsMessa
             elif name == "usr":
                 usr = _ITEM_RE.findall(text, start, stop)
             else:
-                raise Fallback             # mqps and other folders: the general path
+                raise Fallback             # mqps and other folders: the model path
     elif fmt in _MD_HEADER_FORMATS:
         raise Fallback
     else:
@@ -341,14 +338,14 @@ def _to_jms(data: bytes, now_ms: int, options: MqToJmsOptions) -> tuple[JmsMessa
     body = data[pos:]
     get = jms.get
     headers: dict[str, Any] = {}
-    # JMSDestination (_destination_to_jms; mqps/Top is not handled here)
+    # JMSDestination (rules._destination_to_jms; mqps/Top is not handled here)
     dst = get("Dst")
     if dst is not None:
         headers["destination"] = parse_uri(dst, "Dst")
-    # JMSDeliveryMode (_delivery_mode_to_jms)
+    # JMSDeliveryMode (rules._delivery_mode_to_jms)
     dlv = get("Dlv")
     if dlv is not None:
-        mode = _DLV.get(dlv) or _MODES[_folder_int(dlv, 1, 2)]
+        mode = _DLV.get(dlv) or _MODES[folder_int(dlv, 1, 2, "Dlv")]
         if persistence in _DELIVERY and _DELIVERY[persistence] is not mode:
             raise Fallback                 # reported
         headers["delivery_mode"] = mode
@@ -356,31 +353,31 @@ def _to_jms(data: bytes, now_ms: int, options: MqToJmsOptions) -> tuple[JmsMessa
         headers["delivery_mode"] = _DELIVERY[persistence]
     else:
         raise Fallback                     # reported (defaulted)
-    # JMSExpiration (_expiration_to_jms)
+    # JMSExpiration (rules._expiration_to_jms)
     exp = get("Exp")
     if exp is not None:
         headers["expiration"] = (int(exp) if exp.isdigit() and exp.isascii() and len(exp) < 19
-                                 else _folder_int(exp, LONG_MIN, LONG_MAX))
+                                 else folder_int(exp, LONG_MIN, LONG_MAX, "Exp"))
     elif expiry > 0:
         exp = headers["expiration"] = now_ms + expiry * 100
         if not LONG_MIN <= exp <= LONG_MAX:
             raise Fallback                 # an error
     elif expiry != C.MQEI_UNLIMITED:
         raise Fallback                     # reported (coerced)
-    # JMSPriority (_priority_to_jms)
+    # JMSPriority (rules._priority_to_jms)
     pri = get("Pri")
     if pri is not None:
-        pri = _folder_int(pri, 0, 9)
+        pri = folder_int(pri, 0, 9, "Pri")
     if 0 <= md_pri <= 9 and (pri is None or pri == md_pri):
         headers["priority"] = md_pri
     else:
         raise Fallback                     # reported, or jms/Pri stands in for an unresolved MQMD.Priority
-    # JMSTimestamp (_timestamp_to_jms)
+    # JMSTimestamp (rules._timestamp_to_jms)
     tms = get("Tms")
     date, time = _mq_name(put_date), _mq_text(put_time)
     if tms is not None:
         tms = headers["timestamp"] = (int(tms) if tms.isdigit() and tms.isascii() and len(tms) < 19
-                                      else _folder_int(tms, LONG_MIN, LONG_MAX))
+                                      else folder_int(tms, LONG_MIN, LONG_MAX, "Tms"))
         if date:
             day, rem = divmod(tms, 86_400_000)
             secs, milli = divmod(rem, 1000)
@@ -391,28 +388,25 @@ def _to_jms(data: bytes, now_ms: int, options: MqToJmsOptions) -> tuple[JmsMessa
         ts = headers["timestamp"] = put_epoch_ms(date, time)
         if ts == 0:
             raise Fallback                 # reported
-    # JMSMessageID (_message_id_to_jms)
+    # JMSMessageID (rules._message_id_to_jms)
     if msg_id != C.MQMI_NONE:
-        headers["message_id"] = "ID:" + msg_id.hex()
-    # JMSCorrelationID (_correlation_id_to_jms)
+        headers["message_id"] = bytes_to_id(msg_id)
+    # JMSCorrelationID (rules._correlation_id_to_jms)
     cid = get("Cid")
     if cid is not None:
         headers["correlation_id"] = cid
         if correl_id != C.MQCI_NONE:
-            raw = bytes.fromhex(cid[3:]) if ID_HEX48.fullmatch(cid) else None
-            if raw is None:
-                raw = cid.encode("utf-8", "surrogatepass")[:24].ljust(24, b"\x00")
-            if raw != correl_id:
+            if correl_bytes(cid)[0] != correl_id:
                 raise Fallback             # reported
     elif correl_id != C.MQCI_NONE:
-        headers["correlation_id"] = "ID:" + correl_id.hex()
-    # JMSReplyTo (_reply_to_to_jms)
+        headers["correlation_id"] = bytes_to_id(correl_id)
+    # JMSReplyTo (rules._reply_to_to_jms)
     rto = get("Rto")
     q, qm = _mq_name(reply_q), _mq_name(reply_qm)
     if rto is not None:
         dest = headers["reply_to"] = parse_uri(rto, "Rto")
         if q and (dest.kind is DestinationKind.TOPIC or dest.name != q or dest.queue_manager != qm):
-            raise Fallback                 # reported (or an MQCHAR form the general path compares)
+            raise Fallback                 # reported (or an MQCHAR form the model path compares)
     elif q:
         key = (q, qm)
         dest = _reply_queues.get(key)
@@ -422,14 +416,14 @@ def _to_jms(data: bytes, now_ms: int, options: MqToJmsOptions) -> tuple[JmsMessa
             dest = _reply_queues.put(key, Destination.queue(q, qm))
         headers["reply_to"] = dest
     props: list[tuple[str, JavaValue]] = []
-    # JMS_IBM_MsgType/Feedback/PutApplType (_ibm_properties_to_jms): only values JMS -> MQ would not write
-    if msg_type != (C.MQMT_REQUEST if q else C.MQMT_DATAGRAM):
+    # JMS_IBM_MsgType/Feedback/PutApplType (rules._ibm_properties_to_jms): only values JMS -> MQ would not write
+    if msg_type != implied_msg_type(q):
         props.append(("JMS_IBM_MsgType", JavaValue(_INT, msg_type)))
     if feedback != C.MQFB_NONE:
         props.append(("JMS_IBM_Feedback", JavaValue(_INT, feedback)))
     if put_appl_type != C.MQAT_NO_CONTEXT:
         props.append(("JMS_IBM_PutApplType", JavaValue(_INT, put_appl_type)))
-    # JMSType (_type_to_jms)
+    # JMSType (rules._type_to_jms)
     msd = mcd.get("Msd")
     if msd and msd.strip(XML_WS).lower() not in MSD_TO_BODY:
         headers["type"] = mcd_uri(msd.strip(XML_WS), mcd.get("Set"), mcd.get("Type"), mcd.get("Fmt"))
@@ -438,24 +432,24 @@ def _to_jms(data: bytes, now_ms: int, options: MqToJmsOptions) -> tuple[JmsMessa
             raise Fallback                 # reported
         if "Type" in mcd:
             headers["type"] = mcd["Type"]
-    # JMSRedelivered / JMSXDeliveryCount (_delivery_count_to_jms)
+    # JMSRedelivered / JMSXDeliveryCount (rules._delivery_count_to_jms)
     if backout < 0:
         raise Fallback                     # reported
     headers["redelivered"] = backout > 0
     props.append(("JMSXDeliveryCount", trusted_value(_INT, min(backout + 1, MQLONG_MAX))))
-    # JMSXUserID, JMSXAppID (_mqchar_property_rule)
+    # JMSXUserID, JMSXAppID (rules._mqchar_property_rule)
     for prop, raw_field in (("JMSXUserID", user_id), ("JMSXAppID", put_appl_name)):
         value = _mq_name(raw_field)
         if value:
             props.append((prop, trusted_value(_STRING, value)))
-    # JMSXGroupID / JMSXGroupSeq / JMS_IBM_Last_Msg_In_Group (_group_to_jms)
+    # JMSXGroupID / JMSXGroupSeq / JMS_IBM_Last_Msg_In_Group (rules._group_to_jms)
     in_group = msg_flags & GROUP_FLAGS
     gid = get("Gid")
-    seq = _folder_int(get("Seq"), -(2**31), MQLONG_MAX)
+    seq = _folder_int(get("Seq"), -(2**31), MQLONG_MAX, "Seq")
     if gid is not None:
         props.append(("JMSXGroupID", trusted_value(_STRING, gid)))
     elif in_group and group_id != C.MQGI_NONE:
-        props.append(("JMSXGroupID", trusted_value(_STRING, "ID:" + group_id.hex())))
+        props.append(("JMSXGroupID", trusted_value(_STRING, bytes_to_id(group_id))))
     elif group_id != C.MQGI_NONE:
         raise Fallback                     # reported
     if seq is not None:
@@ -466,7 +460,7 @@ def _to_jms(data: bytes, now_ms: int, options: MqToJmsOptions) -> tuple[JmsMessa
         raise Fallback                     # reported
     if msg_flags & C.MQMF_LAST_MSG_IN_GROUP:
         props.append(("JMS_IBM_Last_Msg_In_Group", trusted_value(JavaType.BOOLEAN, True)))
-    # usr folder (_usr_to_properties)
+    # usr folder (properties.usr_to_properties)
     for name, dt, nil, value, junk in usr:
         if junk:
             raise Fallback
@@ -484,7 +478,7 @@ def _to_jms(data: bytes, now_ms: int, options: MqToJmsOptions) -> tuple[JmsMessa
             _set(made, "value", _unescape(value) if "&" in value else value)
         elif kind.__class__ is tuple:       # an integer type and its range
             text = value if value.isdigit() and value.isascii() else value.strip(XML_WS)
-            if not _INT_RE.fullmatch(text):
+            if not INT_RE.fullmatch(text):
                 raise Fallback             # an error
             number = int(text)
             if not kind[1] <= number <= kind[2]:
@@ -497,15 +491,10 @@ def _to_jms(data: bytes, now_ms: int, options: MqToJmsOptions) -> tuple[JmsMessa
             if made is None:
                 made = decode_value(dt[1:-1], _unescape(value), name=name, structure="usr folder property")
         props.append((name, made))
-    # body class and body (_body_class, _body_to_jms)
-    body_type = MSD_TO_BODY.get(msd.strip(XML_WS).lower()) if msd is not None else None
+    # body class and body (bodies.body_class, bodies.body_to_jms)
+    body_type = body_type_of(msd, body_format)
     if body_type is None:
-        if body_format == C.MQFMT_STRING:
-            body_type = BodyType.TEXT
-        elif body_format == C.MQFMT_NONE:
-            body_type = BodyType.BYTES
-        else:
-            raise Fallback                 # reported
+        raise Fallback                     # reported: another Format
     jbody: Any
     if body_type is BodyType.BYTES:
         jbody = BytesBody(body)

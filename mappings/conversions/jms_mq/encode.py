@@ -13,15 +13,24 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from mappings.conversions.jms_mq.properties import CHAR_AS_STRING
+from mappings.conversions.jms_mq.rules import (
+    CID_CUT,
+    backout_count,
+    ibm_default_finding,
+    message_id_bytes,
+)
 from mappings.conversions.jms_mq.spec import (
     BODY_TABLE,
     IBM_MQMD_PROPERTIES,
-    ID_HEX48,
     MAPPED_PROPERTIES,
+    MCD_ORDER,
     MQLONG_MAX,
-    USR_NAME,
+    PERSISTENCE_FOR,
     JmsToMqOptions,
-    parse_mcd_uri,
+    correl_bytes,
+    mcd_type_elements,
+    usr_problem,
 )
 from mappings.conversions.jms_mq.wire import LONG, MQMD_V2, RFH2_FIXED, Bounded, Fallback, day_put_date
 from mappings.errors import MappingError
@@ -29,7 +38,6 @@ from mappings.jms.bodies import encode_stream
 from mappings.jms.model import (
     BodyType,
     BytesBody,
-    DeliveryMode,
     Destination,
     DestinationKind,
     JavaType,
@@ -53,7 +61,6 @@ __all__ = ["jms_to_mq_bytes_fast"]
 # rfh2.escape_text refuses these (and typed_xml.xml_char_problem the same set): the model path raises.
 _BAD_XML_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
 _TEXT_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "\r": "&#13;"})
-_HEX48 = re.compile(r"ID:[0-9a-f]{48}", re.ASCII)     # lower case only: upper case is reported (coerced)
 
 
 def _escape(text: str) -> str:
@@ -87,7 +94,7 @@ class _Writer:
     def __init__(self, options: JmsToMqOptions) -> None:
         for value in (options.encoding, options.body_ccsid):
             if type(value) is not int or not -(2**31) <= value <= MQLONG_MAX:
-                raise Fallback            # the general path names the field
+                raise Fallback            # the model path names the field
         self.order = C.integer_byte_order(options.encoding)
         self.encoding = options.encoding
         self.body_ccsid = options.body_ccsid
@@ -105,47 +112,29 @@ _rto_cache: Bounded = Bounded()        # Destination -> ("<Rto>..</Rto>", ReplyT
 _mqchar_cache: Bounded = Bounded()     # (value, length) -> MQCHAR bytes
 _usr_tags: Bounded = Bounded()         # (name, type) -> ("<name dt='..'>", "</name>") or a dropped detail
 
-_PER_BYTE = {
-    # DeliveryMode -> (MQMD Persistence, jms/Dlv element): jms_mq._delivery_mode_to_mq
-    DeliveryMode.PERSISTENT: (C.MQPER_PERSISTENT, "<Dlv>2</Dlv>"),
-    DeliveryMode.NON_PERSISTENT: (C.MQPER_NOT_PERSISTENT, "<Dlv>1</Dlv>"),
-}
-# The findings of jms_mq._message_id_to_mq and _correlation_id_to_mq, word for word.
-_MID_NOT_ID = Finding(Change.DROPPED, "JMSMessageID", "not 'ID:' + 48 hex digits: MsgId left MQMI_NONE (MQ assigns "
-                      "one)")
-_MID_ZERO = Finding(Change.DROPPED, "JMSMessageID", "all zero is MQMI_NONE: MQ assigns a MsgId")
-_MID_UPPER = Finding(Change.COERCED, "JMSMessageID", "hex digits read back in lower case")
-_CID_CUT = Finding(Change.TRUNCATED, "MQMD.CorrelId", "first 24 bytes of JMSCorrelationID (jms/Cid keeps it whole)")
-_ZERO_HEX48 = "0" * 48
-#: jms_mq.IBM_MQMD_PROPERTIES, in rule order
+#: DeliveryMode -> (MQMD Persistence, jms/Dlv element): rules._delivery_mode_to_mq
+_PER_BYTE = {mode: (persistence, f"<Dlv>{int(mode)}</Dlv>") for mode, persistence in PERSISTENCE_FOR.items()}
+#: spec.IBM_MQMD_PROPERTIES, in rule order
 _IBM_FIELDS = dict(IBM_MQMD_PROPERTIES)
 _BLANK48 = b" " * 48
 _BLANK12 = b" " * 12
 _BLANK28 = b" " * 28
 _BLANK8 = b" " * 8
-_USR_DT = {JavaType.BOOLEAN: "boolean", JavaType.BYTES: "bin.hex", JavaType.BYTE: "i1", JavaType.SHORT: "i2",
-           JavaType.INT: "i4", JavaType.LONG: "i8", JavaType.FLOAT: "r4", JavaType.DOUBLE: "r8"}
+#: dt of a usr element per type (String has none; char is sent as String)
+_USR_DT = {jtype: dt for jtype, dt in TYPE_TO_DT.items() if dt is not None and jtype is not JavaType.CHAR}
 _INTEGER_TYPES = frozenset({JavaType.BYTE, JavaType.SHORT, JavaType.INT, JavaType.LONG})
 
 
 def _mcd_folder(body_type: BodyType, jms_type: str | None) -> bytes:
-    """jms_mq: Msd from BODY_TABLE, then _type_to_mq (an mcd:// JMSType on a Text/Bytes message fills
-    Msd/Set/Type/Fmt, any other goes to mcd/Type); elements in MCD_ORDER."""
+    """model.jms_to_mq's mcd folder: Msd from BODY_TABLE, then rules._type_to_mq; elements in MCD_ORDER."""
     key = (body_type, jms_type)
     found = _mcd_cache.get(key)
     if found is not None:
         return found
     mcd = {"Msd": BODY_TABLE[body_type][0]}
     if jms_type is not None:
-        uri = parse_mcd_uri(jms_type)
-        if uri is not None and body_type in (BodyType.TEXT, BodyType.BYTES):
-            mcd["Msd"] = uri[0]
-            for name, value in zip(("Set", "Type", "Fmt"), uri[1:], strict=True):
-                if value is not None:
-                    mcd[name] = value
-        else:
-            mcd["Type"] = jms_type
-    inner = "".join(f"<{n}>{_escape(mcd[n])}</{n}>" for n in ("Msd", "Set", "Type", "Fmt") if n in mcd)
+        mcd.update(mcd_type_elements(jms_type, body_type))
+    inner = "".join(f"<{n}>{_escape(mcd[n])}</{n}>" for n in MCD_ORDER if n in mcd)
     return _mcd_cache.put(key, _pad4(f"<mcd>{inner}</mcd>".encode()))
 
 
@@ -157,7 +146,7 @@ def _dst(dest: Destination) -> str:
 
 
 def _rto(dest: Destination) -> tuple[str, bytes, bytes]:
-    """jms_mq._reply_to_to_mq for a queue without options whose names fit the MQMD as they are."""
+    """rules._reply_to_to_mq for a queue without options whose names fit the MQMD as they are."""
     found = _rto_cache.get(dest)
     if found is None:
         if dest.kind is not DestinationKind.QUEUE or dest.options:
@@ -169,7 +158,7 @@ def _rto(dest: Destination) -> tuple[str, bytes, bytes]:
 
 
 def _mqchar(value: object, length: int) -> bytes:
-    """jms_mq._mqchar_property_rule's to_mq (JMSXUserID, JMSXAppID) for a value without findings."""
+    """rules._mqchar_property_rule's to_mq (JMSXUserID, JMSXAppID) for a value without findings."""
     key = (value, length)
     found = _mqchar_cache.get(key)
     if found is None:
@@ -180,15 +169,12 @@ def _mqchar(value: object, length: int) -> bytes:
 
 
 def _usr_tag(name: str, jtype: JavaType) -> tuple[str, str] | str:
-    """Open and close tags of a usr element (rfh2.element_xml), or why the name is dropped (jms_mq.usr_problem)."""
+    """Open and close tags of a usr element (rfh2.element_xml), or why the name is dropped (spec.usr_problem)."""
     key = (name, jtype)
     found = _usr_tags.get(key)
     if found is None:
-        if name.startswith("JMS"):
-            found = "names starting 'JMS' are reserved: the usr folder cannot carry them (§5.3, S10)"
-        elif not USR_NAME.fullmatch(name):
-            found = "not an ASCII XML name: the usr folder cannot carry it"
-        else:
+        found = usr_problem(name)
+        if found is None:
             dt = _USR_DT.get(jtype)
             found = (f"<{name}>" if dt is None else f"<{name} dt='{dt}'>", f"</{name}>")
         _usr_tags.put(key, found)
@@ -196,14 +182,14 @@ def _usr_tag(name: str, jtype: JavaType) -> tuple[str, str] | str:
 
 
 def _usr_element(name: str, value: JavaValue, findings: list[Finding]) -> str | None:
-    """jms_mq._properties_to_usr for one property not consumed by a rule (typed_xml.encode_value)."""
+    """properties.properties_to_usr for one property not consumed by a rule (typed_xml.encode_value)."""
     jtype = value.type
     tag = _usr_tag(name, JavaType.STRING if jtype is JavaType.CHAR else jtype)
     if tag.__class__ is str:
         findings.append(Finding(Change.DROPPED, name, tag))  # type: ignore[arg-type]
         return None
     if jtype is JavaType.CHAR:
-        findings.append(Finding(Change.COERCED, name, "char -> String: dt=char is not an RFH2 property type (§5.3)"))
+        findings.append(Finding(Change.COERCED, name, CHAR_AS_STRING))
         jtype = JavaType.STRING
     open_, close = tag
     v = value.value
@@ -221,7 +207,7 @@ def _usr_element(name: str, value: JavaValue, findings: list[Finding]) -> str | 
         text = v.hex().upper()  # type: ignore[union-attr]
     else:
         if float_range_problem(v, jtype):  # type: ignore[arg-type]
-            raise Fallback                 # the general path raises "cannot be written"
+            raise Fallback                 # the model path raises "cannot be written"
         text = format_float(v, jtype)  # type: ignore[arg-type]
     return f"{open_}{text}{close}"
 
@@ -231,7 +217,7 @@ _MAP_TEXT_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "\r":
 
 
 def _map_xml(entries: TypedMap) -> str:
-    """jms_bodies.encode_map: ``<map><elt name="k" dt="i4">1</elt>...</map>`` (typed_xml.typed_element)."""
+    """mappings.jms.bodies.encode_map: ``<map><elt name="k" dt="i4">1</elt>...</map>`` (typed_xml.typed_element)."""
     parts = ["<map>"]
     append = parts.append
     for key, value in entries.pairs:
@@ -268,7 +254,7 @@ def _map_xml(entries: TypedMap) -> str:
 
 
 def _body_bytes(message: JmsMessage, writer: _Writer) -> bytes:
-    """jms_mq._body_to_mq for the bodies it converts without a finding."""
+    """bodies.body_to_mq for the bodies it converts without a finding."""
     body = message.body
     cls = body.__class__
     if cls is TextBody:
@@ -303,11 +289,11 @@ def _to_mq(message: JmsMessage, now_ms: int, writer: _Writer) -> tuple[bytes, Co
         raise Fallback
     findings: list[Finding] = []
     jms: list[str] = []
-    # JMSDestination -> jms/Dst (_destination_to_mq)
+    # JMSDestination -> jms/Dst (rules._destination_to_mq)
     dest = headers.destination
     if dest is not None:
         jms.append(_dst(dest))
-    # JMSTimestamp -> jms/Tms, PutDate/PutTime (_timestamp_to_mq); Tms goes before Dlv (JMS_FOLDER_ORDER)
+    # JMSTimestamp -> jms/Tms, PutDate/PutTime (rules._timestamp_to_mq); Tms goes before Dlv (JMS_FOLDER_ORDER)
     ts = headers.timestamp
     if ts:
         jms.append(f"<Tms>{ts}</Tms>")
@@ -317,10 +303,10 @@ def _to_mq(message: JmsMessage, now_ms: int, writer: _Writer) -> tuple[bytes, Co
         put_time = b"%02d%02d%02d%02d" % (secs // 3600, secs // 60 % 60, secs % 60, milli // 10)
     else:
         put_date = put_time = _BLANK8
-    # JMSDeliveryMode -> Persistence, jms/Dlv (_delivery_mode_to_mq)
+    # JMSDeliveryMode -> Persistence, jms/Dlv (rules._delivery_mode_to_mq)
     persistence, dlv = _PER_BYTE[headers.delivery_mode]
     jms.append(dlv)
-    # JMSExpiration -> Expiry, jms/Exp (_expiration_to_mq)
+    # JMSExpiration -> Expiry, jms/Exp (rules._expiration_to_mq)
     exp = headers.expiration
     if exp == 0:
         expiry = C.MQEI_UNLIMITED
@@ -330,41 +316,30 @@ def _to_mq(message: JmsMessage, now_ms: int, writer: _Writer) -> tuple[bytes, Co
         expiry = -(-ttl // 100)
         if ttl <= 0 or expiry > MQLONG_MAX:
             raise Fallback                 # reported (coerced)
-    # JMSPriority -> Priority, jms/Pri (_priority_to_mq)
+    # JMSPriority -> Priority, jms/Pri (rules._priority_to_mq)
     p = headers.priority
     priority = C.MQPRI_PRIORITY_AS_Q_DEF if writer.as_q_def and p == 4 else p
     if p != 4:
         jms.append(f"<Pri>{p}</Pri>")
-    # JMSMessageID -> MsgId (_message_id_to_mq)
+    # JMSMessageID -> MsgId (rules._message_id_to_mq)
     mid = headers.message_id
     msg_id = C.MQMI_NONE
     if mid is not None:
-        if ID_HEX48.fullmatch(mid) is None:
-            findings.append(_MID_NOT_ID)
-        elif mid[3:] == _ZERO_HEX48:
-            findings.append(_MID_ZERO)
-        else:
-            msg_id = bytes.fromhex(mid[3:])
-            if _HEX48.fullmatch(mid) is None:
-                findings.append(_MID_UPPER)
-    # JMSCorrelationID -> CorrelId, jms/Cid (_correlation_id_to_mq)
+        msg_id, finding = message_id_bytes(mid)
+        if finding is not None:
+            findings.append(finding)
+    # JMSCorrelationID -> CorrelId, jms/Cid (rules._correlation_id_to_mq)
     cid = headers.correlation_id
     if cid is None:
         correl_id = C.MQCI_NONE
     elif cid.__class__ is str:
         jms.append(f"<Cid>{_escape(cid)}</Cid>")  # type: ignore[arg-type]
-        if ID_HEX48.fullmatch(cid):  # type: ignore[arg-type]
-            correl_id = bytes.fromhex(cid[3:])  # type: ignore[index]
-        else:
-            correl_id = cid.encode("utf-8")  # type: ignore[union-attr]
-            if len(correl_id) > 24:
-                findings.append(_CID_CUT)
-                correl_id = correl_id[:24]
-            else:
-                correl_id = correl_id.ljust(24, b"\x00")
+        correl_id, cut = correl_bytes(cid)  # type: ignore[arg-type]
+        if cut:
+            findings.append(CID_CUT)
     else:
         raise Fallback                     # the bytes form is reported
-    # JMSReplyTo -> jms/Rto, ReplyToQ/ReplyToQMgr (_reply_to_to_mq); MsgType follows it (_ibm_properties_to_mq)
+    # JMSReplyTo -> jms/Rto, ReplyToQ/ReplyToQMgr (rules._reply_to_to_mq); MsgType follows it (_ibm_properties_to_mq)
     reply_to = headers.reply_to
     if reply_to is None:
         reply_q = reply_qm = _BLANK48
@@ -373,7 +348,7 @@ def _to_mq(message: JmsMessage, now_ms: int, writer: _Writer) -> tuple[bytes, Co
         rto, reply_q, reply_qm = _rto(reply_to)
         jms.append(rto)
         msg_type = C.MQMT_REQUEST
-    # Properties: JMSXDeliveryCount, JMSXUserID, JMSXAppID (rules), the rest to usr (_properties_to_usr)
+    # Properties: JMSXDeliveryCount, JMSXUserID, JMSXAppID (rules), the rest to usr (properties.properties_to_usr)
     count: Any = None
     user_id = _BLANK12
     appl_name = _BLANK28
@@ -399,12 +374,12 @@ def _to_mq(message: JmsMessage, now_ms: int, writer: _Writer) -> tuple[bytes, Co
                     raise Fallback         # an error (a null int cannot be: JavaValue refuses it)
                 ibm[name] = value.value
             else:
-                raise Fallback             # the group properties: the general path
+                raise Fallback             # the group properties: the model path
             continue
         element = _usr_element(name, value, usr_findings)
         if element is not None:
             usr.append(element)
-    # JMS_IBM_MsgType/Feedback/PutApplType -> MsgType/Feedback/PutApplType (_ibm_properties_to_mq, rule order)
+    # JMS_IBM_MsgType/Feedback/PutApplType -> MsgType/Feedback/PutApplType (rules._ibm_properties_to_mq, rule order)
     feedback = C.MQFB_NONE
     put_appl_type = C.MQAT_NO_CONTEXT
     if ibm:
@@ -414,25 +389,15 @@ def _to_mq(message: JmsMessage, now_ms: int, writer: _Writer) -> tuple[bytes, Co
             if value is None:
                 continue
             if value == defaults[prop]:
-                findings.append(Finding(Change.DROPPED, prop, f"{value} is what MQMD.{attr} holds without it: "
-                                        "reads back as absent"))
+                findings.append(ibm_default_finding(prop, attr, value))
             if prop == "JMS_IBM_MsgType":
                 msg_type = value
             elif prop == "JMS_IBM_Feedback":
                 feedback = value
             else:
                 put_appl_type = value
-    # JMSRedelivered / JMSXDeliveryCount -> BackoutCount (_delivery_count_to_mq)
-    redelivered = headers.redelivered
-    if count is None:
-        backout = 1 if redelivered else 0
-        findings.append(Finding(Change.DEFAULTED, "JMSXDeliveryCount", f"absent: BackoutCount {backout} from "
-                                f"JMSRedelivered, read back as JMSXDeliveryCount {backout + 1}"))
-    else:
-        backout = count - 1
-    if (backout > 0) != redelivered:
-        findings.append(Finding(Change.COERCED, "JMSRedelivered", f"reads back as {backout > 0} (BackoutCount "
-                                f"{backout})"))
+    # JMSRedelivered / JMSXDeliveryCount -> BackoutCount (rules._delivery_count_to_mq)
+    backout = backout_count(count, headers.redelivered, findings)
     findings += usr_findings
     body_type = message.body.body_type
     body_format = BODY_TABLE[body_type][1]
@@ -461,7 +426,7 @@ def _to_mq(message: JmsMessage, now_ms: int, writer: _Writer) -> tuple[bytes, Co
 def jms_to_mq_bytes_fast(message: JmsMessage, *, now_ms: int,
                          options: JmsToMqOptions) -> tuple[bytes, ConversionReport] | None:
     """The bytes and report of ``encode_message(jms_to_mq(...))`` with the RFH2, or None when ``message``
-    needs the general path (a finding other than JMSXDeliveryCount defaulted, JMSRedelivered coerced and
+    needs the model path (a finding other than JMSXDeliveryCount defaulted, JMSRedelivered coerced and
     usr names dropped or char values coerced; group or JMS_IBM_* properties; any error)."""
     if message.__class__ is not JmsMessage or now_ms.__class__ is not int or not options.with_rfh2:
         return None

@@ -61,7 +61,7 @@ def _check_now(now_ms: object) -> None:
 
 def jms_to_mq(message: JmsMessage, *, now_ms: int,
               options: JmsToMqOptions = JmsToMqOptions()) -> tuple[MqMessage, ConversionReport]:
-    """The MQ message IBM MQ classes for JMS would put for ``message`` (§6.1 shape): MQMD v2 with Format
+    """The MQ message IBM MQ classes for JMS would put for ``message`` (IBM shape): MQMD v2 with Format
     MQHRF2, then an MQRFH2 with the mcd, jms and (when there are properties) usr folders, then the body.
 
     ``now_ms`` is the put time (epoch ms): the reference for turning JMSExpiration into MQMD.Expiry.
@@ -96,7 +96,7 @@ _HEADER_NAMES = {"destination": "JMSDestination", "delivery_mode": "JMSDeliveryM
 
 
 def _without_rfh2(ctx: ToMq, body: bytes, body_format: str) -> MqMessage:
-    """WMQ_TARGET_CLIENT=MQ (§6.1): the MQMD alone, describing the body. What only the RFH2 could carry is
+    """WMQ_TARGET_CLIENT=MQ (IBM shape): the MQMD alone, describing the body. What only the RFH2 could carry is
     found by reading the result back with :func:`mq_to_jms` (the inverse is the one place that knows) and
     reported field by field."""
     md = Mqmd(encoding=ctx.options.encoding, version=C.MQMD_VERSION_2, coded_char_set_id=ctx.options.body_ccsid,
@@ -118,7 +118,7 @@ def _without_rfh2(ctx: ToMq, body: bytes, body_format: str) -> MqMessage:
 
 def mq_to_jms(msg: MqMessage, *, now_ms: int,
               options: MqToJmsOptions = MqToJmsOptions()) -> tuple[JmsMessage, ConversionReport]:
-    """The JMS message IBM MQ classes for JMS would deliver for ``msg`` (§6.3): RFH2 values win over the
+    """The JMS message IBM MQ classes for JMS would deliver for ``msg`` (IBM in): RFH2 values win over the
     MQMD; a message without an RFH2 (MQ-native) is a TextMessage for Format MQSTR, else a BytesMessage.
 
     ``now_ms`` is the receive time (epoch ms): JMSExpiration from MQMD.Expiry when jms/Exp is absent.

@@ -20,6 +20,9 @@ from mappings.jms.model import (
 from mappings.jms.typed_xml import DT_TO_TYPE, decode_value, encode_value
 from mappings.mq.rfh2 import RfhElement, RfhFolder
 
+#: The finding of a char property (also encode's).
+CHAR_AS_STRING = "char -> String: dt=char is not an RFH2 property type (§5.3)"
+
 
 def properties_to_usr(ctx: ToMq) -> RfhFolder | None:
     elements: list[RfhElement] = []
@@ -31,7 +34,7 @@ def properties_to_usr(ctx: ToMq) -> RfhFolder | None:
             ctx.report.dropped(name, problem)
             continue
         if value.type is JavaType.CHAR:
-            ctx.report.coerced(name, "char -> String: dt=char is not an RFH2 property type (§5.3)")
+            ctx.report.coerced(name, CHAR_AS_STRING)
             value = JavaValue(JavaType.STRING, value.value)
         dt, text = encode_value(value, name=name, structure="usr folder property")
         elements.append(RfhElement(name, text, dt))

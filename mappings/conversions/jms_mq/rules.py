@@ -4,7 +4,6 @@ the folders), and :data:`RULES`, the table both directions run. Tables and value
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,24 +21,23 @@ from mappings.conversions.jms_mq.spec import (
     MQPS,
     MSD_TO_BODY,
     PERSISTENCE_FOR,
-    RFH2_JMS,
     XML_WS,
     JmsToMqOptions,
     bytes_to_id,
     correl_bytes,
+    folder_int,
     ibm_default,
     id_to_bytes,
+    mcd_type_elements,
     mcd_uri,
     mqchar_form,
     padded24,
-    parse_mcd_uri,
     parse_uri,
     put_date_time,
     put_epoch_ms,
 )
 from mappings.errors import MappingError
 from mappings.jms.model import (
-    BodyType,
     DeliveryMode,
     Destination,
     DestinationKind,
@@ -49,7 +47,7 @@ from mappings.jms.model import (
 )
 from mappings.mq import constants as C
 from mappings.mq.mqmd import Mqmd
-from mappings.report import ConversionReport
+from mappings.report import Change, ConversionReport, Finding
 
 
 # --------------------------------------------------------------------------------------------------
@@ -105,24 +103,21 @@ class ToJms:
         return True, values[name]
 
     def folder_int(self, name: str, low: int, high: int) -> int | None:
-        """An integer element of the jms folder (IBM writes them without dt, §5.3); None when absent."""
+        """An integer element of the jms folder (IBM writes them without dt, MQRFH2 docs); None when absent."""
         present, text = self.folder_value(JMS, name)
         if not present:
             return None
-        value = (text or "").strip(XML_WS)
-        if not re.fullmatch(r"[+-]?[0-9]+", value, re.ASCII) or not low <= int(value) <= high:
-            raise MappingError(f"{text!r} is not an integer in {low}..{high}", structure=RFH2_JMS, field=name)
-        return int(value)
+        return folder_int(text, low, high, name)
 
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    """One row group of the seed tables: the JMS field, the MQ fields, and both directions."""
+    """One row group of the WMB tables: the JMS field, the MQ fields, and both directions."""
 
     jms_field: str
     mqmd_fields: tuple[str, ...]
     rfh2_fields: tuple[str, ...]
-    source: str                                        # the seed rows / §6 lines it implements
+    source: str                                        # the WMB rows / IBM lines it implements
     to_mq: Callable[[ToMq], None]
     to_jms: Callable[[ToJms], None]
 
@@ -130,7 +125,7 @@ class Rule:
 
 def _mqchar(ctx: ToMq, value: str, mqmd_field: str, length: int, name: str) -> str:
     """A value for a single-byte MQCHAR field: '?' for other characters, cut to ``length`` bytes, cut at a
-    NUL; a value the MQMD cannot give back as it is (padding blanks are trimmed, §6.3) is reported."""
+    NUL; a value the MQMD cannot give back as it is (padding blanks are trimmed, IBM in) is reported."""
     text = value.encode("latin-1", "replace").decode("latin-1")
     if text != value:
         ctx.report.coerced(name, f"characters outside one byte written as '?' in MQMD.{mqmd_field}")
@@ -147,22 +142,31 @@ def _mqchar(ctx: ToMq, value: str, mqmd_field: str, length: int, name: str) -> s
 
 
 # --------------------------------------------------------------------------------------------------
-# The rules, one per field pair. Each cites its seed rows and §6 lines.
+# The rules, one per field pair. Each cites its WMB rows and IBM lines.
 # --------------------------------------------------------------------------------------------------
-# JMSMessageID <-> MsgId. Seed JMS->MQMD "JMSMessageID | MsgId", MQMD->JMS "MsgId | JMSMessageID"; §6.2.
-def _message_id_to_mq(ctx: ToMq) -> None:
-    mid = ctx.message.headers.message_id
-    if mid is None:
-        return
+# JMSMessageID <-> MsgId. WMB JMS->MQMD "JMSMessageID | MsgId", MQMD->JMS "MsgId | JMSMessageID"; IBM out.
+MID_NOT_ID = Finding(Change.DROPPED, "JMSMessageID", "not 'ID:' + 48 hex digits: MsgId left MQMI_NONE (MQ assigns "
+                     "one)")
+MID_ZERO = Finding(Change.DROPPED, "JMSMessageID", "all zero is MQMI_NONE: MQ assigns a MsgId")
+MID_UPPER = Finding(Change.COERCED, "JMSMessageID", "hex digits read back in lower case")
+
+
+def message_id_bytes(mid: str) -> tuple[bytes, Finding | None]:
+    """The MsgId of a JMSMessageID, and the finding when it does not read back as it is (also encode's)."""
     raw = id_to_bytes(mid)
     if raw is None:
-        ctx.report.dropped("JMSMessageID", "not 'ID:' + 48 hex digits: MsgId left MQMI_NONE (MQ assigns one)")
-    elif raw == C.MQMI_NONE:
-        ctx.report.dropped("JMSMessageID", "all zero is MQMI_NONE: MQ assigns a MsgId")
-    else:
-        ctx.md["msg_id"] = raw
-        if mid != bytes_to_id(raw):
-            ctx.report.coerced("JMSMessageID", "hex digits read back in lower case")
+        return C.MQMI_NONE, MID_NOT_ID
+    if raw == C.MQMI_NONE:
+        return raw, MID_ZERO
+    return raw, None if mid == bytes_to_id(raw) else MID_UPPER
+
+
+def _message_id_to_mq(ctx: ToMq) -> None:
+    mid = ctx.message.headers.message_id
+    if mid is not None:
+        ctx.md["msg_id"], finding = message_id_bytes(mid)
+        if finding is not None:
+            ctx.report.findings.append(finding)
 
 
 def _message_id_to_jms(ctx: ToJms) -> None:
@@ -170,9 +174,11 @@ def _message_id_to_jms(ctx: ToJms) -> None:
         ctx.headers["message_id"] = bytes_to_id(ctx.md.msg_id)
 
 
-# JMSCorrelationID <-> CorrelId + jms/Cid. Seed JMS->MQMD "JMSCorrelationID | CorrelId", JMS->jms folder
+# JMSCorrelationID <-> CorrelId + jms/Cid. WMB JMS->MQMD "JMSCorrelationID | CorrelId", JMS->jms folder
 # "JMSCorrelationID | Cid", MQMD->JMS "CorrelId | JMSCorrelationID", jms folder->JMS "Cid | JMSCorrelationID";
-# §6.2 (the ID: form, other strings padded/cut), §6.3 (Cid wins; null when CorrelId is all zero).
+# IBM out (the ID: form, other strings padded/cut), IBM in (Cid wins; null when CorrelId is all zero).
+CID_CUT = Finding(Change.TRUNCATED, "MQMD.CorrelId", "first 24 bytes of JMSCorrelationID (jms/Cid keeps it whole)")
+
 
 def _correlation_id_to_mq(ctx: ToMq) -> None:
     cid = ctx.message.headers.correlation_id
@@ -187,7 +193,7 @@ def _correlation_id_to_mq(ctx: ToMq) -> None:
     ctx.jms["Cid"] = cid
     ctx.md["correl_id"], cut = correl_bytes(cid)
     if cut:
-        ctx.report.truncated("MQMD.CorrelId", "first 24 bytes of JMSCorrelationID (jms/Cid keeps it whole)")
+        ctx.report.findings.append(CID_CUT)
 
 
 def _correlation_id_to_jms(ctx: ToJms) -> None:
@@ -201,9 +207,9 @@ def _correlation_id_to_jms(ctx: ToJms) -> None:
         ctx.headers["correlation_id"] = bytes_to_id(correl)
 
 
-# JMSPriority <-> Priority + jms/Pri. Seed JMS->MQMD "JMSPriority | Priority", JMS->jms folder "JMSPriority |
-# Pri", MQMD->JMS "Priority | JMSPriority", jms folder->JMS "Pri | JMSPriority"; §6.2 (Pri only when not 4),
-# §6.3 (JMSPriority from MQMD.Priority). See DECISIONS for the order of the two sources.
+# JMSPriority <-> Priority + jms/Pri. WMB JMS->MQMD "JMSPriority | Priority", JMS->jms folder "JMSPriority |
+# Pri", MQMD->JMS "Priority | JMSPriority", jms folder->JMS "Pri | JMSPriority"; IBM out (Pri only when not 4),
+# IBM in (JMSPriority from MQMD.Priority). See DECISIONS for the order of the two sources.
 def _priority_to_mq(ctx: ToMq) -> None:
     p = ctx.message.headers.priority
     as_q_def = ctx.options.priority_as_q_def and p == 4
@@ -251,9 +257,9 @@ def _delivery_mode_to_jms(ctx: ToJms) -> None:
                              "the JMS default")
 
 
-# JMSExpiration <-> Expiry + jms/Exp. Seed JMS->jms folder "JMSExpiration | Exp", MQMD->JMS "Expiry |
-# JMSExpiration"; §6.2 (Expiry = TTL/100 in tenths, -1 unlimited, -1 with Exp for a TTL beyond an MQLONG),
-# §6.3 (Exp). See DECISIONS.
+# JMSExpiration <-> Expiry + jms/Exp. WMB JMS->jms folder "JMSExpiration | Exp", MQMD->JMS "Expiry |
+# JMSExpiration"; IBM out (Expiry = TTL/100 in tenths, -1 unlimited, -1 with Exp for a TTL beyond an MQLONG),
+# IBM in (Exp). See DECISIONS.
 def _expiration_to_mq(ctx: ToMq) -> None:
     exp = ctx.message.headers.expiration
     if exp == 0:
@@ -330,7 +336,7 @@ def _reply_to_to_mq(ctx: ToMq) -> None:
 
 def _reply_to_to_jms(ctx: ToJms) -> None:
     present, rto = ctx.folder_value(JMS, "Rto")
-    q, qm = ctx.md.reply_to_q.strip(" "), ctx.md.reply_to_q_mgr.strip(" ")   # blanks only (§2)
+    q, qm = ctx.md.reply_to_q.strip(" "), ctx.md.reply_to_q_mgr.strip(" ")   # blanks only (MQMD docs)
     if present:
         dest = parse_uri(rto, "Rto")
         ctx.headers["reply_to"] = dest
@@ -345,13 +351,18 @@ def _reply_to_to_jms(ctx: ToJms) -> None:
 
 
 
+def ibm_default_finding(prop: str, attr: str, value: int) -> Finding:
+    """A JMS_IBM_* property holding the value MQMD.attr has without it (also encode's)."""
+    return Finding(Change.DROPPED, prop, f"{value} is what MQMD.{attr} holds without it: reads back as absent")
+
+
 def _ibm_properties_to_mq(ctx: ToMq) -> None:
     for prop, attr in IBM_MQMD_PROPERTIES:
         default = ibm_default(attr, ctx.md.get("reply_to_q", ""))
         value = ctx.prop(prop, JavaType.INT)
         ctx.md[attr] = default if value is None else value
         if value == default:
-            ctx.report.dropped(prop, f"{value} is what MQMD.{attr} holds without it: reads back as absent")
+            ctx.report.findings.append(ibm_default_finding(prop, attr, value))
 
 
 def _ibm_properties_to_jms(ctx: ToJms) -> None:
@@ -361,8 +372,8 @@ def _ibm_properties_to_jms(ctx: ToJms) -> None:
             ctx.props.append((prop, JavaValue(JavaType.INT, value)))
 
 
-# JMSDestination <-> jms/Dst. Seed JMS->jms folder "JMSDestination | Dst", jms folder->JMS "Dst |
-# JMSDestination"; §6.3 (else mqps/Top as topic://<Top>; Dst wins).
+# JMSDestination <-> jms/Dst. WMB JMS->jms folder "JMSDestination | Dst", jms folder->JMS "Dst |
+# JMSDestination"; IBM in (else mqps/Top as topic://<Top>; Dst wins).
 def _destination_to_mq(ctx: ToMq) -> None:
     dest = ctx.message.headers.destination
     if dest is not None:
@@ -379,24 +390,29 @@ def _destination_to_jms(ctx: ToJms) -> None:
         ctx.headers["destination"] = Destination.topic(top)
 
 
-# JMSRedelivered / JMSXDeliveryCount <-> BackoutCount. Seed JMS->MQMD "JMSXDeliveryCount | BackoutCount - 1",
-# MQMD->JMS "BackoutCount = 0 | JMSRedelivered = false", "BackoutCount > 0 | JMSRedelivered = true"; §6.3
+# JMSRedelivered / JMSXDeliveryCount <-> BackoutCount. WMB JMS->MQMD "JMSXDeliveryCount | BackoutCount - 1",
+# MQMD->JMS "BackoutCount = 0 | JMSRedelivered = false", "BackoutCount > 0 | JMSRedelivered = true"; IBM in
 # (JMSXDeliveryCount = BackoutCount + 1).
-def _delivery_count_to_mq(ctx: ToMq) -> None:
-    count = ctx.prop("JMSXDeliveryCount", JavaType.INT)
-    redelivered = ctx.message.headers.redelivered
+def backout_count(count: int | None, redelivered: bool, findings: list[Finding]) -> int:
+    """BackoutCount for JMSXDeliveryCount (None: absent) and JMSRedelivered, with its findings (also encode's)."""
     if count is None:
         backout = 1 if redelivered else 0
-        ctx.report.defaulted("JMSXDeliveryCount", f"absent: BackoutCount {backout} from JMSRedelivered, "
-                             f"read back as JMSXDeliveryCount {backout + 1}")
+        findings.append(Finding(Change.DEFAULTED, "JMSXDeliveryCount", f"absent: BackoutCount {backout} from "
+                                f"JMSRedelivered, read back as JMSXDeliveryCount {backout + 1}"))
     elif count < 1:
         raise MappingError(f"{count} is not a delivery count (1 or more)", structure="JMS property",
                            field="JMSXDeliveryCount")
     else:
         backout = count - 1
-    ctx.md["backout_count"] = backout
     if (backout > 0) != redelivered:
-        ctx.report.coerced("JMSRedelivered", f"reads back as {backout > 0} (BackoutCount {backout})")
+        findings.append(Finding(Change.COERCED, "JMSRedelivered", f"reads back as {backout > 0} (BackoutCount "
+                                f"{backout})"))
+    return backout
+
+
+def _delivery_count_to_mq(ctx: ToMq) -> None:
+    count = ctx.prop("JMSXDeliveryCount", JavaType.INT)
+    ctx.md["backout_count"] = backout_count(count, ctx.message.headers.redelivered, ctx.report.findings)
 
 
 def _delivery_count_to_jms(ctx: ToJms) -> None:
@@ -408,8 +424,8 @@ def _delivery_count_to_jms(ctx: ToJms) -> None:
     ctx.props.append(("JMSXDeliveryCount", JavaValue(JavaType.INT, min(backout + 1, MQLONG_MAX))))
 
 
-# JMSXUserID <-> UserIdentifier, JMSXAppID <-> PutApplName. Seed JMS->MQMD "JMSUser | UserIdentifier",
-# "JMSQApplid | PutApplName", MQMD->JMS "UserIdentifier | JMSUser", "PutApplName | JMSApplid"; §6.2, §6.3
+# JMSXUserID <-> UserIdentifier, JMSXAppID <-> PutApplName. WMB JMS->MQMD "JMSUser | UserIdentifier",
+# "JMSQApplid | PutApplName", MQMD->JMS "UserIdentifier | JMSUser", "PutApplName | JMSApplid"; IBM out, IBM in
 # (trimmed).
 def _mqchar_property_rule(prop: str, attr: str, mqmd_field: str, length: int) -> tuple[
         Callable[[ToMq], None], Callable[[ToJms], None]]:
@@ -492,21 +508,12 @@ def _group_to_jms(ctx: ToJms) -> None:
         ctx.props.append((LAST_IN_GROUP, JavaValue(JavaType.BOOLEAN, True)))
 
 
-# JMSType <-> mcd/Type (or mcd Msd/Set/Type/Fmt for an mcd:// URI, spec.parse_mcd_uri). §6.2 JMSType row, §6.3
+# JMSType <-> mcd/Type (or mcd Msd/Set/Type/Fmt for an mcd:// URI, spec.parse_mcd_uri). IBM out JMSType row, IBM in
 # "JMSType comes from mcd.Type/Set/Fmt". The body class side of mcd (Msd) is in bodies.
 def _type_to_mq(ctx: ToMq) -> None:
     jms_type = ctx.message.headers.type
-    if jms_type is None:
-        return
-    uri = parse_mcd_uri(jms_type)
-    if uri is not None and ctx.message.body_type in (BodyType.TEXT, BodyType.BYTES):
-        domain, mset, mtype, fmt = uri
-        ctx.mcd["Msd"] = domain
-        for name, value in (("Set", mset), ("Type", mtype), ("Fmt", fmt)):
-            if value is not None:
-                ctx.mcd[name] = value
-    else:
-        ctx.mcd["Type"] = jms_type
+    if jms_type is not None:
+        ctx.mcd.update(mcd_type_elements(jms_type, ctx.message.body_type))
 
 
 def _type_to_jms(ctx: ToJms) -> None:

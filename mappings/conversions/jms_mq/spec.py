@@ -1,12 +1,13 @@
 """The JMS <-> IBM MQ mapping's tables, options and value forms, shared by the model path (rules, model)
 and the bytes paths (encode, decode): the body table, the field orders, the identifier, date and URI forms.
 
-Sources (cited per rule as below): IBM MQ docs "Mapping JMS fields onto IBM MQ fields" (outgoing and
-incoming messages, the RFH2-wins precedence, bodies), "MQRFH2 - Rules and formatting header 2" (the mcd, jms
-and usr folders) and "MQMD - Message descriptor"; WebSphere Message Broker docs "JMS message payload and
-appropriate parser" with its JMSMQTransform / MQJMSTransform tables ("WMB JMS->MQMD", "WMB JMS->jms folder",
-"WMB MQMD->JMS", "WMB jms folder->JMS" below). The broker's names there are the IBM JMS property names:
-JMSQApplid/JMSApplid = JMSXAppID, JMSUser = JMSXUserID, JMSGroupid/JMSGroupseq = JMSXGroupID/JMSXGroupSeq.
+Sources, cited per rule: IBM MQ docs "Mapping JMS fields onto IBM MQ fields" ("IBM shape": the message
+shape, "IBM out": JMS -> MQ, "IBM in": MQ -> JMS with the RFH2-wins precedence, "IBM bodies"), "MQRFH2 - Rules
+and formatting header 2" ("MQRFH2 docs": the mcd, jms and usr folders) and "MQMD - Message descriptor" ("MQMD
+docs"); WebSphere Message Broker docs "JMS message payload and appropriate parser" with its JMSMQTransform /
+MQJMSTransform tables ("WMB JMS->MQMD", "WMB JMS->jms folder", "WMB MQMD->JMS", "WMB jms folder->JMS"). The
+broker's names there are the IBM JMS property names: JMSQApplid/JMSApplid = JMSXAppID, JMSUser = JMSXUserID,
+JMSGroupid/JMSGroupseq = JMSXGroupID/JMSXGroupSeq. docs/jms-mq.md has the table.
 """
 from __future__ import annotations
 
@@ -64,12 +65,12 @@ DECISIONS: tuple[str, ...] = (
 # --------------------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class JmsToMqOptions:
-    """How the JMS side writes: §6.1 JMS uses Encoding 273 and CCSID 1208 (R1)."""
+    """How the JMS side writes: IBM shape JMS uses Encoding 273 and CCSID 1208."""
 
     encoding: int = C.MQENC_NORMAL            # MQMD.Encoding and RFH2.Encoding (the body's numbers)
     body_ccsid: int = C.CCSID_UTF8            # RFH2.CodedCharSetId: Text/Map/Stream bodies are encoded in it
     priority_as_q_def: bool = False           # JMSPriority 4 (the JMS default) -> MQPRI_PRIORITY_AS_Q_DEF
-    with_rfh2: bool = True                    # False: WMQ_TARGET_CLIENT=MQ, the MQMD alone (§6.1)
+    with_rfh2: bool = True                    # False: WMQ_TARGET_CLIENT=MQ, the MQMD alone (IBM shape)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +79,7 @@ class MqToJmsOptions:
 
 
 # --------------------------------------------------------------------------------------------------
-# Body table (mq-wire-facts.md §5.4 Msd values, §6.1 Format per JMS type, S19)
+# Body table (MQRFH2 docs Msd values, IBM shape Format per JMS type)
 # --------------------------------------------------------------------------------------------------
 BODY_TABLE: dict[BodyType, tuple[str, str]] = {
     # body type:        (mcd Msd,      RFH2 Format of the body)
@@ -99,23 +100,23 @@ ID_HEX48 = re.compile(r"ID:[0-9A-Fa-f]{48}", re.ASCII)
 
 
 def id_to_bytes(text: str) -> bytes | None:
-    """The 24 bytes of an ``ID:`` + 48 hex digits identifier (either case), else None (§6.2)."""
+    """The 24 bytes of an ``ID:`` + 48 hex digits identifier (either case), else None (IBM out)."""
     return bytes.fromhex(text[3:]) if ID_HEX48.fullmatch(text) else None
 
 
 def bytes_to_id(raw: bytes) -> str:
-    """``ID:`` + 48 lower-case hex digits, as IBM MQ classes for JMS write it (§6.2 JMSMessageID)."""
+    """``ID:`` + 48 lower-case hex digits, as IBM MQ classes for JMS write it (IBM out JMSMessageID)."""
     return "ID:" + raw.hex()
 
 
 def padded24(text: str) -> tuple[bytes, bool]:
-    """UTF-8 bytes cut or NUL-padded to 24 (§6.2 JMSCorrelationID: padding inferred); (bytes, cut)."""
+    """UTF-8 bytes cut or NUL-padded to 24 (IBM out JMSCorrelationID: padding inferred); (bytes, cut)."""
     raw = text.encode("utf-8", "surrogatepass")
     return raw[:24].ljust(24, b"\x00"), len(raw) > 24
 
 
 def mqchar_form(value: str, length: int) -> str:
-    """What an MQCHAR field written by :func:`_mqchar` reads back as (blank-trimmed, §6.3)."""
+    """What an MQCHAR field written by :func:`_mqchar` reads back as (blank-trimmed, IBM in)."""
     text = value.encode("latin-1", "replace").decode("latin-1")[:length]
     return text.split("\x00", 1)[0].strip(" ")
 
@@ -124,9 +125,9 @@ def correl_bytes(cid: str) -> tuple[bytes, bool]:
     return (raw, False) if raw is not None else padded24(cid)
 
 
-# JMSDeliveryMode <-> Persistence + jms/Dlv. Seed JMS->MQMD "JMSDeliveryMode | Persistence", JMS->jms folder
+# JMSDeliveryMode <-> Persistence + jms/Dlv. WMB JMS->MQMD "JMSDeliveryMode | Persistence", JMS->jms folder
 # "JMSDeliveryMode | Dlv", MQMD->JMS "Persistence | JMSDeliveryMode", jms folder->JMS "Dlv | JMSDeliveryMode";
-# §6.2 (Dlv holds the JMS constant 1/2, Persistence MQPER_* 0/1), §6.3 (Dlv wins).
+# IBM out (Dlv holds the JMS constant 1/2, Persistence MQPER_* 0/1), IBM in (Dlv wins).
 PERSISTENCE_FOR: dict[DeliveryMode, int] = {
     DeliveryMode.PERSISTENT: C.MQPER_PERSISTENT,
     DeliveryMode.NON_PERSISTENT: C.MQPER_NOT_PERSISTENT,
@@ -134,8 +135,8 @@ PERSISTENCE_FOR: dict[DeliveryMode, int] = {
 DELIVERY_MODE_FOR: dict[int, DeliveryMode] = {v: k for k, v in PERSISTENCE_FOR.items()}
 
 
-# JMSTimestamp <-> PutDate/PutTime + jms/Tms. Seed JMS->MQMD "JMSTimeStamp | PutDate, PutTime", JMS->jms folder
-# "JMSTimestamp | Tms", MQMD->JMS "PutDate, PutTime | JMSTimeStamp"; §2 (YYYYMMDD, HHMMSSTH, GMT), §6.3 (Tms
+# JMSTimestamp <-> PutDate/PutTime + jms/Tms. WMB JMS->MQMD "JMSTimeStamp | PutDate, PutTime", JMS->jms folder
+# "JMSTimestamp | Tms", MQMD->JMS "PutDate, PutTime | JMSTimeStamp"; MQMD docs (YYYYMMDD, HHMMSSTH, GMT), IBM in (Tms
 # wins, otherwise PutDate/PutTime at hundredths precision: 20231114/22132012 -> 1700000000120).
 _EPOCH = _dt.date(1970, 1, 1)
 _DAY_MS = 86_400_000
@@ -155,7 +156,7 @@ def put_date_time(ms: int) -> tuple[str, str] | None:
 
 
 def put_epoch_ms(put_date: str, put_time: str) -> int:
-    """Epoch milliseconds of PutDate/PutTime (GMT); SS may be 60 or 61 (leap seconds, §2)."""
+    """Epoch milliseconds of PutDate/PutTime (GMT); SS may be 60 or 61 (leap seconds, MQMD docs)."""
     if not _DATE_RE.fullmatch(put_date):
         raise MappingError(f"{put_date!r} is not YYYYMMDD", structure="MQMD", field="PutDate", offset=304)
     try:
@@ -169,9 +170,9 @@ def put_epoch_ms(put_date: str, put_time: str) -> int:
     return (date - _EPOCH).days * _DAY_MS + ((hh * 60 + mm) * 60 + ss) * 1000 + th * 10
 
 
-# JMSReplyTo <-> ReplyToQ/ReplyToQMgr + jms/Rto. Seed JMS->jms folder "JMSReplyTo | Rto", jms folder->JMS "Rto |
-# JMSReplyTo"; §6.2 (URI queue://QM/Q or topic://..., queue and QM names to the MQMD), §6.3 (Rto wins, else
-# queue://ReplyToQMgr/ReplyToQ when ReplyToQ is not blank). MsgType follows it: §6.2 JMS_IBM_MsgType default,
+# JMSReplyTo <-> ReplyToQ/ReplyToQMgr + jms/Rto. WMB JMS->jms folder "JMSReplyTo | Rto", jms folder->JMS "Rto |
+# JMSReplyTo"; IBM out (URI queue://QM/Q or topic://..., queue and QM names to the MQMD), IBM in (Rto wins, else
+# queue://ReplyToQMgr/ReplyToQ when ReplyToQ is not blank). MsgType follows it: IBM out JMS_IBM_MsgType default,
 # MQMT_REQUEST when JMSReplyTo is a queue, otherwise MQMT_DATAGRAM.
 def implied_msg_type(reply_to_q: str) -> int:
     return C.MQMT_REQUEST if reply_to_q else C.MQMT_DATAGRAM
@@ -185,7 +186,7 @@ def parse_uri(text: str | None, name: str) -> Destination:
         raise MappingError(exc.reason, structure=RFH2_JMS, field=name) from None
 
 
-# JMS_IBM_MsgType, JMS_IBM_Feedback, JMS_IBM_PutApplType <-> MsgType, Feedback, PutApplType (§6.2 rows
+# JMS_IBM_MsgType, JMS_IBM_Feedback, JMS_IBM_PutApplType <-> MsgType, Feedback, PutApplType (IBM out rows
 # "JMS_IBM_MsgType | MsgType" with its default, "JMS_IBM_PutApplType / ... / Feedback | same-named MQMD fields").
 # A property is written on receive only when the MQMD value is not the one JMS -> MQ would write without it.
 IBM_MQMD_PROPERTIES: tuple[tuple[str, str], ...] = (
@@ -199,16 +200,16 @@ def ibm_default(attr: str, reply_to_q: str) -> int:
 
 
 # JMSXGroupID/JMSXGroupSeq (+ JMS_IBM_Last_Msg_In_Group) <-> GroupId/MsgSeqNumber/MsgFlags + jms/Gid, jms/Seq.
-# Seed MQMD->JMS "GroupId | JMSGroupid", "MsgSeqNumber | JMSGroupseq"; §6.2 (ID: -> binary, else UTF-8 padded
-# or cut to 24; MQMF_MSG_IN_GROUP; JMS_IBM_Last_Msg_In_Group -> MQMF_LAST_MSG_IN_GROUP), §6.3 (Gid/Seq win; the
+# WMB MQMD->JMS "GroupId | JMSGroupid", "MsgSeqNumber | JMSGroupseq"; IBM out (ID: -> binary, else UTF-8 padded
+# or cut to 24; MQMF_MSG_IN_GROUP; JMS_IBM_Last_Msg_In_Group -> MQMF_LAST_MSG_IN_GROUP), IBM in (Gid/Seq win; the
 # MQMD fields count only with MSG_IN_GROUP or LAST_MSG_IN_GROUP).
 GROUP_FLAGS = C.MQMF_MSG_IN_GROUP | C.MQMF_LAST_MSG_IN_GROUP
 LAST_IN_GROUP = "JMS_IBM_Last_Msg_In_Group"
 
 
-# JMSType <-> mcd/Type (or mcd Msd/Set/Type/Fmt for an mcd:// URI). §6.2 JMSType row, §6.3 "JMSType comes from
+# JMSType <-> mcd/Type (or mcd Msd/Set/Type/Fmt for an mcd:// URI). IBM out JMSType row, IBM in "JMSType comes from
 # mcd.Type/Set/Fmt". The body class side of mcd (Msd) is in _body_to_mq / _body_class.
-# The type segment may hold '/' ({namespace}/name) but may not end with one: the seed's MRM form with a
+# The type segment may hold '/' ({namespace}/name) but may not end with one: the WMB docs' MRM form with a
 # trailing slash ("mcd://MRM/set/type/", mappings.jms.domain) is not canonical here and is kept verbatim.
 _MCD_URI = re.compile(r"mcd://([A-Za-z][A-Za-z0-9_]*)(?:/([^/?]*)(?:/((?:[^?]*[^?/])?))?)?(?:\?format=(.*))?",
                       re.DOTALL)
@@ -235,13 +236,33 @@ def parse_mcd_uri(jms_type: str) -> tuple[str, str | None, str | None, str | Non
     return parts if mcd_uri(*parts) == jms_type else None
 
 
-#: The constant part of the MQMD JMS -> MQ writes (§6.1: an MQMD v2 whose CCSID describes the RFH2, NameValue
+def mcd_type_elements(jms_type: str, body_type: BodyType) -> dict[str, str]:
+    """The mcd elements a JMSType writes: a canonical mcd:// URI on a Text or Bytes message fills
+    Msd/Set/Type/Fmt (IBM out, replacing the body table's Msd), any other JMSType goes verbatim to Type."""
+    uri = parse_mcd_uri(jms_type)
+    if uri is None or body_type not in (BodyType.TEXT, BodyType.BYTES):
+        return {"Type": jms_type}
+    return {name: value for name, value in zip(MCD_ORDER, uri, strict=True) if value is not None}
+
+
+INT_RE = re.compile(r"[+-]?[0-9]+", re.ASCII)
+
+
+def folder_int(text: str | None, low: int, high: int, name: str) -> int:
+    """An integer element of the jms folder (IBM writes them without dt, MQRFH2 docs), blanks allowed around it."""
+    value = text if text and text.isdigit() and text.isascii() else (text or "").strip(XML_WS)
+    if INT_RE.fullmatch(value) and low <= int(value) <= high:
+        return int(value)
+    raise MappingError(f"{text!r} is not an integer in {low}..{high}", structure=RFH2_JMS, field=name)
+
+
+#: The constant part of the MQMD JMS -> MQ writes (IBM shape: an MQMD v2 whose CCSID describes the RFH2, NameValue
 #: data in 1208); the MQMD Format (MQHRF2) is set by the chain. Every other field is MQMD_DEFAULT or a rule's.
 MQMD_CONSTANTS: dict[str, Any] = {"version": C.MQMD_VERSION_2, "coded_char_set_id": C.CCSID_UTF8}
 #: Properties the rules map to MQMD fields (never written to usr).
 MAPPED_PROPERTIES = frozenset({"JMSXDeliveryCount", "JMSXUserID", "JMSXAppID", "JMSXGroupID", "JMSXGroupSeq",
                                LAST_IN_GROUP, *(p for p, _a in IBM_MQMD_PROPERTIES)})
-#: jms folder element order as IBM writes it: Dst, Tms, Dlv first (R1), then the §6.2 table order.
+#: jms folder element order as IBM writes it: Dst, Tms, Dlv first, then the IBM out table order.
 JMS_FOLDER_ORDER = ("Dst", "Tms", "Dlv", "Exp", "Pri", "Cid", "Rto", "Gid", "Seq")
 MCD_ORDER = ("Msd", "Set", "Type", "Fmt")
 #: MQMD fields no rule maps: a non-default value is reported as dropped by MQ -> JMS.
@@ -250,7 +271,7 @@ UNMAPPED_MQMD = ("report", "accounting_token", "appl_identity_data", "appl_origi
 
 
 # --------------------------------------------------------------------------------------------------
-# Properties: the usr folder with dt= typing (§5.3, mappings.jms.typed_xml)
+# Properties: the usr folder with dt= typing (MQRFH2 docs, mappings.jms.typed_xml)
 # --------------------------------------------------------------------------------------------------
 USR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
 
