@@ -12,6 +12,7 @@ from mappings.conversions.jms_mq.spec import (
     DELIVERY_MODE_FOR,
     GROUP_FLAGS,
     IBM_MQMD_PROPERTIES,
+    ID_HEX48,
     JMS,
     LAST_IN_GROUP,
     LONG_MAX,
@@ -153,12 +154,13 @@ MID_UPPER = Finding(Change.COERCED, "JMSMessageID", "hex digits read back in low
 
 def message_id_bytes(mid: str) -> tuple[bytes, Finding | None]:
     """The MsgId of a JMSMessageID, and the finding when it does not read back as it is (also encode's)."""
-    raw = id_to_bytes(mid)
-    if raw is None:
+    if ID_HEX48.fullmatch(mid) is None:
         return C.MQMI_NONE, MID_NOT_ID
+    digits = mid[3:]
+    raw = bytes.fromhex(digits)
     if raw == C.MQMI_NONE:
         return raw, MID_ZERO
-    return raw, None if mid == bytes_to_id(raw) else MID_UPPER
+    return raw, None if digits.lower() == digits else MID_UPPER     # bytes_to_id writes lower case
 
 
 def _message_id_to_mq(ctx: ToMq) -> None:

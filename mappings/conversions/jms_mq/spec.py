@@ -121,8 +121,11 @@ def mqchar_form(value: str, length: int) -> str:
     return text.split("\x00", 1)[0].strip(" ")
 
 def correl_bytes(cid: str) -> tuple[bytes, bool]:
-    raw = id_to_bytes(cid)
-    return (raw, False) if raw is not None else padded24(cid)
+    """CorrelId for a JMSCorrelationID string: the ``ID:`` form's 24 bytes, else :func:`padded24`; (bytes, cut)."""
+    if ID_HEX48.fullmatch(cid):
+        return bytes.fromhex(cid[3:]), False
+    raw = cid.encode("utf-8", "surrogatepass")          # padded24, written out: this runs for every message
+    return raw[:24].ljust(24, b"\x00"), len(raw) > 24
 
 
 # JMSDeliveryMode <-> Persistence + jms/Dlv. WMB JMS->MQMD "JMSDeliveryMode | Persistence", JMS->jms folder
