@@ -29,29 +29,29 @@ MQLONG_MAX = 2**31 - 1
 XML_WS = " \t\r\n"
 
 DECISIONS: tuple[str, ...] = (
-    "JMSPriority: MQMD.Priority wins (§6.3); jms/Pri (seed jms folder->JMS row) is used when MQMD.Priority is "
+    "JMSPriority: MQMD.Priority wins (IBM in); jms/Pri (WMB jms folder->JMS row) is used when MQMD.Priority is "
     "not a real priority (MQPRI_PRIORITY_AS_Q_DEF etc.), else 4, the JMS default (defaulted).",
-    "JMSExpiration: jms/Exp wins (§6.3); without it, MQMD.Expiry > 0 gives now_ms + Expiry*100 (seed MQMD->JMS "
-    "row 'Expiry -> JMSExpiration'; §6.3 alone would give 0). JMS->MQ: Expiry = ceil(TTL/100) with TTL = "
+    "JMSExpiration: jms/Exp wins (IBM in); without it, MQMD.Expiry > 0 gives now_ms + Expiry*100 (WMB MQMD->JMS "
+    "row 'Expiry -> JMSExpiration'; IBM in alone would give 0). JMS->MQ: Expiry = ceil(TTL/100) with TTL = "
     "JMSExpiration - now_ms; an already expired message gets Expiry 1 (coerced); a TTL too large for an MQLONG "
-    "gives Expiry -1 with Exp still written (§6.2).",
-    "JMSXDeliveryCount: BackoutCount = JMSXDeliveryCount - 1 (seed JMS->MQMD); without it BackoutCount is 1 "
+    "gives Expiry -1 with Exp still written (IBM out).",
+    "JMSXDeliveryCount: BackoutCount = JMSXDeliveryCount - 1 (WMB JMS->MQMD); without it BackoutCount is 1 "
     "when JMSRedelivered, else 0; on receive JMSXDeliveryCount = BackoutCount + 1 and JMSRedelivered = "
-    "BackoutCount > 0 (seed MQMD->JMS, §6.3).",
-    "JMSCorrelationID: always written to jms/Cid (seed JMS->jms folder row); CorrelId holds the 24 bytes of an "
+    "BackoutCount > 0 (WMB MQMD->JMS, IBM in).",
+    "JMSCorrelationID: always written to jms/Cid (WMB JMS->jms folder row); CorrelId holds the 24 bytes of an "
     "'ID:'+48 hex value, else the UTF-8 bytes cut or NUL-padded to 24. The bytes form goes to CorrelId only and "
     "reads back as the 'ID:' string (coerced).",
     "JMSXGroupID: 'ID:'+48 hex -> GroupId; any other string -> its UTF-8 bytes cut/padded to 24 in GroupId and "
     "the whole string in jms/Gid. JMSXGroupSeq -> MsgSeqNumber (jms/Seq when < 1). Either sets MQMF_MSG_IN_GROUP;"
     " JMS_IBM_Last_Msg_In_Group true sets MQMF_LAST_MSG_IN_GROUP.",
     "JMSType: a canonical 'mcd://domain[/set[/type]][?format=fmt]' on a Text or Bytes message fills mcd "
-    "Msd/Set/Type/Fmt (§6.2); any other JMSType goes verbatim to mcd/Type. A received non-jms_* Msd gives the "
+    "Msd/Set/Type/Fmt (IBM out); any other JMSType goes verbatim to mcd/Type. A received non-jms_* Msd gives the "
     "JMSType URI back and the message class from Format.",
     "Text bodies: a null text is written as an empty body and reads back as '' (coerced). Object bodies: a null "
     "object is an empty body; the class name is not carried (dropped).",
     "Properties: usr holds names that are Java identifiers and XML names (ASCII letters, digits, '_') not "
-    "starting 'JMS' (§5.3); char values go as String (coerced: dt=char is not an RFH2 property type, §5.3).",
-    "JMS_IBM_MsgType/Feedback/PutApplType <-> MsgType/Feedback/PutApplType (§6.2); on receive the property is set "
+    "starting 'JMS' (MQRFH2 docs); char values go as String (coerced: dt=char is not an RFH2 property type).",
+    "JMS_IBM_MsgType/Feedback/PutApplType <-> MsgType/Feedback/PutApplType (IBM out); on receive the property is set "
     "only when the MQMD value differs from what JMS -> MQ writes without it (MsgType: REQUEST with a reply-to queue, "
     "else DATAGRAM; Feedback 0; PutApplType 0). Report, AccountingToken, ApplIdentityData, ApplOriginData, Offset, "
     "OriginalLength and the segmentation flags have no JMS field (dropped when not default).",
