@@ -1,6 +1,7 @@
-"""The JMS <-> MQ fast paths (mappings/conversions/jms_mq_fast.py) give exactly the general path's results: the same
-bytes and findings for JMS -> MQ, the same JMS message (types included) and findings for MQ -> JMS, and the
-same MappingError when the general path refuses the input; and they are taken for the usual messages."""
+"""The JMS <-> MQ bytes path (mappings/conversions/jms_mq/encode.py, decode.py) gives exactly the model path's
+results: the same bytes and findings for JMS -> MQ, the same JMS message (types included) and findings for
+MQ -> JMS, and the same MappingError when the model path refuses the input; and it is taken for the usual
+messages."""
 from __future__ import annotations
 
 import struct
@@ -18,7 +19,8 @@ from mappings.conversions.jms_mq import (
     mq_bytes_to_jms,
     mq_to_jms,
 )
-from mappings.conversions.jms_mq_fast import jms_to_mq_bytes_fast, mq_bytes_to_jms_fast
+from mappings.conversions.jms_mq.decode import mq_bytes_to_jms_fast
+from mappings.conversions.jms_mq.encode import jms_to_mq_bytes_fast
 from mappings.errors import MappingError
 from mappings.jms.model import (
     BytesBody,

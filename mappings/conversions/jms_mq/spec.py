@@ -1,0 +1,287 @@
+"""The JMS <-> IBM MQ mapping's tables, options and value forms, shared by the model path (rules, model)
+and the bytes paths (encode, decode): the body table, the field orders, the identifier, date and URI forms.
+
+Sources, cited per rule: IBM MQ docs "Mapping JMS fields onto IBM MQ fields" ("IBM shape": the message
+shape, "IBM out": JMS -> MQ, "IBM in": MQ -> JMS with the RFH2-wins precedence, "IBM bodies"), "MQRFH2 - Rules
+and formatting header 2" ("MQRFH2 docs": the mcd, jms and usr folders) and "MQMD - Message descriptor" ("MQMD
+docs"); WebSphere Message Broker docs "JMS message payload and appropriate parser" with its JMSMQTransform /
+MQJMSTransform tables ("WMB JMS->MQMD", "WMB JMS->jms folder", "WMB MQMD->JMS", "WMB jms folder->JMS"). The
+broker's names there are the IBM JMS property names: JMSQApplid/JMSApplid = JMSXAppID, JMSUser = JMSXUserID,
+JMSGroupid/JMSGroupseq = JMSXGroupID/JMSXGroupSeq. docs/jms-mq.md has the table.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from mappings.errors import MappingError
+from mappings.jms.model import INTEGER_RANGES, BodyType, DeliveryMode, Destination, JavaType
+from mappings.mq import constants as C
+from mappings.mq.mqmd import MQMD_DEFAULT
+
+MCD, JMS, USR, MQPS = "mcd", "jms", "usr", "mqps"
+RFH2_JMS = "MQRFH2 jms folder"
+LONG_MIN, LONG_MAX = INTEGER_RANGES[JavaType.LONG]
+MQLONG_MAX = 2**31 - 1
+XML_WS = " \t\r\n"
+
+DECISIONS: tuple[str, ...] = (
+    "JMSPriority: MQMD.Priority wins (IBM in); jms/Pri (WMB jms folder->JMS row) is used when MQMD.Priority is "
+    "not a real priority (MQPRI_PRIORITY_AS_Q_DEF etc.), else 4, the JMS default (defaulted).",
+    "JMSExpiration: jms/Exp wins (IBM in); without it, MQMD.Expiry > 0 gives now_ms + Expiry*100 (WMB MQMD->JMS "
+    "row 'Expiry -> JMSExpiration'; IBM in alone would give 0). JMS->MQ: Expiry = ceil(TTL/100) with TTL = "
+    "JMSExpiration - now_ms; an already expired message gets Expiry 1 (coerced); a TTL too large for an MQLONG "
+    "gives Expiry -1 with Exp still written (IBM out).",
+    "JMSXDeliveryCount: BackoutCount = JMSXDeliveryCount - 1 (WMB JMS->MQMD); without it BackoutCount is 1 "
+    "when JMSRedelivered, else 0; on receive JMSXDeliveryCount = BackoutCount + 1 and JMSRedelivered = "
+    "BackoutCount > 0 (WMB MQMD->JMS, IBM in).",
+    "JMSCorrelationID: always written to jms/Cid (WMB JMS->jms folder row); CorrelId holds the 24 bytes of an "
+    "'ID:'+48 hex value, else the UTF-8 bytes cut or NUL-padded to 24. The bytes form goes to CorrelId only and "
+    "reads back as the 'ID:' string (coerced).",
+    "JMSXGroupID: 'ID:'+48 hex -> GroupId; any other string -> its UTF-8 bytes cut/padded to 24 in GroupId and "
+    "the whole string in jms/Gid. JMSXGroupSeq -> MsgSeqNumber (jms/Seq when < 1). Either sets MQMF_MSG_IN_GROUP;"
+    " JMS_IBM_Last_Msg_In_Group true sets MQMF_LAST_MSG_IN_GROUP.",
+    "JMSType: a canonical 'mcd://domain[/set[/type]][?format=fmt]' on a Text or Bytes message fills mcd "
+    "Msd/Set/Type/Fmt (IBM out); any other JMSType goes verbatim to mcd/Type. A received non-jms_* Msd gives the "
+    "JMSType URI back and the message class from Format.",
+    "Text bodies: a null text is written as an empty body and reads back as '' (coerced). Object bodies: a null "
+    "object is an empty body; the class name is not carried (dropped).",
+    "Properties: usr holds names that are Java identifiers and XML names (ASCII letters, digits, '_') not "
+    "starting 'JMS' (MQRFH2 docs); char values go as String (coerced: dt=char is not an RFH2 property type).",
+    "JMS_IBM_MsgType/Feedback/PutApplType <-> MsgType/Feedback/PutApplType (IBM out); on receive the property is set "
+    "only when the MQMD value differs from what JMS -> MQ writes without it (MsgType: REQUEST with a reply-to queue, "
+    "else DATAGRAM; Feedback 0; PutApplType 0). Report, AccountingToken, ApplIdentityData, ApplOriginData, Offset, "
+    "OriginalLength and the segmentation flags have no JMS field (dropped when not default).",
+    "MQMD character fields (UserIdentifier, PutApplName, ReplyToQ, ReplyToQMgr) are single-byte: other "
+    "characters become '?' (coerced), longer values are cut (truncated).",
+)
+
+
+# --------------------------------------------------------------------------------------------------
+# Options
+# --------------------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class JmsToMqOptions:
+    """How the JMS side writes: IBM shape JMS uses Encoding 273 and CCSID 1208."""
+
+    encoding: int = C.MQENC_NORMAL            # MQMD.Encoding and RFH2.Encoding (the body's numbers)
+    body_ccsid: int = C.CCSID_UTF8            # RFH2.CodedCharSetId: Text/Map/Stream bodies are encoded in it
+    priority_as_q_def: bool = False           # JMSPriority 4 (the JMS default) -> MQPRI_PRIORITY_AS_Q_DEF
+    with_rfh2: bool = True                    # False: WMQ_TARGET_CLIENT=MQ, the MQMD alone (IBM shape)
+
+
+@dataclass(frozen=True, slots=True)
+class MqToJmsOptions:
+    default_ccsid: int = C.CCSID_UTF8         # body text CCSID when the message says MQCCSI_Q_MGR (0)
+
+
+# --------------------------------------------------------------------------------------------------
+# Body table (MQRFH2 docs Msd values, IBM shape Format per JMS type)
+# --------------------------------------------------------------------------------------------------
+BODY_TABLE: dict[BodyType, tuple[str, str]] = {
+    # body type:        (mcd Msd,      RFH2 Format of the body)
+    BodyType.MESSAGE: ("jms_none", C.MQFMT_NONE),
+    BodyType.TEXT: ("jms_text", C.MQFMT_STRING),
+    BodyType.BYTES: ("jms_bytes", C.MQFMT_NONE),
+    BodyType.MAP: ("jms_map", C.MQFMT_STRING),
+    BodyType.STREAM: ("jms_stream", C.MQFMT_STRING),
+    BodyType.OBJECT: ("jms_object", C.MQFMT_NONE),
+}
+#: Msd (lower case) -> body type; "jms_byte" is the WMB V6.0 spelling, read for tolerance (mappings.jms.domain).
+MSD_TO_BODY: dict[str, BodyType] = {msd: t for t, (msd, _f) in BODY_TABLE.items()} | {"jms_byte": BodyType.BYTES}
+
+# --------------------------------------------------------------------------------------------------
+# Value forms shared by the rules and the bytes paths
+# --------------------------------------------------------------------------------------------------
+ID_HEX48 = re.compile(r"ID:[0-9A-Fa-f]{48}", re.ASCII)
+
+
+def id_to_bytes(text: str) -> bytes | None:
+    """The 24 bytes of an ``ID:`` + 48 hex digits identifier (either case), else None (IBM out)."""
+    return bytes.fromhex(text[3:]) if ID_HEX48.fullmatch(text) else None
+
+
+def bytes_to_id(raw: bytes) -> str:
+    """``ID:`` + 48 lower-case hex digits, as IBM MQ classes for JMS write it (IBM out JMSMessageID)."""
+    return "ID:" + raw.hex()
+
+
+def padded24(text: str) -> tuple[bytes, bool]:
+    """UTF-8 bytes cut or NUL-padded to 24 (IBM out JMSCorrelationID: padding inferred); (bytes, cut)."""
+    raw = text.encode("utf-8", "surrogatepass")
+    return raw[:24].ljust(24, b"\x00"), len(raw) > 24
+
+
+def mqchar_form(value: str, length: int) -> str:
+    """What an MQCHAR field written by :func:`_mqchar` reads back as (blank-trimmed, IBM in)."""
+    text = value.encode("latin-1", "replace").decode("latin-1")[:length]
+    return text.split("\x00", 1)[0].strip(" ")
+
+def correl_bytes(cid: str) -> tuple[bytes, bool]:
+    """CorrelId for a JMSCorrelationID string: the ``ID:`` form's 24 bytes, else :func:`padded24`; (bytes, cut)."""
+    if ID_HEX48.fullmatch(cid):
+        return bytes.fromhex(cid[3:]), False
+    raw = cid.encode("utf-8", "surrogatepass")          # padded24, written out: this runs for every message
+    return raw[:24].ljust(24, b"\x00"), len(raw) > 24
+
+
+# JMSDeliveryMode <-> Persistence + jms/Dlv. WMB JMS->MQMD "JMSDeliveryMode | Persistence", JMS->jms folder
+# "JMSDeliveryMode | Dlv", MQMD->JMS "Persistence | JMSDeliveryMode", jms folder->JMS "Dlv | JMSDeliveryMode";
+# IBM out (Dlv holds the JMS constant 1/2, Persistence MQPER_* 0/1), IBM in (Dlv wins).
+PERSISTENCE_FOR: dict[DeliveryMode, int] = {
+    DeliveryMode.PERSISTENT: C.MQPER_PERSISTENT,
+    DeliveryMode.NON_PERSISTENT: C.MQPER_NOT_PERSISTENT,
+}
+DELIVERY_MODE_FOR: dict[int, DeliveryMode] = {v: k for k, v in PERSISTENCE_FOR.items()}
+
+
+# JMSTimestamp <-> PutDate/PutTime + jms/Tms. WMB JMS->MQMD "JMSTimeStamp | PutDate, PutTime", JMS->jms folder
+# "JMSTimestamp | Tms", MQMD->JMS "PutDate, PutTime | JMSTimeStamp"; MQMD docs (YYYYMMDD, HHMMSSTH, GMT), IBM in (Tms
+# wins, otherwise PutDate/PutTime at hundredths precision: 20231114/22132012 -> 1700000000120).
+_EPOCH = _dt.date(1970, 1, 1)
+_DAY_MS = 86_400_000
+_DATE_RE = re.compile(r"[0-9]{8}", re.ASCII)
+
+
+def put_date_time(ms: int) -> tuple[str, str] | None:
+    """(PutDate, PutTime) in GMT for epoch milliseconds, hundredths truncated; None outside years 1..9999."""
+    days, rem = divmod(ms, _DAY_MS)
+    try:
+        date = _EPOCH + _dt.timedelta(days=days)
+    except OverflowError:
+        return None
+    secs, milli = divmod(rem, 1000)
+    hh, mm, ss = secs // 3600, secs // 60 % 60, secs % 60
+    return f"{date.year:04d}{date.month:02d}{date.day:02d}", f"{hh:02d}{mm:02d}{ss:02d}{milli // 10:02d}"
+
+
+def put_epoch_ms(put_date: str, put_time: str) -> int:
+    """Epoch milliseconds of PutDate/PutTime (GMT); SS may be 60 or 61 (leap seconds, MQMD docs)."""
+    if not _DATE_RE.fullmatch(put_date):
+        raise MappingError(f"{put_date!r} is not YYYYMMDD", structure="MQMD", field="PutDate", offset=304)
+    try:
+        date = _dt.date(int(put_date[:4]), int(put_date[4:6]), int(put_date[6:]))
+    except ValueError as exc:
+        raise MappingError(f"{put_date!r}: {exc}", structure="MQMD", field="PutDate", offset=304) from None
+    m = re.fullmatch(r"([01][0-9]|2[0-3])([0-5][0-9])([0-5][0-9]|6[01])([0-9]{2})", put_time, re.ASCII)
+    if m is None:
+        raise MappingError(f"{put_time!r} is not HHMMSSTH", structure="MQMD", field="PutTime", offset=312)
+    hh, mm, ss, th = (int(g) for g in m.groups())
+    return (date - _EPOCH).days * _DAY_MS + ((hh * 60 + mm) * 60 + ss) * 1000 + th * 10
+
+
+# JMSReplyTo <-> ReplyToQ/ReplyToQMgr + jms/Rto. WMB JMS->jms folder "JMSReplyTo | Rto", jms folder->JMS "Rto |
+# JMSReplyTo"; IBM out (URI queue://QM/Q or topic://..., queue and QM names to the MQMD), IBM in (Rto wins, else
+# queue://ReplyToQMgr/ReplyToQ when ReplyToQ is not blank). MsgType follows it: IBM out JMS_IBM_MsgType default,
+# MQMT_REQUEST when JMSReplyTo is a queue, otherwise MQMT_DATAGRAM.
+def implied_msg_type(reply_to_q: str) -> int:
+    return C.MQMT_REQUEST if reply_to_q else C.MQMT_DATAGRAM
+
+
+@functools.lru_cache(maxsize=1024)   # destinations repeat from message to message; Destination is immutable
+def parse_uri(text: str | None, name: str) -> Destination:
+    try:
+        return Destination.parse(text or "")
+    except MappingError as exc:
+        raise MappingError(exc.reason, structure=RFH2_JMS, field=name) from None
+
+
+# JMS_IBM_MsgType, JMS_IBM_Feedback, JMS_IBM_PutApplType <-> MsgType, Feedback, PutApplType (IBM out rows
+# "JMS_IBM_MsgType | MsgType" with its default, "JMS_IBM_PutApplType / ... / Feedback | same-named MQMD fields").
+# A property is written on receive only when the MQMD value is not the one JMS -> MQ would write without it.
+IBM_MQMD_PROPERTIES: tuple[tuple[str, str], ...] = (
+    ("JMS_IBM_MsgType", "msg_type"), ("JMS_IBM_Feedback", "feedback"), ("JMS_IBM_PutApplType", "put_appl_type"))
+
+
+def ibm_default(attr: str, reply_to_q: str) -> int:
+    if attr == "msg_type":
+        return implied_msg_type(reply_to_q.strip(" "))
+    return int(getattr(MQMD_DEFAULT, attr))
+
+
+# JMSXGroupID/JMSXGroupSeq (+ JMS_IBM_Last_Msg_In_Group) <-> GroupId/MsgSeqNumber/MsgFlags + jms/Gid, jms/Seq.
+# WMB MQMD->JMS "GroupId | JMSGroupid", "MsgSeqNumber | JMSGroupseq"; IBM out (ID: -> binary, else UTF-8 padded
+# or cut to 24; MQMF_MSG_IN_GROUP; JMS_IBM_Last_Msg_In_Group -> MQMF_LAST_MSG_IN_GROUP), IBM in (Gid/Seq win; the
+# MQMD fields count only with MSG_IN_GROUP or LAST_MSG_IN_GROUP).
+GROUP_FLAGS = C.MQMF_MSG_IN_GROUP | C.MQMF_LAST_MSG_IN_GROUP
+LAST_IN_GROUP = "JMS_IBM_Last_Msg_In_Group"
+
+
+# JMSType <-> mcd/Type (or mcd Msd/Set/Type/Fmt for an mcd:// URI). IBM out JMSType row, IBM in "JMSType comes from
+# mcd.Type/Set/Fmt". The body class side of mcd (Msd) is in _body_to_mq / _body_class.
+# The type segment may hold '/' ({namespace}/name) but may not end with one: the WMB docs' MRM form with a
+# trailing slash ("mcd://MRM/set/type/", mappings.jms.domain) is not canonical here and is kept verbatim.
+_MCD_URI = re.compile(r"mcd://([A-Za-z][A-Za-z0-9_]*)(?:/([^/?]*)(?:/((?:[^?]*[^?/])?))?)?(?:\?format=(.*))?",
+                      re.DOTALL)
+
+
+def mcd_uri(domain: str, mset: str | None, mtype: str | None, fmt: str | None) -> str:
+    """``mcd://domain[/set[/type]][?format=fmt]`` (the canonical form)."""
+    uri = f"mcd://{domain}"
+    if mset is not None or mtype is not None:
+        uri += "/" + (mset or "")
+    if mtype is not None:
+        uri += "/" + mtype
+    if fmt is not None:
+        uri += "?format=" + fmt
+    return uri
+
+
+def parse_mcd_uri(jms_type: str) -> tuple[str, str | None, str | None, str | None] | None:
+    """(domain, set, type, format) of a canonical mcd:// JMSType whose domain is not a jms_* one."""
+    m = _MCD_URI.fullmatch(jms_type)
+    if m is None or m.group(1).lower().startswith("jms_") or m.group(1).lower() in MSD_TO_BODY:
+        return None
+    parts = m.groups()
+    return parts if mcd_uri(*parts) == jms_type else None
+
+
+def mcd_type_elements(jms_type: str, body_type: BodyType) -> dict[str, str]:
+    """The mcd elements a JMSType writes: a canonical mcd:// URI on a Text or Bytes message fills
+    Msd/Set/Type/Fmt (IBM out, replacing the body table's Msd), any other JMSType goes verbatim to Type."""
+    uri = parse_mcd_uri(jms_type)
+    if uri is None or body_type not in (BodyType.TEXT, BodyType.BYTES):
+        return {"Type": jms_type}
+    return {name: value for name, value in zip(MCD_ORDER, uri, strict=True) if value is not None}
+
+
+INT_RE = re.compile(r"[+-]?[0-9]+", re.ASCII)
+
+
+def folder_int(text: str | None, low: int, high: int, name: str) -> int:
+    """An integer element of the jms folder (IBM writes them without dt, MQRFH2 docs), blanks allowed around it."""
+    value = text if text and text.isdigit() and text.isascii() else (text or "").strip(XML_WS)
+    if INT_RE.fullmatch(value) and low <= int(value) <= high:
+        return int(value)
+    raise MappingError(f"{text!r} is not an integer in {low}..{high}", structure=RFH2_JMS, field=name)
+
+
+#: The constant part of the MQMD JMS -> MQ writes (IBM shape: an MQMD v2 whose CCSID describes the RFH2, NameValue
+#: data in 1208); the MQMD Format (MQHRF2) is set by the chain. Every other field is MQMD_DEFAULT or a rule's.
+MQMD_CONSTANTS: dict[str, Any] = {"version": C.MQMD_VERSION_2, "coded_char_set_id": C.CCSID_UTF8}
+#: Properties the rules map to MQMD fields (never written to usr).
+MAPPED_PROPERTIES = frozenset({"JMSXDeliveryCount", "JMSXUserID", "JMSXAppID", "JMSXGroupID", "JMSXGroupSeq",
+                               LAST_IN_GROUP, *(p for p, _a in IBM_MQMD_PROPERTIES)})
+#: jms folder element order as IBM writes it: Dst, Tms, Dlv first, then the IBM out table order.
+JMS_FOLDER_ORDER = ("Dst", "Tms", "Dlv", "Exp", "Pri", "Cid", "Rto", "Gid", "Seq")
+MCD_ORDER = ("Msd", "Set", "Type", "Fmt")
+#: MQMD fields no rule maps: a non-default value is reported as dropped by MQ -> JMS.
+UNMAPPED_MQMD = ("report", "accounting_token", "appl_identity_data", "appl_origin_data", "offset",
+                 "original_length")
+
+
+# --------------------------------------------------------------------------------------------------
+# Properties: the usr folder with dt= typing (MQRFH2 docs, mappings.jms.typed_xml)
+# --------------------------------------------------------------------------------------------------
+USR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
+
+
+def usr_problem(name: str) -> str | None:
+    if name.startswith("JMS"):
+        return "names starting 'JMS' are reserved: the usr folder cannot carry them (§5.3, S10)"
+    if not USR_NAME.fullmatch(name):
+        return "not an ASCII XML name: the usr folder cannot carry it"
+    return None
