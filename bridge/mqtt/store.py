@@ -164,8 +164,9 @@ class CallbackLoop(Protocol):
     def is_closed(self) -> bool: ...
 
 
-class Store:
-    """SQLite journal with group commit on a writer thread."""
+class StoreWriter:
+    """SQLite journal with group commit on a writer thread: queued writes, cancel/amend, after-commit
+    callbacks, and the start-up read."""
 
     def __init__(self, path: Path | str, *, synchronous: str = "FULL",
                  loop: CallbackLoop | None = None) -> None:
@@ -262,68 +263,6 @@ class Store:
                 op[1] = params
                 return True
             return False
-
-    # -- named operations on the broker's tables (every statement the broker writes is one of these) ---
-
-    def save_session(self, client_id: str, level: int, last_seen: float, expiry_seconds: int) -> Op:
-        return self.write(_SAVE_SESSION, (client_id, level, last_seen, expiry_seconds))
-
-    def touch_session(self, client_id: str, last_seen: float) -> Op:
-        return self.write(_TOUCH_SESSION, (last_seen, client_id))
-
-    def delete_session(self, client_id: str) -> None:
-        """The session row and everything it owns (subscriptions, deliveries, inbound QoS 1/2 state)."""
-        for sql in _DELETE_SESSION:
-            self.write(sql, (client_id,))
-
-    def save_subscription(self, client_id: str, topic_filter: str, qos: int) -> Op:
-        return self.write(_SAVE_SUBSCRIPTION, (client_id, topic_filter, qos))
-
-    def delete_subscription(self, client_id: str, topic_filter: str) -> Op:
-        return self.write(_DELETE_SUBSCRIPTION, (client_id, topic_filter))
-
-    def reserve_message_ids(self, below: int) -> Op:
-        """Message ids below ``below`` may be in use: never hand them out again after a restart."""
-        return self.write(_RESERVE_MESSAGE_IDS, (str(below),))
-
-    def insert_message(self, mid: int, topic: str, payload: bytes, qos: int, retain: bool, origin: str | None,
-                       created: float, username: str | None, key_id: int | None, redelivery: int) -> Op:
-        return self.write(_INSERT_MESSAGE, (mid, topic, payload, qos, int(retain), origin, created, username,
-                                            key_id, redelivery))
-
-    def delete_message(self, mid: int | None) -> Op:
-        return self.write(_DELETE_MESSAGE, (mid,))
-
-    def insert_outbound(self, row: tuple[object, ...]) -> Op:
-        """``row``: (client_id, seq, message_id, qos, retain, packet_id, state), as ``amend`` takes it."""
-        return self.write(_INSERT_OUTBOUND, row)
-
-    def mark_outbound_sent(self, client_id: str, seq: int, packet_id: int) -> Op:
-        return self.write(_OUTBOUND_SENT, (packet_id, client_id, seq))
-
-    def mark_outbound_released(self, client_id: str, seq: int) -> Op:
-        return self.write(_OUTBOUND_RELEASED, (client_id, seq))
-
-    def delete_outbound(self, client_id: str, seq: int) -> Op:
-        return self.write(_DELETE_OUTBOUND, (client_id, seq))
-
-    def save_inbound_qos2(self, client_id: str, packet_id: int, topic: str, payload: bytes, retain: bool) -> Op:
-        return self.write(_SAVE_INBOUND_QOS2, (client_id, packet_id, topic, payload, int(retain)))
-
-    def delete_inbound_qos2(self, client_id: str, packet_id: int) -> Op:
-        return self.write(_DELETE_INBOUND_QOS2, (client_id, packet_id))
-
-    def save_inbound_qos1(self, client_id: str, packet_id: int, key_id: int, redelivery: int, digest: bytes) -> Op:
-        return self.write(_SAVE_INBOUND_QOS1, (client_id, packet_id, key_id, redelivery, digest))
-
-    def delete_inbound_qos1(self, client_id: str, packet_id: int) -> Op:
-        return self.write(_DELETE_INBOUND_QOS1, (client_id, packet_id))
-
-    def save_retained(self, topic: str, payload: bytes, qos: int, origin: str | None, updated: float) -> Op:
-        return self.write(_SAVE_RETAINED, (topic, payload, qos, origin, updated))
-
-    def delete_retained(self, topic: str) -> Op:
-        return self.write(_DELETE_RETAINED, (topic,))
 
     def after_commit(self, callback: Callable[[], None]) -> None:
         """Run ``callback`` on the event loop once every write queued so far is committed."""
@@ -437,6 +376,91 @@ class Store:
         row = conn.execute("SELECT MAX(key_id) FROM inbound_qos1").fetchone()
         next_id = max(next_id, (row[0] or 0) + 1)
         return RecoveredState(sessions, messages, retained, next_id)
+
+
+class Store(StoreWriter):
+    """The broker's store: one named operation per change to the broker's tables (every statement the
+    broker writes is one of these; ``write`` stays for tests and tools)."""
+
+    def save_session(self, client_id: str, level: int, last_seen: float, expiry_seconds: int) -> Op:
+        return self.write(_SAVE_SESSION, (client_id, level, last_seen, expiry_seconds))
+
+    def touch_session(self, client_id: str, last_seen: float) -> Op:
+        return self.write(_TOUCH_SESSION, (last_seen, client_id))
+
+    def delete_session(self, client_id: str) -> None:
+        """The session row and everything it owns (subscriptions, deliveries, inbound QoS 1/2 state)."""
+        for sql in _DELETE_SESSION:
+            self.write(sql, (client_id,))
+
+    def save_subscription(self, client_id: str, topic_filter: str, qos: int) -> Op:
+        return self.write(_SAVE_SUBSCRIPTION, (client_id, topic_filter, qos))
+
+    def delete_subscription(self, client_id: str, topic_filter: str) -> Op:
+        return self.write(_DELETE_SUBSCRIPTION, (client_id, topic_filter))
+
+    def reserve_message_ids(self, below: int) -> Op:
+        """Message ids below ``below`` may be in use: never hand them out again after a restart."""
+        return self.write(_RESERVE_MESSAGE_IDS, (str(below),))
+
+    def insert_message(self, mid: int, topic: str, payload: bytes, qos: int, retain: bool, origin: str | None,
+                       created: float, username: str | None, key_id: int | None, redelivery: int) -> Op:
+        params = (mid, topic, payload, qos, int(retain), origin, created, username, key_id, redelivery)
+        with self._lock:   # write(), inlined here and below in what runs once per message or delivery
+            op: Op = [_INSERT_MESSAGE, params, self._gen]
+            self._ops.append(op)
+            self._lock.notify()
+            return op
+
+    def delete_message(self, mid: int | None) -> Op:
+        with self._lock:
+            op: Op = [_DELETE_MESSAGE, (mid,), self._gen]
+            self._ops.append(op)
+            self._lock.notify()
+            return op
+
+    def insert_outbound(self, row: tuple[object, ...]) -> Op:
+        """``row``: (client_id, seq, message_id, qos, retain, packet_id, state), as ``amend`` takes it."""
+        with self._lock:
+            op: Op = [_INSERT_OUTBOUND, row, self._gen]
+            self._ops.append(op)
+            self._lock.notify()
+            return op
+
+    def mark_outbound_sent(self, client_id: str, seq: int, packet_id: int) -> Op:
+        return self.write(_OUTBOUND_SENT, (packet_id, client_id, seq))
+
+    def mark_outbound_released(self, client_id: str, seq: int) -> Op:
+        return self.write(_OUTBOUND_RELEASED, (client_id, seq))
+
+    def delete_outbound(self, client_id: str, seq: int) -> Op:
+        with self._lock:
+            op: Op = [_DELETE_OUTBOUND, (client_id, seq), self._gen]
+            self._ops.append(op)
+            self._lock.notify()
+            return op
+
+    def save_inbound_qos2(self, client_id: str, packet_id: int, topic: str, payload: bytes, retain: bool) -> Op:
+        return self.write(_SAVE_INBOUND_QOS2, (client_id, packet_id, topic, payload, int(retain)))
+
+    def delete_inbound_qos2(self, client_id: str, packet_id: int) -> Op:
+        return self.write(_DELETE_INBOUND_QOS2, (client_id, packet_id))
+
+    def save_inbound_qos1(self, client_id: str, packet_id: int, key_id: int, redelivery: int, digest: bytes) -> Op:
+        with self._lock:
+            op: Op = [_SAVE_INBOUND_QOS1, (client_id, packet_id, key_id, redelivery, digest), self._gen]
+            self._ops.append(op)
+            self._lock.notify()
+            return op
+
+    def delete_inbound_qos1(self, client_id: str, packet_id: int) -> Op:
+        return self.write(_DELETE_INBOUND_QOS1, (client_id, packet_id))
+
+    def save_retained(self, topic: str, payload: bytes, qos: int, origin: str | None, updated: float) -> Op:
+        return self.write(_SAVE_RETAINED, (topic, payload, qos, origin, updated))
+
+    def delete_retained(self, topic: str) -> Op:
+        return self.write(_DELETE_RETAINED, (topic,))
 
 
 def _migrate(conn: sqlite3.Connection, version: int) -> None:
