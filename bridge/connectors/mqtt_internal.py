@@ -5,9 +5,10 @@ route's topic filter at QoS 2: the broker stores QoS 1/2 publications for it dur
 acknowledges the publisher, and the route acknowledges them (PUBACK, or PUBREC+PUBCOMP) only after
 the target accepted the converted message. A crash in between replays them, as for any client. When
 the target is stuck and the session's queue reaches the route's max_queued, the broker holds the
-publishers that fill it instead of dropping what it acknowledged (Broker.flow_control).
+publishers that fill it instead of dropping what it acknowledged (bridge.mqtt.flow). The session is
+opened through the broker's public session API (``Broker.attach_route_session``).
 A publisher's QoS 1 re-send that the broker stored again (``Message.key_id``, see
-``Broker._publish_qos1_persistent``) keeps the first publication's key ``mqtt:<id>`` and counts as a
+``Publisher._publish_qos1_persistent``) keeps the first publication's key ``mqtt:<id>`` and counts as a
 redelivery. As a target, converted messages are published into the broker (or to one client's session) and the
 target waits for the broker's store commit before the source is confirmed.
 """
@@ -46,6 +47,18 @@ async def wait_committed(broker: Broker) -> None:
     await fut
 
 
+async def relieved(broker: Broker, session: Session) -> None:
+    """Return once ``session`` (a route's) no longer pushes back (or is gone)."""
+    fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def done() -> None:
+        if not fut.done():
+            fut.set_result(None)
+
+    if broker.when_relieved(session, done):
+        await fut
+
+
 class MqttSource(Source):
     def __init__(self, broker: Broker, route: str, topic_filter: str, max_inflight: int = 256,
                  max_queued: int | None = None) -> None:
@@ -67,33 +80,10 @@ class MqttSource(Source):
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        b = self.broker
-        session = b.sessions.get(self.client_id)
-        if session is None or not session.persistent:
-            session = b.new_session(self.client_id, persistent=True, level=P.MQTT_311)
-            session.expiry_seconds = 0   # a route's session never expires
-            b.sessions[self.client_id] = session
-            b.store.write("INSERT OR REPLACE INTO sessions VALUES (?, ?, ?, ?)",
-                          (self.client_id, P.MQTT_311, b.clock(), 0))
-        session.max_inflight = self.max_inflight
-        session.max_queued = self.max_queued
-        b.flow_control(session)
-        session.check_relief()
-        for old in [f for f in session.subscriptions if f != self.topic_filter]:
-            del session.subscriptions[old]
-            b.trie.remove(old, self.client_id)
-            b.store.write("DELETE FROM subscriptions WHERE client_id=? AND topic_filter=?",
-                          (self.client_id, old))
-        if session.subscriptions.get(self.topic_filter) != 2:
-            session.subscriptions[self.topic_filter] = 2
-            b.trie.add(self.topic_filter, self.client_id, 2)
-            b.store.write("INSERT OR REPLACE INTO subscriptions VALUES (?, ?, ?)",
-                          (self.client_id, self.topic_filter, 2))
-        self._session = session
-        session.direct = self._on_qos0
-        session.direct_out = self._on_delivery
-        b.connections.pop(self.client_id, None)
-        session.resume(self)   # replays in-flight (DUP) and queued deliveries into our queue
+        # replays in-flight (DUP) and queued deliveries into our queue
+        self._session = self.broker.attach_route_session(
+            self.client_id, self.topic_filter, self, max_inflight=self.max_inflight, max_queued=self.max_queued,
+            direct=self._on_qos0, direct_out=self._on_delivery)
 
     async def receive(self, max_items: int) -> list[Inbound]:
         first = await self._queue.get()
@@ -219,4 +209,4 @@ class MqttTarget(Target):
         # the batch reached routes from MQTT that push back (their target is stuck): like a publisher's
         # connection, this route is held (its source not confirmed) until they are down to their low water
         for session in pressing:
-            await b.relieved(session)
+            await relieved(b, session)

@@ -47,7 +47,7 @@ class ClientConnection:
         self._held_start = 0   # absolute index of _held[0]
         # flow control: the route sessions (client ids) whose queues this publisher filled. While any
         # holds it, what it sends is read but not processed (except acknowledgements and PINGREQ), in
-        # order, until the last one lets go (Broker.hold / Broker._on_flow)
+        # order, until the last one lets go (FlowControl.hold / FlowControl._on_flow)
         self.held_by: set[str] = set()
         self.held: list[P.Packet] = []
         self.held_bytes = 0

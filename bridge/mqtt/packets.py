@@ -1,8 +1,8 @@
 """MQTT 3.1 / 3.1.1 codec: bytes <-> packet dataclasses, sans-I/O, with typed protocol errors.
 
-Spec: the seed message-broker-end-user-application-support.txt, "WebSphere MQ Telemetry Transport"
-chapters (MQTT 3.1: fixed header, remaining length, CONNECT..DISCONNECT, UTF strings) and MQTT 3.1.1
-(OASIS) for level 4, which tightened the reserved flag bits and the UTF-8 rules.
+Spec: WebSphere Message Broker docs, the "WebSphere MQ Telemetry Transport" chapters (MQTT 3.1:
+fixed header, remaining length, CONNECT..DISCONNECT, UTF strings) and MQTT 3.1.1 (OASIS) for level 4,
+which tightened the reserved flag bits and the UTF-8 rules.
 """
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """The asyncio side of the broker: listeners (TCP/TLS), connections that move bytes, timers.
 
 Hot path: ``data_received`` -> PacketReader -> Broker.handle; output is coalesced per connection and
-written once per loop iteration. Keepalive (1.5 x the client's value, seed "Keep Alive timer"),
-connect timeouts, session expiry and $SYS updates run from one periodic sweep, so 10,000 idle
-connections cost no timers of their own.
+written once per loop iteration. Keepalive (1.5 x the client's value, WebSphere Message Broker docs
+"Keep Alive timer"), connect timeouts, session expiry and $SYS updates run from one periodic sweep, so
+10,000 idle connections cost no timers of their own. The only module in bridge/mqtt that uses asyncio.
 """
 from __future__ import annotations
 
@@ -358,7 +358,7 @@ class MqttServer:
         log.info("listener %s stopped (existing connections kept)", listener.label())
 
     def _listener_control_sync(self, target: str, on: bool) -> list[str]:
-        """Seed "Starting and stopping listeners": ``<port>`` or ``all``, payload ON/OFF."""
+        """WebSphere MQ Telemetry "Starting and stopping listeners": ``<port>`` or ``all``, payload ON/OFF."""
         if target == "all":
             chosen = list(self.listeners)
         else:
@@ -414,7 +414,7 @@ class MqttServer:
                     proto._close(f"no CONNECT within {timeout:g} s")
             elif (conn.keepalive and not (conn.held_by or conn.held)
                   and now - conn.last_activity > 1.5 * conn.keepalive):
-                # seed: the broker disconnects a client it has not heard from in 1.5 x keep alive; not a
+                # "Keep Alive timer": the broker disconnects a client it has not heard from in 1.5 x keep alive; not a
                 # publisher held by a route's flow control, whose socket may not have been read at all
                 proto._close(f"keepalive expired ({conn.keepalive} s x 1.5 without a packet)")
         mono = time.monotonic()

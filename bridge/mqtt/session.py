@@ -1,9 +1,10 @@
 """One client's session: subscriptions, the outbound queue and in-flight window, inbound QoS 2 state.
 
-Seed: mqtt-qos-flows.txt and message-broker-end-user-application-support.txt ("Quality of Service
-levels and flows"): QoS 1 PUBLISH/PUBACK, QoS 2 PUBLISH/PUBREC/PUBREL/PUBCOMP; in-flight messages
-are re-sent with DUP set when the client reconnects. swiftmq-mqtt-swiftlet.txt: persistent sessions
-keep subscriptions and queue QoS 1/2 messages while the client is away.
+WebSphere MQ Telemetry docs "Qualities of service provided by an MQTT client" and WebSphere Message
+Broker docs ("Quality of Service levels and flows"): QoS 1 PUBLISH/PUBACK, QoS 2
+PUBLISH/PUBREC/PUBREL/PUBCOMP; in-flight messages are re-sent with DUP set when the client reconnects.
+SwiftMQ docs "MQTT Swiftlet": persistent sessions keep subscriptions and queue QoS 1/2 messages while
+the client is away.
 
 A session never touches sockets or SQLite itself: it writes through a ``Link`` (the connection, when
 there is one) and journals through a ``Journal`` (the broker's store, for persistent sessions).
@@ -18,9 +19,6 @@ from typing import Protocol
 from bridge.mqtt import packets as P
 from bridge.mqtt.store import QUEUED, RELEASED, SENT
 
-_INSERT_OUTBOUND = ("INSERT INTO outbound (client_id, seq, message_id, qos, retain, packet_id, state) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?)")
-
 
 class Link(Protocol):
     """What a session needs from a live connection."""
@@ -31,7 +29,12 @@ class Link(Protocol):
 
 
 class Journal(Protocol):
-    def write(self, sql: str, params: tuple[object, ...] = ()) -> list[object]: ...
+    """The store operations a persistent session's deliveries need (``Store``'s named operations)."""
+
+    def insert_outbound(self, row: tuple[object, ...]) -> list[object]: ...
+    def mark_outbound_sent(self, client_id: str, seq: int, packet_id: int) -> list[object]: ...
+    def mark_outbound_released(self, client_id: str, seq: int) -> list[object]: ...
+    def delete_outbound(self, client_id: str, seq: int) -> list[object]: ...
     def cancel(self, op: list[object] | None) -> bool: ...
     def amend(self, op: list[object] | None, params: tuple[object, ...]) -> bool: ...
 
@@ -131,7 +134,7 @@ class Session:
         self.inbound_qos2: dict[int, Message] = {}
         self.inbound_ops: dict[int, list[object]] = {}   # their queued INSERTs, for Journal.cancel
         # persistent sessions: the last stored QoS 1 publication per packet id, to recognise the client's
-        # DUP re-send of it: packet id -> (key id, redelivery, digest) (Broker._publish_qos1_persistent)
+        # DUP re-send of it: packet id -> (key id, redelivery, digest) (Publisher._publish_qos1_persistent)
         self.inbound_qos1: dict[int, tuple[int, int, bytes]] = {}
         self.link: Link | None = None
         # in-process consumers (a route) take messages without the wire encoding: QoS 0 as (msg, retain),
@@ -195,7 +198,7 @@ class Session:
         if msg.store_id is None:
             raise RuntimeError("a journaled delivery needs a stored message")
         msg.refs += 1
-        out.op = journal.write(_INSERT_OUTBOUND, self._outbound_row(out))
+        out.op = journal.insert_outbound(self._outbound_row(out))
 
     def _outbound_row(self, out: OutMsg) -> tuple[object, ...]:
         return (self.client_id, out.seq, out.msg.store_id, out.qos, int(out.retain), out.packet_id, out.state)
@@ -217,8 +220,7 @@ class Session:
         journal = self.journal
         if journal is not None:
             if not journal.amend(out.op, self._outbound_row(out)):
-                journal.write("UPDATE outbound SET packet_id=?, state=1 WHERE client_id=? AND seq=?",
-                              (pid, self.client_id, out.seq))
+                journal.mark_outbound_sent(self.client_id, out.seq, pid)
             if out.qos == 2:
                 # the packet id must be durable before the PUBLISH leaves, or a crash could make us
                 # send the same message again under a new id: a QoS 2 duplicate.
@@ -267,7 +269,7 @@ class Session:
         if journal is not None:
             # acknowledged before the writer took the insert: neither row need ever be written
             if not journal.cancel(out.op):
-                journal.write("DELETE FROM outbound WHERE client_id=? AND seq=?", (self.client_id, out.seq))
+                journal.delete_outbound(self.client_id, out.seq)
             out.op = None
             msg = out.msg
             msg.refs -= 1
@@ -288,7 +290,7 @@ class Session:
             out.state = RELEASED
             journal = self.journal
             if journal is not None and not journal.amend(out.op, self._outbound_row(out)):
-                journal.write("UPDATE outbound SET state=2 WHERE client_id=? AND seq=?", (self.client_id, out.seq))
+                journal.mark_outbound_released(self.client_id, out.seq)
         if self.link is not None:
             if self.journal is not None:
                 # PUBREL only once "released" is durable: else a crash after the client's PUBCOMP

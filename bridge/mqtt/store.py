@@ -2,14 +2,14 @@
 messages, inbound QoS 2 ids and retained messages — written behind by one thread in group commits.
 
 The broker's in-memory state is authoritative while it runs; the store is a journal of it that is
-read back only at start-up. Every change is a small SQL operation queued with ``write``; the writer
-thread applies whatever has accumulated in one transaction and commits, then runs the callbacks
-registered with ``after_commit`` on the event loop. A QoS 1/2 acknowledgement is such a callback, so
+read back only at start-up. Every statement on the broker's tables is written in this module: a change
+is one named operation (``save_subscription``, ``delete_session``, ...) that queues a small SQL write;
+the writer thread applies whatever has accumulated in one transaction and commits, then runs the
+callbacks registered with ``after_commit`` on the event loop. A QoS 1/2 acknowledgement is such a callback, so
 it leaves only once the message is committed, and many messages share one commit.
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 import sqlite3
 import threading
@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 log = logging.getLogger("mqbridge.store")
 
@@ -127,16 +128,48 @@ class RecoveredState:
     next_message_id: int
 
 
+# The statements of the named operations (module constants: the writer batches runs of one statement
+# object through executemany)
+_SAVE_SESSION = "INSERT OR REPLACE INTO sessions VALUES (?, ?, ?, ?)"
+_TOUCH_SESSION = "UPDATE sessions SET last_seen=? WHERE client_id=?"
+_DELETE_SESSION = tuple(f"DELETE FROM {table} WHERE client_id=?"
+                        for table in ("sessions", "subscriptions", "outbound", "inbound_qos2", "inbound_qos1"))
+_SAVE_SUBSCRIPTION = "INSERT OR REPLACE INTO subscriptions VALUES (?, ?, ?)"
+_DELETE_SUBSCRIPTION = "DELETE FROM subscriptions WHERE client_id=? AND topic_filter=?"
+_RESERVE_MESSAGE_IDS = "INSERT OR REPLACE INTO meta VALUES ('message_id_reserved', ?)"
+_INSERT_MESSAGE = ("INSERT INTO messages (id, topic, payload, qos, retain, origin, created, username, key_id, "
+                   "redelivery) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+_DELETE_MESSAGE = "DELETE FROM messages WHERE id=?"
+_INSERT_OUTBOUND = ("INSERT INTO outbound (client_id, seq, message_id, qos, retain, packet_id, state) "
+                   "VALUES (?, ?, ?, ?, ?, ?, ?)")
+_OUTBOUND_SENT = "UPDATE outbound SET packet_id=?, state=1 WHERE client_id=? AND seq=?"
+_OUTBOUND_RELEASED = "UPDATE outbound SET state=2 WHERE client_id=? AND seq=?"
+_DELETE_OUTBOUND = "DELETE FROM outbound WHERE client_id=? AND seq=?"
+_SAVE_INBOUND_QOS2 = "INSERT OR REPLACE INTO inbound_qos2 VALUES (?, ?, ?, ?, ?)"
+_DELETE_INBOUND_QOS2 = "DELETE FROM inbound_qos2 WHERE client_id=? AND packet_id=?"
+_SAVE_INBOUND_QOS1 = "INSERT OR REPLACE INTO inbound_qos1 VALUES (?, ?, ?, ?, ?)"
+_DELETE_INBOUND_QOS1 = "DELETE FROM inbound_qos1 WHERE client_id=? AND packet_id=?"
+_SAVE_RETAINED = "INSERT OR REPLACE INTO retained VALUES (?, ?, ?, ?, ?)"
+_DELETE_RETAINED = "DELETE FROM retained WHERE topic=?"
+
 # A queued write: [sql, params, generation]. ``sql`` None means cancelled. Mutable so that a write
 # still waiting for the writer thread can be cancelled or amended (see Store.cancel / Store.amend).
 Op = list[object]
 
 
-class Store:
-    """SQLite journal with group commit on a writer thread."""
+class CallbackLoop(Protocol):
+    """Where after-commit callbacks run (an asyncio event loop; no asyncio needed here)."""
+
+    def call_soon_threadsafe(self, callback: Callable[..., object], *args: object) -> object: ...
+    def is_closed(self) -> bool: ...
+
+
+class StoreWriter:
+    """SQLite journal with group commit on a writer thread: queued writes, cancel/amend, after-commit
+    callbacks, and the start-up read."""
 
     def __init__(self, path: Path | str, *, synchronous: str = "FULL",
-                 loop: asyncio.AbstractEventLoop | None = None) -> None:
+                 loop: CallbackLoop | None = None) -> None:
         self.path = Path(path)
         self.synchronous = synchronous.upper()
         if self.synchronous not in ("FULL", "NORMAL", "OFF", "EXTRA"):
@@ -176,7 +209,7 @@ class Store:
         state = self._load(conn)
         return state
 
-    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+    def start(self, loop: CallbackLoop) -> None:
         self._loop = loop
         self._thread = threading.Thread(target=self._run, name="mqbridge-store", daemon=True)
         self._thread.start()
@@ -343,6 +376,91 @@ class Store:
         row = conn.execute("SELECT MAX(key_id) FROM inbound_qos1").fetchone()
         next_id = max(next_id, (row[0] or 0) + 1)
         return RecoveredState(sessions, messages, retained, next_id)
+
+
+class Store(StoreWriter):
+    """The broker's store: one named operation per change to the broker's tables (every statement the
+    broker writes is one of these; ``write`` stays for tests and tools)."""
+
+    def save_session(self, client_id: str, level: int, last_seen: float, expiry_seconds: int) -> Op:
+        return self.write(_SAVE_SESSION, (client_id, level, last_seen, expiry_seconds))
+
+    def touch_session(self, client_id: str, last_seen: float) -> Op:
+        return self.write(_TOUCH_SESSION, (last_seen, client_id))
+
+    def delete_session(self, client_id: str) -> None:
+        """The session row and everything it owns (subscriptions, deliveries, inbound QoS 1/2 state)."""
+        for sql in _DELETE_SESSION:
+            self.write(sql, (client_id,))
+
+    def save_subscription(self, client_id: str, topic_filter: str, qos: int) -> Op:
+        return self.write(_SAVE_SUBSCRIPTION, (client_id, topic_filter, qos))
+
+    def delete_subscription(self, client_id: str, topic_filter: str) -> Op:
+        return self.write(_DELETE_SUBSCRIPTION, (client_id, topic_filter))
+
+    def reserve_message_ids(self, below: int) -> Op:
+        """Message ids below ``below`` may be in use: never hand them out again after a restart."""
+        return self.write(_RESERVE_MESSAGE_IDS, (str(below),))
+
+    def insert_message(self, mid: int, topic: str, payload: bytes, qos: int, retain: bool, origin: str | None,
+                       created: float, username: str | None, key_id: int | None, redelivery: int) -> Op:
+        params = (mid, topic, payload, qos, int(retain), origin, created, username, key_id, redelivery)
+        with self._lock:   # write(), inlined here and below in what runs once per message or delivery
+            op: Op = [_INSERT_MESSAGE, params, self._gen]
+            self._ops.append(op)
+            self._lock.notify()
+            return op
+
+    def delete_message(self, mid: int | None) -> Op:
+        with self._lock:
+            op: Op = [_DELETE_MESSAGE, (mid,), self._gen]
+            self._ops.append(op)
+            self._lock.notify()
+            return op
+
+    def insert_outbound(self, row: tuple[object, ...]) -> Op:
+        """``row``: (client_id, seq, message_id, qos, retain, packet_id, state), as ``amend`` takes it."""
+        with self._lock:
+            op: Op = [_INSERT_OUTBOUND, row, self._gen]
+            self._ops.append(op)
+            self._lock.notify()
+            return op
+
+    def mark_outbound_sent(self, client_id: str, seq: int, packet_id: int) -> Op:
+        return self.write(_OUTBOUND_SENT, (packet_id, client_id, seq))
+
+    def mark_outbound_released(self, client_id: str, seq: int) -> Op:
+        return self.write(_OUTBOUND_RELEASED, (client_id, seq))
+
+    def delete_outbound(self, client_id: str, seq: int) -> Op:
+        with self._lock:
+            op: Op = [_DELETE_OUTBOUND, (client_id, seq), self._gen]
+            self._ops.append(op)
+            self._lock.notify()
+            return op
+
+    def save_inbound_qos2(self, client_id: str, packet_id: int, topic: str, payload: bytes, retain: bool) -> Op:
+        return self.write(_SAVE_INBOUND_QOS2, (client_id, packet_id, topic, payload, int(retain)))
+
+    def delete_inbound_qos2(self, client_id: str, packet_id: int) -> Op:
+        return self.write(_DELETE_INBOUND_QOS2, (client_id, packet_id))
+
+    def save_inbound_qos1(self, client_id: str, packet_id: int, key_id: int, redelivery: int, digest: bytes) -> Op:
+        with self._lock:
+            op: Op = [_SAVE_INBOUND_QOS1, (client_id, packet_id, key_id, redelivery, digest), self._gen]
+            self._ops.append(op)
+            self._lock.notify()
+            return op
+
+    def delete_inbound_qos1(self, client_id: str, packet_id: int) -> Op:
+        return self.write(_DELETE_INBOUND_QOS1, (client_id, packet_id))
+
+    def save_retained(self, topic: str, payload: bytes, qos: int, origin: str | None, updated: float) -> Op:
+        return self.write(_SAVE_RETAINED, (topic, payload, qos, origin, updated))
+
+    def delete_retained(self, topic: str) -> Op:
+        return self.write(_DELETE_RETAINED, (topic,))
 
 
 def _migrate(conn: sqlite3.Connection, version: int) -> None:

@@ -1,0 +1,17 @@
+"""The broker's own counters ($SYS values, admin status); per-session counters are ``SessionStats``."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(slots=True)
+class BrokerStats:
+    started: float = 0.0
+    received: int = 0
+    sent_qos0: int = 0
+    connections_total: int = 0
+    protocol_errors: int = 0
+    dropped: int = 0
+    # a persistent publisher's QoS 1 re-sends (DUP=1, same packet id and digest as the last one stored):
+    # routed again as redeliveries under the first one's message key
+    resends_recognised: int = 0
