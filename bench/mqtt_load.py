@@ -101,7 +101,7 @@ class Spec:
     rate: float = 0.0            # total messages/s for all publishers; 0: as fast as possible
     clean: bool = True           # subscriber clean session (False: persistent, stored durably)
     pub_clean: bool = True       # publisher clean session (False: persistent; mqbridge then keeps a
-                                 # QoS 1 re-send index row per publication, see bridge/mqtt/publish.py Publisher._publish_qos1_persistent)
+                                 # QoS 1 re-send index row per publication, see Publisher._publish_qos1_persistent)
     latency: bool = False        # timestamps in payloads, subscriber measures percentiles
     idle: int = 0                # idle-connections scenario: how many connections to hold
     hold: float = 3.0            # idle: seconds to hold them
