@@ -6,6 +6,7 @@ listed in :data:`DECISIONS`.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import struct
 from collections.abc import Callable, Iterable, Mapping
@@ -15,9 +16,9 @@ from functools import lru_cache
 
 from mappings.errors import MappingError
 from mappings.mq import constants as C
-from mappings.mq.message import MqMessage, build_message
+from mappings.mq.message import MqMessage, decode_message
 from mappings.mq.mqmd import FIELD_TABLE, Mqmd, encode_mqmd
-from mappings.mq.rfh2 import Rfh1, Rfh2, RfhElement, RfhFolder, escape_text
+from mappings.mq.rfh2 import Rfh1, Rfh2, RfhFolder, escape_text
 from mappings.mqtt.publication import MqttPublication
 from mappings.report import ConversionReport, Finding
 
@@ -64,6 +65,9 @@ class MqttToMqOptions:
     coded_char_set_id: int = C.CCSID_UTF8   # MQMD.CodedCharSetId: the RFH2's character set
     mqmd_version: int = C.MQMD_VERSION_1    # MQMD_DEFAULT is version 1
     client_id_limit: int | None = MAX_SEED_CLIENT_ID_BYTES
+    # A route's overrides, written into the MQMD by the encoder (not patched afterwards):
+    persistence: int | None = None          # MQMD.Persistence; None: from the QoS (Table 1)
+    priority: int = C.MQPRI_PRIORITY_AS_Q_DEF   # MQMD.Priority; Table 1 leaves the default
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,57 +202,51 @@ def _report_mqtt5_properties(pub: MqttPublication, report: ConversionReport) -> 
         report.dropped(f"user property {name}", "no place in MQMD/RFH2 Tables 1-2")
 
 
-def mqtt_folder(client_id: str, qos: int, packet_id: int | None) -> RfhFolder:
-    """Table 2: <mqtt><clientId/><qos/><msgid/></mqtt>; msgid only for QoS 1 and 2. Untyped, as the seed."""
-    elements = [RfhElement("clientId", client_id), RfhElement("qos", str(qos))]
-    if qos:
-        elements.append(RfhElement("msgid", str(packet_id)))
-    return RfhFolder(MQTT_FOLDER, tuple(elements))
-
-
-def mqps_folder(topic: str, retained: bool) -> RfhFolder:
-    """Table 2: <mqps><Top>topic</Top><Ret>1</Ret></mqps>; Ret only for a retained publication."""
-    elements = [RfhElement("Top", topic)]
-    if retained:
-        elements.append(RfhElement("Ret", "1"))
-    return RfhFolder(MQPS_FOLDER, tuple(elements))
-
-
 # --------------------------------------------------------------------------------------------------
 # MQTT -> MQ (Tables 1-3)
 # --------------------------------------------------------------------------------------------------
-def _mqmd_for(options: MqttToMqOptions, persistence: int, user_id: str) -> Mqmd:
-    """Table 1: MQMD_DEFAULT except Format, UserIdentifier, Priority, Persistence."""
+def _mqmd_for(options: MqttToMqOptions, qos: int) -> Mqmd:
+    """Table 1: MQMD_DEFAULT except Format, UserIdentifier (written per publisher), Priority, Persistence."""
+    persistence = persistence_for_qos(qos) if options.persistence is None else options.persistence
     return Mqmd(version=options.mqmd_version, encoding=options.encoding,
                 coded_char_set_id=options.coded_char_set_id, format=C.MQFMT_RF_HEADER_2,
-                priority=C.MQPRI_PRIORITY_AS_Q_DEF, persistence=persistence, user_identifier=user_id)
+                priority=options.priority, persistence=persistence)
+
+
+@lru_cache(maxsize=64)
+def _shared_encoder(options: MqttToMqOptions) -> MqttToMqEncoder:
+    return MqttToMqEncoder(options)
 
 
 def mqtt_to_mq(pub: MqttPublication, options: MqttToMqOptions = MqttToMqOptions()
                ) -> tuple[MqMessage, ConversionReport]:
-    """An MQTT publication as the MQ message MQXR builds: MQMD + MQRFH2 (mqtt, mqps) + payload."""
-    _check_publication(pub)
-    _escape_utf8(pub.topic, "mqps/Top")  # fail here, not later at encode time, on unwritable text
-    report = ConversionReport()
-    md = _mqmd_for(options, persistence_for_qos(pub.qos), user_identifier(pub, options, report))
-    rfh = Rfh2(folders=(mqtt_folder(folder_client_id(pub, options, report), pub.qos, pub.packet_id),
-                        mqps_folder(pub.topic, pub.retain)))
-    _report_mqtt5_properties(pub, report)
-    # Table 2: RFH2 Format MQFMT_NONE (a jms-bytes message, no <mcd>); Table 3: body = payload copy.
-    msg = build_message(md, (rfh,), bytes(pub.payload), body_format=C.MQFMT_NONE)
+    """An MQTT publication as the MQ message MQXR builds: MQMD + MQRFH2 (mqtt, mqps) + payload.
+
+    The model of :class:`MqttToMqEncoder`'s bytes (read back with decode_message): the encoder is the
+    one implementation of Tables 1-3."""
+    data, report = _shared_encoder(options).encode(pub)
+    msg = decode_message(data)
+    # decode_message ends an MQCHAR field at a NUL and drops trailing blanks: keep the rule's value
+    user_id = user_identifier(pub, options, ConversionReport())
+    if user_id != msg.md.user_identifier:
+        msg = dataclasses.replace(msg, md=dataclasses.replace(msg.md, user_identifier=user_id))
     return msg, report
 
 
-# (MQMD not persistent, MQMD persistent, escaped mqtt/clientId, findings) of one publisher
+# (MQMD of QoS 0, MQMD of QoS 1 and 2, escaped mqtt/clientId, findings) of one publisher
 _PublisherEntry = tuple[bytes, bytes, bytes, tuple[Finding, ...]]
 
 
 class MqttToMqEncoder:
-    """The hot path of :func:`mqtt_to_mq` straight to bytes: identical output and report (tested).
+    """MQTT publication -> MQ message bytes (Tables 1-3): MQMD, MQRFH2 (mqtt, mqps folders), payload.
 
-    Precomputed per options: both MQMD variants (persistent or not) and the RFH2 fixed-part packer.
-    Cached per publisher (client id, user name): the MQMD bytes with its UserIdentifier, the escaped
-    mqtt/clientId and their findings. Escaped topics are cached too.
+    Table 2's folders, untyped as the specification writes them: <mqtt><clientId/><qos/><msgid/></mqtt>
+    (msgid only for QoS 1 and 2) and <mqps><Top/><Ret>1</Ret></mqps> (Ret only when retained); the RFH2's
+    Format is MQFMT_NONE (a jms-bytes message, no <mcd>); Table 3: the body is a copy of the payload.
+
+    Precomputed per options: the MQMD of QoS 0 and of QoS 1/2 (Persistence, and the route's Priority)
+    and the RFH2 fixed-part packer. Cached per publisher (client id, user name): the MQMD bytes with its
+    UserIdentifier, the escaped mqtt/clientId and their findings. Escaped topics are cached too.
     """
 
     MAX_CACHED_PUBLISHERS = 10_000
@@ -256,12 +254,9 @@ class MqttToMqEncoder:
     def __init__(self, options: MqttToMqOptions = MqttToMqOptions()) -> None:
         self.options = options
         order = C.integer_byte_order(options.encoding)
-        self._md = {
-            per: encode_mqmd(_mqmd_for(options, per, ""))
-            for per in (C.MQPER_NOT_PERSISTENT, C.MQPER_PERSISTENT)
-        }
-        # MQMD bytes around UserIdentifier (offset 196, 12 bytes; mq-wire-facts.md §2)
-        self._md_parts = tuple((md[:196], md[208:]) for md in self._md.values())
+        # MQMD bytes around UserIdentifier (offset 196, 12 bytes; IBM MQ docs "MQMD - Message descriptor")
+        mds = [encode_mqmd(_mqmd_for(options, qos)) for qos in (0, 1)]
+        self._md_parts = tuple((md[:196], md[208:]) for md in mds)
         rfh = Rfh2()
         self._head = functools.partial(struct.Struct(order + "4s4i8s2i").pack, b"RFH ", 2)
         self._rfh_fixed = (rfh.encoding, rfh.coded_char_set_id, C.MQFMT_NONE.encode(), rfh.flags,
@@ -275,8 +270,8 @@ class MqttToMqEncoder:
         user_id = user_identifier(pub, self.options, report)
         cid = _escape_utf8(folder_client_id(pub, self.options, report), "mqtt/clientId")
         field_ = user_id.encode("latin-1").ljust(12, b" ")
-        (np_head, np_tail), (p_head, p_tail) = self._md_parts
-        entry = (np_head + field_ + np_tail, p_head + field_ + p_tail, cid, tuple(report.findings))
+        (head0, tail0), (head1, tail1) = self._md_parts
+        entry = (head0 + field_ + tail0, head1 + field_ + tail1, cid, tuple(report.findings))
         if len(self._publishers) >= self.MAX_CACHED_PUBLISHERS:
             self._publishers.clear()
         self._publishers[(pub.client_id, pub.username)] = entry
@@ -297,14 +292,14 @@ class MqttToMqEncoder:
         if entry is None:
             _check_publication(pub)  # rare path: a new publisher gets the full check
             entry = self._publisher(pub)
-        md_np, md_p, cid, findings = entry
+        md0, md12, cid, findings = entry
         report = ConversionReport(list(findings)) if findings else ConversionReport()
         if qos:
-            md = md_p
+            md = md12
             mqtt = (b"<mqtt><clientId>%s</clientId><qos>%d</qos><msgid>%d</msgid></mqtt>"
                     % (cid, qos, pub.packet_id))
         else:
-            md = md_np
+            md = md0
             mqtt = b"<mqtt><clientId>%s</clientId><qos>0</qos></mqtt>" % cid
         mqtt += b"   "[: -len(mqtt) % 4]
         mqps = (_MQPS_RETAINED if pub.retain else _MQPS) % self._topic(topic)
@@ -459,8 +454,6 @@ __all__ = [
     "UserIdSource",
     "derived_qos",
     "mq_to_mqtt",
-    "mqps_folder",
-    "mqtt_folder",
     "mqtt_to_mq",
     "packet_id_from_msg_id",
     "persistence_for_qos",
