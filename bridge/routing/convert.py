@@ -43,7 +43,7 @@ class RouteConverter:
         self.source_protocol = source_protocol
         self.target_protocol = target_proto
         opts = route.options
-        # the route's persistence (as_source: the QoS rule of Table 1) and priority, written by the encoder
+        # the route's persistence (as_source: the QoS rule of MQ Telemetry Table 1) and priority, written by the encoder
         self._mq_encoder = MqttToMqEncoder(MqttToMqOptions(
             user_id_source=UserIdSource(opts.user_identifier), configured_user_id=opts.configured_user_id,
             persistence=FIXED_PERSISTENCE[opts.persistence],
@@ -140,7 +140,7 @@ def _mqtt5_only_losses(pub: MqttPublication, report: ConversionReport) -> None:
 
 def mq_to_publication(route: Route, item: Inbound) -> Result:
     """An MQ message as the route's MQTT publication (MQ Telemetry Tables 4-5): the route's persistence
-    override first (Table 4 then gives the QoS of the new persistence), the topic rendered from the
+    override first (MQ Telemetry Table 4 then gives the QoS of the new persistence), the topic rendered from the
     route's template (mqps/Top, the queue, the publisher's client id)."""
     raw = item.message
     assert isinstance(raw, bytes)
@@ -169,7 +169,7 @@ def backout_message(item: Inbound, route: str, reason: str) -> bytes:
         body = raw
     elif isinstance(raw, MqttPublication):
         body = raw.payload
-    elif isinstance(raw, JmsMessage):   # its body as an MQTT subscriber gets it (amlen Table 1)
+    elif isinstance(raw, JmsMessage):   # its body as an MQTT subscriber gets it (Amlen Table 1)
         try:
             body = jms_to_mqtt(raw, topic="backout")[0].payload
         except MappingError:
