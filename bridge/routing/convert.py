@@ -91,7 +91,7 @@ class RouteConverter:
         target = self.route.target
         assert isinstance(target, MqttEndpoint)
         topic = checked_topic(render_topic(target.mqtt, topic=item.destination.replace(".", "/"),
-                                            dest=item.destination))
+                                           dest=item.destination))
         opts = self.route.options
         jms = override_jms(jms, opts)   # persistence -> the QoS rule (PERSISTENT 2, NON_PERSISTENT 0)
         pub, report = jms_to_mqtt(jms, topic=topic, now_ms=int(time.time() * 1000))

@@ -71,7 +71,7 @@ class EnvelopeConverter:
         target = self.route.target
         assert isinstance(target, MqttEndpoint)
         topic = checked_topic(render_topic(target.mqtt, topic=item.destination.replace(".", "/"),
-                                            dest=item.destination))
+                                           dest=item.destination))
         jms = override_jms(_temporary_reply_to(jms, item), self.route.options)
         return self._publication(item, jms, topic, envelope_qos(jms)), "publish", ConversionReport()
 

@@ -249,7 +249,7 @@ class Router:
         self.executor = executor
         self.rules = RulesFile()
         self.workers: dict[str, RouteWorker] = {}
-        self._ok_lines = RecordLines(gateway_id)
+        self._lines = RecordLines(gateway_id)
 
     # -- building ---------------------------------------------------------------------------------
 
@@ -359,7 +359,7 @@ class Router:
         """The ingress and egress records of a batch the target accepted, queued as one entry (lines
         from cached templates, convlog.RecordLines)."""
         if self.convlog is not None:
-            self.convlog.record_lines(self._ok_lines.render(route.name, target_proto, good, now))
+            self.convlog.record_lines(self._lines.render(route.name, target_proto, good, now))
 
     def record(self, route: Route, item: Inbound, target_proto: str, direction: Direction, status: Status, *,
                now: float, target_type: str | None = None, target_size: int | None = None,
@@ -368,7 +368,7 @@ class Router:
         """The ingress and egress records of one message (a backout, a drop): the lines of convlog.RecordLines."""
         if self.convlog is None:
             return
-        self.convlog.record_lines(self._ok_lines.one(
+        self.convlog.record_lines(self._lines.one(
             route.name, target_proto, item, direction, status, now, target_type=target_type,
             target_size=target_size, findings=report.findings if report is not None else (), reason=reason,
             destination=destination))
