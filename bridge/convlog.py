@@ -153,15 +153,17 @@ def log_files(directory: Path) -> list[Path]:
     return sorted(Path(directory).glob(f"{FILE_PREFIX}*{FILE_SUFFIX}"))
 
 
-class OkLines:
-    """The ingress and egress lines of messages a route's target accepted, rendered from LineTemplates
-    (mappings.convlog_schema) cached per route, client, source and target destination, types and
-    findings: per message only event time, key, sizes, latency and redelivery count are encoded. The
-    text is that of ``trusted_json_line`` for the same values (tests/test_convlog_line_template.py).
+class RecordLines:
+    """The one writer of the router's records: per message an ingress line and an egress line, rendered
+    from LineTemplates (mappings.convlog_schema) with the text of ``trusted_json_line`` for the same
+    values (tests/test_convlog_fast_path.py, tests/test_convlog_line_template.py).
 
-    Findings are matched by identity first (the MQTT -> STOMP fast path reuses the same Finding
-    objects for every message of a topic; an entry keeps them alive, so their ids cannot be reused
-    while it exists), then by value."""
+    ``render``: the messages a route's target accepted, from templates cached per route, client, source
+    and target destination, types and findings: per message only event time, key, sizes, latency and
+    redelivery count are encoded. Findings are matched by identity first (the MQTT -> STOMP fast path
+    reuses the same Finding objects for every message of a topic; an entry keeps them alive, so their
+    ids cannot be reused while it exists), then by value.
+    ``one``: a single message of any status (backout, dropped, ...), from templates not cached."""
 
     MAX_CACHED = 4096
 
@@ -194,24 +196,43 @@ class OkLines:
                                          str(max(0, int((now - received) * 1_000_000))), redelivered))
         return lines
 
+    def one(self, route: str, target_proto: str, item: Inbound, direction: Direction, status: Status, now: float, *,
+            target_type: str | None = None, target_size: int | None = None, findings: Sequence[Finding] = (),
+            reason: str | None = None, destination: str | None = None) -> list[str]:
+        """The ingress and egress lines of one message whose egress record has ``direction`` and ``status``."""
+        parts = (route, target_proto, item.protocol, item.source_type, item.qos, item.persistent, item.priority,
+                 item.client_id, item.destination, target_type, destination)
+        ingress, egress = self._templates(parts, tuple(findings), direction, status, reason)
+        key, size = json_string(item.key), str(item.size)
+        redelivered = str(min(item.redelivery_count, 2**31 - 1))
+        target = "null" if target_size is None else str(target_size)
+        return [ingress.render_encoded(json_timestamp(item.received), key, size, redelivered),
+                egress.render_encoded(json_timestamp(now), key, size, target,
+                                      str(max(0, int((now - item.received) * 1_000_000))), redelivered)]
+
     def _entry(self, parts: tuple[object, ...], findings: tuple[Finding, ...]
                ) -> tuple[LineTemplate, LineTemplate, tuple[Finding, ...]]:
         by_value = self._by_value
         entry = by_value.get((*parts, findings))
         if entry is not None:
             return entry
-        route, tproto, sproto, stype, qos, persistent, priority, client, source, target_type, dest = parts
-        fixed = {"gateway_id": self.gateway_id, "route": route, "source_protocol": sproto, "target_protocol": tproto,
-                 "source_type": stype, "qos": qos, "persistent": persistent, "priority": priority,
-                 "status": Status.OK.value}
-        ingress = LineTemplate({**fixed, "direction": Direction.INGRESS.value, "client_id": client,
-                                "destination": source}, _INGRESS_VARIABLE)
-        egress = LineTemplate({**fixed, "direction": Direction.EGRESS.value, "target_type": target_type,
-                               "findings": findings, "destination": dest}, _EGRESS_VARIABLE)
+        ingress, egress = self._templates(parts, findings, Direction.EGRESS, Status.OK, None)
         if len(by_value) >= self.MAX_CACHED:
             by_value.clear()
         entry = by_value[(*parts, findings)] = (ingress, egress, findings)
         return entry
+
+    def _templates(self, parts: tuple[object, ...], findings: tuple[Finding, ...], direction: Direction,
+                   status: Status, reason: str | None) -> tuple[LineTemplate, LineTemplate]:
+        route, tproto, sproto, stype, qos, persistent, priority, client, source, target_type, dest = parts
+        fixed = {"gateway_id": self.gateway_id, "route": route, "source_protocol": sproto, "target_protocol": tproto,
+                 "source_type": stype, "qos": qos, "persistent": persistent, "priority": priority}
+        ingress = LineTemplate({**fixed, "direction": Direction.INGRESS.value, "status": Status.OK.value,
+                                "client_id": client, "destination": source}, _INGRESS_VARIABLE)
+        egress = LineTemplate({**fixed, "direction": direction.value, "status": status.value, "reason": reason,
+                               "target_type": target_type, "findings": findings, "destination": dest},
+                              _EGRESS_VARIABLE)
+        return ingress, egress
 
 
 _INGRESS_VARIABLE = ("event_time", "message_key", "source_size", "redelivery_count")

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bridge.connectors.base import Inbound, Outbound
-from bridge.convlog import ConversionLog, OkLines, log_files
+from bridge.convlog import ConversionLog, log_files
+from bridge.convlog import RecordLines as OkLines
 from bridge.routing.router import Router
 from mappings.convlog_schema import (
     ConversionRecord,
@@ -126,3 +127,46 @@ def test_record_ok_writes_what_record_writes(tmp_path: Path, cache_size: int, mo
     assert len(expected) == 2 * len(good)
     assert fast == expected
     assert ConversionRecord.from_json_line(fast[2 * 4 + 1]).redelivery_count == 2**31 - 1   # 2**40 capped
+
+
+class _Lines:
+    """A stand-in ConversionLog that keeps what it is given."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def record_lines(self, lines: list[str]) -> None:
+        self.lines.extend(lines)
+
+
+@given(client=st.none() | text, dest=st.none() | text, fnd=findings, redelivered=st.integers(0, 2**40),
+       status=st.sampled_from(list(Status)), target_type=st.none() | text, target_size=st.none() | st.integers(0, 99),
+       reason=st.none() | text, persistent=st.none() | st.booleans(), priority=st.none() | st.integers(0, 9))
+@settings(max_examples=200)
+def test_record_writes_the_trusted_lines(client: str | None, dest: str | None, fnd: tuple[Finding, ...],
+                                         redelivered: int, status: Status, target_type: str | None,
+                                         target_size: int | None, reason: str | None, persistent: bool | None,
+                                         priority: int | None) -> None:
+    """Router.record (a backout, a drop, ...) writes the ingress and egress records as trusted_json_line
+    writes these values, and nothing of a record_ok batch before it leaks into them."""
+    route = Route.model_validate({"name": "r1", "from": {"mqtt": "a/#"}, "to": {"connector": "amq", "topic": "t"}})
+    item = _inbound(5, client, "a/b", redelivered)
+    item.persistent, item.priority = persistent, priority
+    sink = _Lines()
+    router = Router(None, None, sink, "gw", None)  # type: ignore[arg-type]
+    now = 1_795_320_100.25
+    router.record_ok(route, "jms", [(item, Outbound(item.key, b"", "topic:t", 1), "TextBody",
+                                     ConversionReport([Finding(Change.DROPPED, "x", "y")]))], now)
+    del sink.lines[:]
+    router.record(route, item, "mq", Direction.EGRESS, Status(status), now=now, target_type=target_type,
+                  target_size=target_size, report=ConversionReport(list(fnd)), reason=reason, destination=dest)
+    common = {"gateway_id": "gw", "message_key": item.key, "route": "r1", "source_protocol": "mqtt",
+              "target_protocol": "mq", "source_type": "publish", "qos": 1, "source_size": 5,
+              "persistent": persistent, "priority": priority, "redelivery_count": min(redelivered, 2**31 - 1)}
+    assert sink.lines == [
+        trusted_json_line({**common, "event_time": item.received, "direction": "ingress", "status": "ok",
+                           "client_id": client, "destination": "a/b"}),
+        trusted_json_line({**common, "event_time": now, "direction": "egress", "status": status.value,
+                           "reason": reason, "target_type": target_type, "target_size": target_size,
+                           "findings": fnd, "latency_us": max(0, int((now - item.received) * 1_000_000)),
+                           "destination": dest})]

@@ -1,15 +1,26 @@
-"""One converter per (source protocol, target protocol): applies a route's options to the mapping
-library's pure functions. Built once per route, so constant parts (encoders, options) are reused."""
+"""The payload form's converter (RouteConverter), one per route: applies the route's options to the
+mapping library's conversion of its (source protocol, target protocol) pair. Built once per route, so
+constant parts (encoders, options) are reused. Also: what a poison message becomes on a backout queue."""
 from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
 
 from bridge.connectors.base import Inbound, Outbound
-from bridge.routing.mqtt_stomp import MqttToStompEncoder
+from bridge.routing.base import (
+    FIXED_PERSISTENCE,
+    Convert,
+    Result,
+    check_pair,
+    checked_topic,
+    mq_persistence,
+    override_jms,
+    rename_properties,
+    with_mqmd_overrides,
+)
+from bridge.routing.mqtt_stomp import MqttToStompEncoder, mqtt_to_jms_message
 from mappings.conversions.jms_mq import jms_to_mq_bytes, mq_bytes_to_jms
-from mappings.conversions.mqtt_jms import ConvertMessageType, jms_to_mqtt, mqtt_to_jms
+from mappings.conversions.mqtt_jms import jms_to_mqtt
 from mappings.conversions.mqtt_mq import MqToMqttOptions, MqttToMqEncoder, MqttToMqOptions, UserIdSource, mq_to_mqtt
 from mappings.errors import MappingError
 from mappings.jms.json_forms import map_to_typed_json, stream_to_typed_json
@@ -19,67 +30,24 @@ from mappings.mq.message import MqMessage, build_message, decode_message, encode
 from mappings.mq.mqmd import Mqmd
 from mappings.mq.rfh2 import Rfh2, RfhElement, RfhFolder
 from mappings.mqtt.publication import MqttPublication
-from mappings.mqtt.topics import TopicError, validate_topic_name
 from mappings.report import ConversionReport
-from mappings.rules.model import MqttEndpoint, QueueEndpoint, Route, RouteOptions, render_dotted_topic, render_topic
-
-Result = tuple[Outbound, str, ConversionReport]   # converted message, target type, findings
-Convert = Callable[[Inbound], Result]
-
-
-def target_protocol(route: Route, connector_type: str) -> str:
-    if isinstance(route.target, MqttEndpoint):
-        return "mqtt"
-    return "jms" if connector_type == "jms" else "mq"
-
-
-def _persistence(route: Route, source_persistent: bool) -> int:
-    p = route.options.persistence
-    if p == "persistent":
-        return C.MQPER_PERSISTENT
-    if p == "not_persistent":
-        return C.MQPER_NOT_PERSISTENT
-    return C.MQPER_PERSISTENT if source_persistent else C.MQPER_NOT_PERSISTENT
-
-
-def override_mqmd(data: bytes, route: Route, source_persistent: bool) -> bytes:
-    """The route's persistence/priority overrides on an MQ message (MQMD Persistence, Priority)."""
-    opts = route.options
-    if opts.persistence == "as_source" and opts.priority is None:
-        return data
-    msg = decode_message(data)
-    md = dataclasses.replace(msg.md, persistence=_persistence(route, source_persistent),
-                             priority=opts.priority if opts.priority is not None else msg.md.priority)
-    return encode_message(dataclasses.replace(msg, md=md))
-
-
-def override_jms(jms: JmsMessage, opts: RouteOptions) -> JmsMessage:
-    """The route's persistence/priority overrides on a JMS message (JMSDeliveryMode, JMSPriority)."""
-    if opts.persistence == "as_source" and opts.priority is None:
-        return jms
-    headers = jms.headers
-    mode = {"persistent": DeliveryMode.PERSISTENT, "not_persistent": DeliveryMode.NON_PERSISTENT}.get(
-        opts.persistence, headers.delivery_mode)
-    priority = opts.priority if opts.priority is not None else headers.priority
-    return dataclasses.replace(jms, headers=dataclasses.replace(headers, delivery_mode=mode, priority=priority))
-
-
-def _checked_topic(topic: str) -> str:
-    try:
-        validate_topic_name(topic)
-    except TopicError as exc:
-        raise MappingError(str(exc), structure="route", field="to.mqtt") from None
-    return topic
+from mappings.rules.model import MqttEndpoint, QueueEndpoint, Route, render_topic
 
 
 class RouteConverter:
+    """A :class:`~bridge.routing.base.Converter` of the payload form (the MQTT payload is the body)."""
+
     def __init__(self, route: Route, source_protocol: str, target_proto: str) -> None:
+        check_pair(route, source_protocol, target_proto)
         self.route = route
         self.source_protocol = source_protocol
         self.target_protocol = target_proto
         opts = route.options
+        # the route's persistence (as_source: the QoS rule of MQ Telemetry Table 1) and priority, written by the encoder
         self._mq_encoder = MqttToMqEncoder(MqttToMqOptions(
-            user_id_source=UserIdSource(opts.user_identifier), configured_user_id=opts.configured_user_id))
+            user_id_source=UserIdSource(opts.user_identifier), configured_user_id=opts.configured_user_id,
+            persistence=FIXED_PERSISTENCE[opts.persistence],
+            priority=C.MQPRI_PRIORITY_AS_Q_DEF if opts.priority is None else opts.priority))
         table: dict[tuple[str, str], Convert] = {
             ("mqtt", "mq"): self._mqtt_to_mq,
             ("mq", "mqtt"): self._mq_to_mqtt,
@@ -88,64 +56,32 @@ class RouteConverter:
             ("mq", "jms"): self._mq_to_jms,
             ("jms", "mq"): self._jms_to_mq,
         }
-        convert = table.get((source_protocol, target_proto))
-        if convert is None:
-            raise MappingError(f"no conversion from {source_protocol} to {target_proto} yet",
-                               structure="route", field=route.name)
+        convert = table[(source_protocol, target_proto)]
         if (source_protocol, target_proto) == ("mqtt", "jms"):   # straight to STOMP frames, cached per topic
-            convert = MqttToStompEncoder(self._mqtt_to_jms, ConvertMessageType(opts.convert_message_type)).convert
+            convert = MqttToStompEncoder(route).convert
         self.convert: Convert = convert
 
-    # -- MQTT -> MQ: seed mq-telemetry Tables 1-3 -----------------------------------------------------
+    # -- MQTT -> MQ: MQ Telemetry Tables 1-3 ------------------------------------------------------------
 
     def _mqtt_to_mq(self, item: Inbound) -> Result:
         pub = item.message
         assert isinstance(pub, MqttPublication)
         data, report = self._mq_encoder.encode(pub)
-        data = override_mqmd(data, self.route, pub.qos > 0)
         target = self.route.target
         assert isinstance(target, QueueEndpoint)
         out = Outbound(item.key, data, target.destination, len(pub.payload))
         return out, C.MQFMT_RF_HEADER_2.strip(), report
 
-    # -- MQ -> MQTT: seed mq-telemetry Tables 4-5 -----------------------------------------------------
+    # -- MQ -> MQTT: MQ Telemetry Tables 4-5 ------------------------------------------------------------
 
     def _mq_to_mqtt(self, item: Inbound) -> Result:
-        raw = item.message
-        assert isinstance(raw, bytes)
-        msg = decode_message(raw)
-        if self.route.options.persistence != "as_source":   # Table 4 then gives the QoS of the new persistence
-            msg = dataclasses.replace(msg, md=dataclasses.replace(
-                msg.md, persistence=_persistence(self.route, msg.md.persistence == C.MQPER_PERSISTENT)))
-        target = self.route.target
-        assert isinstance(target, MqttEndpoint)
-        mqps = msg.rfh2_folder("mqps")
-        top = (mqps.value("Top") if mqps is not None else None) or ""
-        fallback = render_topic(target.mqtt, topic=top, dest=item.destination)
-        pub, report = mq_to_mqtt(msg, subscriber_qos=None, packet_id_allocator=lambda: 1,
-                                 options=MqToMqttOptions(default_qos=self.route.options.default_qos,
-                                                         fallback_topic=fallback))
-        topic = _checked_topic(render_topic(target.mqtt, topic=top, dest=item.destination,
-                                            client=pub.client_id or ""))
-        pub = dataclasses.replace(pub, topic=topic, packet_id=None)
-        return Outbound(item.key, pub, topic, len(pub.payload)), "publish", report
+        return mq_to_publication(self.route, item)
 
-    # -- MQTT -> JMS: amlen-mqtt-jms-conversion.txt Table 1, SwiftMQ properties ------------------------
+    # -- MQTT -> JMS: Eclipse Amlen "Conversion between MQTT and JMS", SwiftMQ "MQTT Swiftlet" ----------
 
     def _mqtt_to_jms(self, item: Inbound) -> Result:
-        pub = item.message
-        assert isinstance(pub, MqttPublication)
-        opts = self.route.options
-        jms, report = mqtt_to_jms(pub, convert=ConvertMessageType(opts.convert_message_type),
-                                  now_ms=int(time.time() * 1000),
-                                  **({} if opts.swiftmq_properties else {"info": None}))
-        jms = override_jms(_rename_properties(jms, opts.property_map, report), opts)
-        target = self.route.target
-        assert isinstance(target, QueueEndpoint)
-        dest = target.destination
-        if target.topic is not None and "{" in target.topic:
-            dest = "topic:" + render_dotted_topic(target.topic, topic=pub.topic, client=pub.client_id or "")
-        return Outbound(item.key, jms, dest, len(pub.payload)), type(jms.body).__name__, report
+        """The model path (a JmsMessage); ``convert`` takes MqttToStompEncoder's frames built from it."""
+        return mqtt_to_jms_message(self.route, item)
 
     # -- JMS -> MQTT ------------------------------------------------------------------------------------
 
@@ -154,8 +90,8 @@ class RouteConverter:
         assert isinstance(jms, JmsMessage)
         target = self.route.target
         assert isinstance(target, MqttEndpoint)
-        topic = _checked_topic(render_topic(target.mqtt, topic=item.destination.replace(".", "/"),
-                                            dest=item.destination))
+        topic = checked_topic(render_topic(target.mqtt, topic=item.destination.replace(".", "/"),
+                                           dest=item.destination))
         opts = self.route.options
         jms = override_jms(jms, opts)   # persistence -> the QoS rule (PERSISTENT 2, NON_PERSISTENT 0)
         pub, report = jms_to_mqtt(jms, topic=topic, now_ms=int(time.time() * 1000))
@@ -165,14 +101,13 @@ class RouteConverter:
         _mqtt5_only_losses(pub, report)
         return Outbound(item.key, pub, topic, len(pub.payload)), "publish", report
 
-
-    # -- MQ <-> JMS: the seed's MQJMSTransform / JMSMQTransform tables, mq-wire-facts.md §6 ----------------
+    # -- MQ <-> JMS: IBM MQ docs "Mapping JMS fields onto IBM MQ fields" (docs/jms-mq.md) -------------------
 
     def _mq_to_jms(self, item: Inbound) -> Result:
         raw = item.message
         assert isinstance(raw, bytes)
         jms, report = mq_bytes_to_jms(raw, now_ms=int(time.time() * 1000))
-        jms = override_jms(_rename_properties(jms, self.route.options.property_map, report), self.route.options)
+        jms = override_jms(rename_properties(jms, self.route.options.property_map, report), self.route.options)
         target = self.route.target
         assert isinstance(target, QueueEndpoint)
         return Outbound(item.key, jms, target.destination, len(raw)), type(jms.body).__name__, report
@@ -180,10 +115,10 @@ class RouteConverter:
     def _jms_to_mq(self, item: Inbound) -> Result:
         jms = item.message
         assert isinstance(jms, JmsMessage)
-        jms = _rename_properties(jms, self.route.options.property_map, report := ConversionReport())
+        jms = rename_properties(jms, self.route.options.property_map, report := ConversionReport())
         data, conv = jms_to_mq_bytes(jms, now_ms=int(time.time() * 1000))
         report.extend(conv)
-        data = override_mqmd(data, self.route, jms.headers.delivery_mode is DeliveryMode.PERSISTENT)
+        data = with_mqmd_overrides(data, self.route.options, jms.headers.delivery_mode is DeliveryMode.PERSISTENT)
         target = self.route.target
         assert isinstance(target, QueueEndpoint)
         return Outbound(item.key, data, target.destination, item.size), C.MQFMT_RF_HEADER_2.strip(), report
@@ -203,15 +138,27 @@ def _mqtt5_only_losses(pub: MqttPublication, report: ConversionReport) -> None:
         report.dropped(name, "MQTT 5 user property: the built-in broker speaks MQTT 3.1.1")
 
 
-def _rename_properties(jms: JmsMessage, mapping: dict[str, str], report: ConversionReport) -> JmsMessage:
-    if not mapping:
-        return jms
-    props = jms.properties
-    renamed = {mapping.get(k, k): v for k, v in props.items()}
-    for k in props:
-        if k in mapping:
-            report.renamed(k, f"-> {mapping[k]} (route property_map)")
-    return dataclasses.replace(jms, properties=renamed)  # JmsMessage re-validates the names
+def mq_to_publication(route: Route, item: Inbound) -> Result:
+    """An MQ message as the route's MQTT publication (MQ Telemetry Tables 4-5): the route's persistence
+    override first (MQ Telemetry Table 4 then gives the QoS of the new persistence), the topic rendered from the
+    route's template (mqps/Top, the queue, the publisher's client id)."""
+    raw = item.message
+    assert isinstance(raw, bytes)
+    msg = decode_message(raw)
+    opts = route.options
+    if opts.persistence != "as_source":
+        msg = dataclasses.replace(msg, md=dataclasses.replace(
+            msg.md, persistence=mq_persistence(opts, msg.md.persistence == C.MQPER_PERSISTENT)))
+    target = route.target
+    assert isinstance(target, MqttEndpoint)
+    mqps = msg.rfh2_folder("mqps")
+    top = (mqps.value("Top") if mqps is not None else None) or ""
+    fallback = render_topic(target.mqtt, topic=top, dest=item.destination)
+    pub, report = mq_to_mqtt(msg, subscriber_qos=None, packet_id_allocator=lambda: 1,
+                             options=MqToMqttOptions(default_qos=opts.default_qos, fallback_topic=fallback))
+    topic = checked_topic(render_topic(target.mqtt, topic=top, dest=item.destination, client=pub.client_id or ""))
+    pub = dataclasses.replace(pub, topic=topic, packet_id=None)
+    return Outbound(item.key, pub, topic, len(pub.payload)), "publish", report
 
 
 def backout_message(item: Inbound, route: str, reason: str) -> bytes:
@@ -222,7 +169,7 @@ def backout_message(item: Inbound, route: str, reason: str) -> bytes:
         body = raw
     elif isinstance(raw, MqttPublication):
         body = raw.payload
-    elif isinstance(raw, JmsMessage):   # its body as an MQTT subscriber gets it (amlen Table 1)
+    elif isinstance(raw, JmsMessage):   # its body as an MQTT subscriber gets it (Amlen Table 1)
         try:
             body = jms_to_mqtt(raw, topic="backout")[0].payload
         except MappingError:

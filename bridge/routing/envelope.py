@@ -7,14 +7,16 @@ import time
 from collections.abc import Mapping
 
 from bridge.connectors.base import Inbound, Outbound
-from bridge.routing.convert import (
+from bridge.routing.base import (
+    Convert,
     Result,
-    RouteConverter,
-    _checked_topic,
-    _rename_properties,
+    check_pair,
+    checked_topic,
     override_jms,
-    override_mqmd,
+    rename_properties,
+    with_mqmd_overrides,
 )
+from bridge.routing.convert import mq_to_publication
 from mappings.conversions.envelope import (
     DESTINATION_FIELD,
     STRUCTURE,
@@ -36,12 +38,16 @@ from mappings.report import ConversionReport
 from mappings.rules.model import MqttEndpoint, QueueEndpoint, Route, render_dotted_topic, render_topic
 
 
-class EnvelopeConverter(RouteConverter):
-    """RouteConverter for the MQTT-facing pairs of an envelope route (the rules refuse the others)."""
+class EnvelopeConverter:
+    """A :class:`~bridge.routing.base.Converter` for the MQTT-facing pairs of an envelope route (the
+    rules refuse the others)."""
 
     def __init__(self, route: Route, source_protocol: str, target_proto: str) -> None:
-        super().__init__(route, source_protocol, target_proto)
-        table = {
+        check_pair(route, source_protocol, target_proto)
+        self.route = route
+        self.source_protocol = source_protocol
+        self.target_protocol = target_proto
+        table: dict[tuple[str, str], Convert] = {
             ("jms", "mqtt"): self._jms_to_envelope,
             ("mq", "mqtt"): self._mq_to_envelope,
             ("mqtt", "jms"): self._envelope_to_jms,
@@ -50,7 +56,7 @@ class EnvelopeConverter(RouteConverter):
         convert = table.get((source_protocol, target_proto))
         if convert is None:
             raise MappingError("mqtt_format envelope needs an MQTT end", structure="route", field=route.name)
-        self.convert = convert
+        self.convert: Convert = convert
 
     # -- to MQTT ------------------------------------------------------------------------------------
 
@@ -64,17 +70,18 @@ class EnvelopeConverter(RouteConverter):
         assert isinstance(jms, JmsMessage)
         target = self.route.target
         assert isinstance(target, MqttEndpoint)
-        topic = _checked_topic(render_topic(target.mqtt, topic=item.destination.replace(".", "/"),
-                                            dest=item.destination))
+        topic = checked_topic(render_topic(target.mqtt, topic=item.destination.replace(".", "/"),
+                                           dest=item.destination))
         jms = override_jms(_temporary_reply_to(jms, item), self.route.options)
         return self._publication(item, jms, topic, envelope_qos(jms)), "publish", ConversionReport()
 
     def _mq_to_envelope(self, item: Inbound) -> Result:
-        """Topic and QoS exactly as the payload form (mq-telemetry Tables 4-5); the payload is the MQ
-        message read as JMS (the seed's MQJMSTransform), whose findings are what the envelope lost."""
+        """Topic and QoS exactly as the payload form (MQ Telemetry Tables 4-5); the payload is the MQ
+        message read as JMS (IBM MQ docs "Mapping JMS fields onto IBM MQ fields"), whose findings are
+        what the envelope lost."""
         raw = item.message
         assert isinstance(raw, bytes)
-        plain, _, _ = self._mq_to_mqtt(item)
+        plain, _, _ = mq_to_publication(self.route, item)
         pub = plain.message
         assert isinstance(pub, MqttPublication)
         jms, report = mq_bytes_to_jms(raw, now_ms=int(time.time() * 1000))
@@ -98,13 +105,13 @@ class EnvelopeConverter(RouteConverter):
             report.dropped("retain", "JMS has no retained-message flag")
         opts = self.route.options
         props = dict(jms.properties.items())
-        if self.target_protocol == "mq":   # seed mq-telemetry Table 1: UserIdentifier (JMSXUserID -> MQMD)
+        if self.target_protocol == "mq":   # MQ Telemetry Table 1: UserIdentifier (JMSXUserID -> MQMD)
             _set_user_id(props, self._user_id(pub), report)
         elif opts.swiftmq_properties:
             _set_info_properties(props, pub, report)
         if props != dict(jms.properties.items()):
             jms = JmsMessage(jms.headers, props, jms.body)   # one construction: names validated once more
-        return pub, _rename_properties(jms, opts.property_map, report)
+        return pub, rename_properties(jms, opts.property_map, report)
 
     def _user_id(self, pub: MqttPublication) -> str | None:
         opts = self.route.options
@@ -174,14 +181,15 @@ class EnvelopeConverter(RouteConverter):
         return Outbound(item.key, jms, dest, len(pub.payload)), type(jms.body).__name__, report
 
     def _envelope_to_mq(self, item: Inbound) -> Result:
-        """Through the JMS -> MQ mapping (the seed's JMSMQTransform: CorrelId, ReplyToQ/ReplyToQMgr,
-        RFH2 jms/usr folders); the route's persistence/priority overrides as for the payload form."""
+        """Through the JMS -> MQ mapping (IBM MQ docs "Mapping JMS fields onto IBM MQ fields": CorrelId,
+        ReplyToQ/ReplyToQMgr, RFH2 jms/usr folders); the route's persistence/priority overrides as for the
+        payload form."""
         report = ConversionReport()
         pub, jms = self._read(item, report)
         jms, dest = self._addressed(pub, jms, report)
         data, conv = jms_to_mq_bytes(jms, now_ms=int(time.time() * 1000))
         report.extend(conv)
-        data = override_mqmd(data, self.route, jms.headers.delivery_mode is DeliveryMode.PERSISTENT)
+        data = with_mqmd_overrides(data, self.route.options, jms.headers.delivery_mode is DeliveryMode.PERSISTENT)
         return Outbound(item.key, data, dest, len(pub.payload)), C.MQFMT_RF_HEADER_2.strip(), report
 
 

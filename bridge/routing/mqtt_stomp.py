@@ -1,32 +1,56 @@
-"""MQTT publication -> STOMP SEND frame in one step, for routes from the built-in broker to a JMS provider.
+"""MQTT publication -> JMS for routes from the built-in broker to a JMS provider: the model path and the
+STOMP frame cache built from it, side by side (tests/test_mqtt_stomp_fast.py holds them equal).
 
-The model path (route_convert.RouteConverter._mqtt_to_jms: mqtt_to_jms of amlen-mqtt-jms-conversion.txt
-Table 1 with the SwiftMQ informational properties and the route's property_map, then
-mappings.stomp.frames.jms_to_frame, docs/stomp-facts.md §1) builds a JmsMessage, a ConversionReport and a frame
-per message. For an MQTT 3.1.1 publication (no MQTT 5 properties) everything but the body depends only
-on (topic, client id, user name, QoS, retain) and on whether the body is text (amlen Table 1,
-ConvertMessageType): the destination, the frame's headers and their encoded bytes, and every finding of
-both steps (JMSTimestamp "set by the broker", retain dropped, a NUL in a header, ...). Those are
-computed once per key, **by running the model path itself** on a stand-in publication with an empty
-(text) or non-UTF-8 (bytes) payload, and cached; a message then costs the text test of its payload and
-a lookup. What the cache cannot hold goes through the model path: MQTT 5 properties, and under
-ConvertMessageType ``text`` a payload that is not valid UTF-8 or holds NUL (its findings name the
-payload). tests/test_mqtt_stomp_fast.py holds both paths to the same frames and findings.
+The model path (:func:`mqtt_to_jms_message`): mqtt_to_jms (Eclipse Amlen "Conversion between MQTT and
+JMS", Table 1, with the SwiftMQ "MQTT Swiftlet" informational properties), the route's property_map and
+overrides; the JMS target then writes the frame (mappings.stomp.frames.jms_to_frame, docs/stomp-facts.md
+§1). For an MQTT 3.1.1 publication (no MQTT 5 properties) everything but the body depends only on (topic,
+client id, user name, QoS, retain) and on whether the body is text (ConvertMessageType): the destination,
+the frame's headers and their encoded bytes, and every finding of both steps (JMSTimestamp "set by the
+broker", retain dropped, a NUL in a header, ...). :class:`MqttToStompEncoder` computes those once per key
+**by running the model path itself** on a stand-in publication with an empty (text) or non-UTF-8 (bytes)
+payload, and caches them; a message then costs the text test of its payload and a lookup. What the cache
+cannot hold goes through the model path: MQTT 5 properties, and under ConvertMessageType ``text`` a
+payload that is not valid UTF-8 or holds NUL (its findings name the payload).
+
+Why both: the model path builds a JmsMessage, a report and a frame per message. One QoS 1 publication of
+100 text bytes through ``RouteConverter.convert`` (the cache) against ``_mqtt_to_jms`` + ``jms_to_frame``
+(the model), interleaved on a loaded 2-core machine, 2026-11-25: 73,000-81,000 against 3,300-4,300 per
+second, about 20 times (bench/README.md, "MQTT -> STOMP frame in one step", for the route's figures).
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
 from dataclasses import dataclass, replace
 
 from bridge.connectors.base import Inbound, Outbound
-from mappings.conversions.mqtt_jms import ConvertMessageType, text_problem
+from bridge.routing.base import Result, override_jms, rename_properties
+from mappings.conversions.mqtt_jms import ConvertMessageType, mqtt_to_jms, text_problem
 from mappings.errors import MappingError
 from mappings.jms.model import JmsMessage
 from mappings.mqtt.publication import MqttPublication
 from mappings.report import ConversionReport, Finding
+from mappings.rules.model import QueueEndpoint, Route, render_dotted_topic
 from mappings.stomp.frames import SendFrame, jms_to_frame
 
-ModelConvert = Callable[[Inbound], tuple[Outbound, str, ConversionReport]]
+
+def mqtt_to_jms_message(route: Route, item: Inbound) -> Result:
+    """The model path: the route's MQTT publication as a JmsMessage to its destination (route form,
+    ``topic:x`` when the target's topic is a template)."""
+    pub = item.message
+    assert isinstance(pub, MqttPublication)
+    opts = route.options
+    jms, report = mqtt_to_jms(pub, convert=ConvertMessageType(opts.convert_message_type),
+                              now_ms=int(time.time() * 1000),
+                              **({} if opts.swiftmq_properties else {"info": None}))
+    jms = override_jms(rename_properties(jms, opts.property_map, report), opts)
+    target = route.target
+    assert isinstance(target, QueueEndpoint)
+    dest = target.destination
+    if target.topic is not None and "{" in target.topic:
+        dest = "topic:" + render_dotted_topic(target.topic, topic=pub.topic, client=pub.client_id or "")
+    return Outbound(item.key, jms, dest, len(pub.payload)), type(jms.body).__name__, report
+
 
 # Stand-in payloads: the model path classifies them as the body kind of the key (auto/text: "" is a
 # TextMessage; auto/bytes: 0xFF is not UTF-8, so a BytesMessage, with no finding under either rule).
@@ -53,13 +77,14 @@ class MqttToStompEncoder:
 
     MAX_CACHED = 10_000
 
-    def __init__(self, model: ModelConvert, convert: ConvertMessageType) -> None:
-        self._model = model
+    def __init__(self, route: Route) -> None:
+        self.route = route
+        convert = ConvertMessageType(route.options.convert_message_type)
         self._bytes = convert is ConvertMessageType.BYTES
         self._auto = convert is ConvertMessageType.AUTO
         self._templates: dict[_Key, _Template] = {}
 
-    def convert(self, item: Inbound) -> tuple[Outbound, str, ConversionReport]:
+    def convert(self, item: Inbound) -> Result:
         pub = item.message
         if type(pub) is not MqttPublication or _has_mqtt5(pub):
             return self._model_frame(item)
@@ -81,7 +106,7 @@ class MqttToStompEncoder:
 
     def _template(self, item: Inbound, pub: MqttPublication, key: _Key) -> _Template:
         stand_in = replace(pub, payload=_TEXT_STAND_IN if key[-1] else _BYTES_STAND_IN)
-        out, target_type, report = self._model(replace(item, message=stand_in))
+        out, target_type, report = mqtt_to_jms_message(self.route, replace(item, message=stand_in))
         msg = out.message
         assert isinstance(msg, JmsMessage)
         frame_report = ConversionReport()
@@ -95,10 +120,10 @@ class MqttToStompEncoder:
         self._templates[key] = t
         return t
 
-    def _model_frame(self, item: Inbound) -> tuple[Outbound, str, ConversionReport]:
+    def _model_frame(self, item: Inbound) -> Result:
         """The model path, with the frame built here too (its findings follow the conversion's, as the
         router logs a JmsTarget's own)."""
-        out, target_type, report = self._model(item)
+        out, target_type, report = mqtt_to_jms_message(self.route, item)
         msg = out.message
         assert isinstance(msg, JmsMessage)
         out.message = jms_to_frame(msg, out.destination, report)

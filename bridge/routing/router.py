@@ -16,11 +16,12 @@ from bridge.connectors.base import ConnectorError, Inbound, Outbound, Source, Ta
 from bridge.connectors.embedded import EmbeddedSource, EmbeddedTarget, QueueStore
 from bridge.connectors.mqtt_internal import MqttSource, MqttTarget, route_client_id
 from bridge.connectors.registry import CONNECTOR_FACTORIES, RouteSetupError
-from bridge.convlog import ConversionLog, OkLines
+from bridge.convlog import ConversionLog, RecordLines
 from bridge.mqtt.broker import Broker
-from bridge.routing.convert import RouteConverter, backout_message, target_protocol
+from bridge.routing.base import Converter, target_protocol
+from bridge.routing.convert import RouteConverter, backout_message
 from bridge.routing.envelope import EnvelopeConverter
-from mappings.convlog_schema import Direction, Status, trusted_json_line
+from mappings.convlog_schema import Direction, Status
 from mappings.errors import MappingError
 from mappings.report import ConversionReport
 from mappings.rules.model import EMBEDDED, MqttEndpoint, QueueEndpoint, Route, RulesFile
@@ -55,7 +56,7 @@ def _settled() -> asyncio.Future[None]:
 
 class RouteWorker:
     def __init__(self, router: Router, route: Route, source: Source, target: Target,
-                 backout: Target, backout_dest: str, converter: RouteConverter,
+                 backout: Target, backout_dest: str, converter: Converter,
                  selector: SourceSelector | None = None) -> None:
         self.router = router
         self.route = route
@@ -248,7 +249,7 @@ class Router:
         self.executor = executor
         self.rules = RulesFile()
         self.workers: dict[str, RouteWorker] = {}
-        self._ok_lines = OkLines(gateway_id)
+        self._lines = RecordLines(gateway_id)
 
     # -- building ---------------------------------------------------------------------------------
 
@@ -291,8 +292,9 @@ class Router:
         tproto = target_protocol(route, self._connector_type(rules, route.target)
                                  if isinstance(route.target, QueueEndpoint) else "mqtt")
         try:
-            kind = EnvelopeConverter if route.options.mqtt_format == "envelope" else RouteConverter
-            converter = kind(route, self._source_protocol(rules, route), tproto)
+            kind: type[RouteConverter | EnvelopeConverter] = (
+                EnvelopeConverter if route.options.mqtt_format == "envelope" else RouteConverter)
+            converter: Converter = kind(route, self._source_protocol(rules, route), tproto)
         except MappingError as exc:
             raise RouteSetupError(f"route {route.name}: {exc.reason}") from None
         bdest = route.options.backout_destination
@@ -355,30 +357,18 @@ class Router:
     def record_ok(self, route: Route, target_proto: str,
                   good: list[tuple[Inbound, Outbound, str, ConversionReport]], now: float) -> None:
         """The ingress and egress records of a batch the target accepted, queued as one entry (lines
-        from cached templates, convlog.OkLines: the same text as ``record``)."""
+        from cached templates, convlog.RecordLines)."""
         if self.convlog is not None:
-            self.convlog.record_lines(self._ok_lines.render(route.name, target_proto, good, now))
+            self.convlog.record_lines(self._lines.render(route.name, target_proto, good, now))
 
     def record(self, route: Route, item: Inbound, target_proto: str, direction: Direction, status: Status, *,
                now: float, target_type: str | None = None, target_size: int | None = None,
                report: ConversionReport | None = None, reason: str | None = None,
                destination: str | None = None) -> None:
+        """The ingress and egress records of one message (a backout, a drop): the lines of convlog.RecordLines."""
         if self.convlog is None:
             return
-        # built as plain values and serialised by the schema module's trusted-writer path: validating
-        # every record as it is written cost a third of the route's CPU (readers validate anyway)
-        common = {
-            "gateway_id": self.gateway_id, "message_key": item.key, "route": route.name,
-            "source_protocol": item.protocol, "target_protocol": target_proto,
-            "source_type": item.source_type, "qos": item.qos, "source_size": item.size,
-            "persistent": item.persistent, "priority": item.priority,
-            "redelivery_count": min(item.redelivery_count, 2**31 - 1),
-        }
-        self.convlog.record_line(trusted_json_line({
-            **common, "event_time": item.received, "direction": "ingress", "status": "ok",
-            "client_id": item.client_id, "destination": item.destination}))
-        self.convlog.record_line(trusted_json_line({
-            **common, "event_time": now, "direction": direction.value, "status": status.value, "reason": reason,
-            "target_type": target_type, "target_size": target_size,
-            "findings": report.findings if report is not None else (),
-            "latency_us": max(0, int((now - item.received) * 1_000_000)), "destination": destination}))
+        self.convlog.record_lines(self._lines.one(
+            route.name, target_proto, item, direction, status, now, target_type=target_type,
+            target_size=target_size, findings=report.findings if report is not None else (), reason=reason,
+            destination=destination))

@@ -2,17 +2,17 @@
 (mappings/jms/message_json.py, docs/json-forms.md), so request/reply works without MQTT 5 properties.
 
 Why: jms_to_mqtt maps JMSReplyTo / JMSCorrelationID / JMSType to MQTT 5 Response Topic / Correlation
-Data / Content Type (amlen-mqtt-jms-conversion.txt Table 1 and its property rows), which an MQTT 3.1.1
-subscriber never sees. A route with ``options.mqtt_format: envelope`` writes the whole JMS message
-instead, and reads an MQTT payload back as one:
+Data / Content Type (Eclipse Amlen docs "Conversion between MQTT and JMS", Table 1 and its property
+rows), which an MQTT 3.1.1 subscriber never sees. A route with ``options.mqtt_format: envelope``
+writes the whole JMS message instead, and reads an MQTT payload back as one:
 
 - JMS -> MQTT (``envelope_payload``): the full typed form; nothing is lost (every header, property
   type and body type is in the JSON), so no finding. QoS (``envelope_qos``): PERSISTENT -> 2,
-  NON_PERSISTENT -> 0, as MQ persistence -> QoS in mq-telemetry Table 4.
+  NON_PERSISTENT -> 0, as MQ persistence -> QoS in MQ Telemetry Table 4.
 - MQTT -> JMS (``read_envelope``): the payload must be UTF-8 JSON of that form; every error names the
   member path (``headers.JMSPriority``, ``properties.n``, ``body.map.k``). Headers the envelope leaves
   out take what a plain MQTT publication would give them (mqtt_to_jms): JMSDeliveryMode from the QoS
-  (0 -> NON_PERSISTENT, 1/2 -> PERSISTENT, mq-telemetry Table 1) and JMSTimestamp = ``now_ms`` (the
+  (0 -> NON_PERSISTENT, 1/2 -> PERSISTENT, MQ Telemetry Table 1) and JMSTimestamp = ``now_ms`` (the
   caller passes 0 where the provider sets it anyway, as over STOMP).
 - Reply addressing (``reply_destination``): a reply envelope names where it goes in
   ``headers.JMSDestination`` (the responder copies the request's ``JMSReplyTo`` there). A route target
@@ -52,7 +52,7 @@ def envelope_payload(message: JmsMessage) -> bytes:
 
 
 def envelope_qos(message: JmsMessage) -> int:
-    """mq-telemetry Table 4 (persistence -> QoS): PERSISTENT -> 2, NON_PERSISTENT -> 0."""
+    """MQ Telemetry Table 4 (persistence -> QoS): PERSISTENT -> 2, NON_PERSISTENT -> 0."""
     return 2 if message.headers.delivery_mode is DeliveryMode.PERSISTENT else 0
 
 

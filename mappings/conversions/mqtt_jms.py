@@ -1,6 +1,7 @@
-"""MQTT publication <-> JMS message (amlen-mqtt-jms-conversion.txt; SwiftMQ informational properties).
+"""MQTT publication <-> JMS message (Eclipse Amlen docs "Conversion between MQTT and JMS", "Amlen Table 1"
+below; SwiftMQ docs "MQTT Swiftlet" informational properties).
 
-MQTT -> JMS (amlen Table 1, "From MQTT"):
+MQTT -> JMS (Amlen Table 1, "From MQTT"):
 - body: ConvertMessageType ``bytes`` -> BytesMessage; ``text`` -> TextMessage when the payload is valid
   UTF-8 (control characters allowed), otherwise BytesMessage with a finding (the bytes are kept, not
   mangled). ``auto`` -> TextMessage exactly when the payload is valid UTF-8 and has no byte < 0x20
@@ -15,13 +16,13 @@ MQTT -> JMS (amlen Table 1, "From MQTT"):
   identifiers (mappings.jms.model.identifier_problem) and names starting ``JMS`` but not ``JMSX`` ("JMS user
   properties must start with JMSX and cannot start with JMS"), except the two header names below.
   Duplicates: **last wins**; the entry keeps the position of the first occurrence, and each replaced
-  value is reported (the seed says which one a client sees is undefined; we define it).
+  value is reported (the Amlen document says which one a client sees is undefined; we define it).
 - Content Type -> JMSType; Response Topic -> JMSReplyTo (a ``queue://`` / ``topic://`` URI is parsed,
   anything else is a topic name); Correlation Data -> JMSCorrelationID (a string when valid UTF-8,
   else the bytes form, with a finding); user property JMSMessageID -> JMSMessageID; user property
   JMSTimestamp (ISO 8601, see below) -> JMSTimestamp (invalid -> dropped with a finding).
 - JMSDestination = ``topic://<topic>``; JMSDeliveryMode from QoS (0 -> NON_PERSISTENT, 1/2 ->
-  PERSISTENT, as MQ persistence in mq-telemetry Table 1); JMSExpiration = now + expiry interval, and
+  PERSISTENT, as MQ persistence in MQ Telemetry Table 1); JMSExpiration = now + expiry interval, and
   JMSTimestamp = now when not given, if the caller passes ``now_ms`` (this module has no clock).
 - SwiftMQ ("Interoperability between MQTT, AMQP, JMS"): publisher user name -> ``JMSXUserID``, client
   id -> ``JMS_SWIFTMQ_CID`` (String), publisher QoS -> ``JMS_SWIFTMQ_MQTT_PUBQOS`` (int). Names are
@@ -29,7 +30,7 @@ MQTT -> JMS (amlen Table 1, "From MQTT"):
   whatever the body type (SwiftMQ only ever makes BytesMessages) and win over a same-named user
   property (reported).
 
-JMS -> MQTT (amlen Table 1, "To MQTT"): Message -> empty payload; BytesMessage -> the bytes; TextMessage
+JMS -> MQTT (Amlen Table 1, "To MQTT"): Message -> empty payload; BytesMessage -> the bytes; TextMessage
 -> UTF-8 (null -> empty); Map/Stream -> plain JSON (mappings.jms.json_forms, docs/json-forms.md); Object ->
 the serialized bytes (null -> empty). Properties -> user properties as strings: boolean ``true`` /
 ``false``, integers in decimal, float/double as the shortest round-trip decimal (``2.24``, ``1e+16``)
@@ -38,7 +39,7 @@ null values and strings MQTT cannot carry (U+0000, lone surrogates) are dropped;
 value is reported as coerced. JMSMessageID and JMSTimestamp go first as user properties of those
 names; JMSType -> Content Type; JMSReplyTo -> Response Topic (a topic's name, a queue's URI);
 JMSCorrelationID -> Correlation Data. QoS: the caller's, else the configured publisher-QoS property,
-else PERSISTENT -> 2 and NON_PERSISTENT -> 0 (as MQ persistence -> QoS, mq-telemetry Table 4). The
+else PERSISTENT -> 2 and NON_PERSISTENT -> 0 (as MQ persistence -> QoS, MQ Telemetry Table 4). The
 informational properties are consumed, not forwarded: the publisher QoS as above, the client id and
 user id (String) back into the publication's client_id and username.
 
@@ -120,7 +121,7 @@ _CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 
 
 def text_problem(payload: bytes, *, allow_controls: bool = False) -> str | None:
-    """Why ``payload`` is not text by the amlen auto rule (or only not UTF-8), or None if it is."""
+    """Why ``payload`` is not text by the Amlen auto rule (or only not UTF-8), or None if it is."""
     try:
         payload.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -133,7 +134,7 @@ def text_problem(payload: bytes, *, allow_controls: bool = False) -> str | None:
 
 
 def is_text_payload(payload: bytes) -> bool:
-    """amlen Table 1: valid UTF-8 and no byte < 0x20 except 0x09, 0x0A, 0x0D."""
+    """Amlen Table 1: valid UTF-8 and no byte < 0x20 except 0x09, 0x0A, 0x0D."""
     return text_problem(payload) is None
 
 

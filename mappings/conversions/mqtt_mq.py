@@ -1,11 +1,14 @@
-"""MQTT publication <-> IBM MQ message, as MQ Telemetry (MQXR) maps them (mq-telemetry-mqtt-mq-mapping.txt).
+"""MQTT publication <-> IBM MQ message, as MQ Telemetry (MQXR) maps them: IBM WebSphere MQ Telemetry docs
+"Integration of WebSphere MQ Telemetry with queue managers" ("MQ Telemetry Table N" below).
 
-MQTT -> MQ follows Tables 1-3 (MQMD, MQRFH2, message contents); MQ -> MQTT follows Tables 4-5 (fixed
-and variable header). Decisions the seed leaves open are documented where they are made and
-listed in :data:`DECISIONS`.
+MQTT -> MQ follows MQ Telemetry Tables 1-3 (MQMD, MQRFH2, message contents), written by one encoder,
+:class:`MqttToMqEncoder`; MQ -> MQTT follows MQ Telemetry Tables 4-5 (fixed and variable header).
+Decisions the specification leaves open are documented where they are made and listed in
+:data:`DECISIONS`.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import struct
 from collections.abc import Callable, Iterable, Mapping
@@ -15,39 +18,39 @@ from functools import lru_cache
 
 from mappings.errors import MappingError
 from mappings.mq import constants as C
-from mappings.mq.message import MqMessage, build_message
+from mappings.mq.message import MqMessage, decode_message
 from mappings.mq.mqmd import FIELD_TABLE, Mqmd, encode_mqmd
-from mappings.mq.rfh2 import Rfh1, Rfh2, RfhElement, RfhFolder, escape_text
+from mappings.mq.rfh2 import Rfh1, Rfh2, RfhFolder, escape_text
 from mappings.mqtt.publication import MqttPublication
 from mappings.report import ConversionReport, Finding
 
-#: Rules the seed does not settle, and what this module does (also shown by `mqbridge convert`).
+#: Rules the specification does not settle, and what this module does (also shown by `mqbridge convert`).
 DECISIONS: tuple[str, ...] = (
     "UserIdentifier: characters outside one byte become '?' (coerced), then the value is cut to 12 bytes "
     "(truncated); a missing source (no user name, no configured id) leaves it blank (defaulted).",
-    "mqtt/clientId: the seed allows 1..23 bytes; a longer id is cut to 23 bytes at a character boundary "
+    "mqtt/clientId: the specification allows 1..23 bytes; a longer id is cut to 23 bytes at a character boundary "
     "(truncated) unless client_id_limit is None; a missing or empty client id is an error.",
     "MQ Persistence AS_Q_DEF/AS_PARENT (unresolved, e.g. a message file never put) takes "
     "MqToMqttOptions.unresolved_persistence, default MQPER_NOT_PERSISTENT (IBM's default objects are "
     "DEFPSIST(NO)) -> QoS 0, reported as defaulted.",
     "Unsolicited messages (no subscription): the subscriber QoS is MqToMqttOptions.default_qos, 2 unless a "
-    "DEFAULT.QoS subscription changed it (Table 4).",
-    "Packet id: the last 2 bytes of MsgId, big-endian (Table 5). When they are 0 (an invalid MQTT packet "
+    "DEFAULT.QoS subscription changed it (MQ Telemetry Table 4).",
+    "Packet id: the last 2 bytes of MsgId, big-endian (MQ Telemetry Table 5). When they are 0 (an invalid MQTT packet "
     "id) the caller's allocator supplies one (reported as defaulted); without an allocator it is an error.",
     "Topic: mqps/Top; without it, MqToMqttOptions.fallback_topic (e.g. the queue name) or an error.",
-    "DUP (Table 4) is False here: redelivery to a client is the broker session's business.",
-    "mqtt/qos is read whether or not it carries dt= (the seed writes it untyped; IBM MessageSight uses an "
+    "DUP (MQ Telemetry Table 4) is False here: redelivery to a client is the broker session's business.",
+    "mqtt/qos is read whether or not it carries dt= (the specification writes it untyped; IBM MessageSight uses an "
     "INT32 property, i.e. dt='i4'); a value other than 0, 1 or 2 is an error.",
 )
 
 SUBSCRIPTION_SEPARATOR = ":"
-MAX_SEED_CLIENT_ID_BYTES = 23   # Table 2: "a length of 1...23 bytes"
+MAX_CLIENT_ID_BYTES = 23   # MQ Telemetry Table 2: "a length of 1...23 bytes"
 MQTT_FOLDER = "mqtt"
 MQPS_FOLDER = "mqps"
 
 
 class UserIdSource(StrEnum):
-    """Table 1 UserIdentifier: one of ClientIdentifier, UserName, or an administrator-set id."""
+    """MQ Telemetry Table 1 UserIdentifier: one of ClientIdentifier, UserName, or an administrator-set id."""
 
     CLIENT_ID = "client_id"
     USER_NAME = "user_name"
@@ -56,19 +59,22 @@ class UserIdSource(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class MqttToMqOptions:
-    """How the telemetry channel is configured. Everything not listed keeps MQMD_DEFAULT (Table 1)."""
+    """How the telemetry channel is configured. Everything not listed keeps MQMD_DEFAULT (MQ Telemetry Table 1)."""
 
     user_id_source: UserIdSource = UserIdSource.CLIENT_ID
     configured_user_id: str = ""
     encoding: int = C.MQENC_NATIVE          # MQMD.Encoding: byte order of the MQMD and RFH2 integers
     coded_char_set_id: int = C.CCSID_UTF8   # MQMD.CodedCharSetId: the RFH2's character set
     mqmd_version: int = C.MQMD_VERSION_1    # MQMD_DEFAULT is version 1
-    client_id_limit: int | None = MAX_SEED_CLIENT_ID_BYTES
+    client_id_limit: int | None = MAX_CLIENT_ID_BYTES
+    # A route's overrides, written into the MQMD by the encoder (not patched afterwards):
+    persistence: int | None = None          # MQMD.Persistence; None: from the QoS (MQ Telemetry Table 1)
+    priority: int = C.MQPRI_PRIORITY_AS_Q_DEF   # MQMD.Priority; MQ Telemetry Table 1 leaves the default
 
 
 @dataclass(frozen=True, slots=True)
 class MqToMqttOptions:
-    default_qos: int = 2                    # Table 4: unsolicited messages; DEFAULT.QoS may change it
+    default_qos: int = 2                    # MQ Telemetry Table 4: unsolicited messages; DEFAULT.QoS may change it
     unresolved_persistence: int = C.MQPER_NOT_PERSISTENT
     fallback_topic: str | None = None
 
@@ -77,13 +83,15 @@ class MqToMqttOptions:
 # Rules, one function each
 # --------------------------------------------------------------------------------------------------
 def subscription_name(client_id: str, topic: str) -> str:
-    """Name of an MQTT client's subscription in MQ: ``ClientIdentifier:Topic name`` (seed, intro)."""
+    """Name of an MQTT client's subscription in MQ: ``ClientIdentifier:Topic name`` (the specification's
+    introduction)."""
     return f"{client_id}{SUBSCRIPTION_SEPARATOR}{topic}"
 
 
 class TopicObjectIndex:
     """Administrative topic objects by topic string; maps a publication topic to the nearest parent
-    object (longest topic-string prefix ending at a level boundary), else SYSTEM.BASE.TOPIC (seed intro)."""
+    object (longest topic-string prefix ending at a level boundary), else SYSTEM.BASE.TOPIC (the
+    specification's introduction)."""
 
     __slots__ = ("_by_string", "default")
 
@@ -116,12 +124,12 @@ class TopicObjectIndex:
 
 
 def persistence_for_qos(qos: int) -> int:
-    """Table 1 Persistence: QoS 0 -> MQPER_NOT_PERSISTENT, QoS 1 and 2 -> MQPER_PERSISTENT."""
+    """MQ Telemetry Table 1 Persistence: QoS 0 -> MQPER_NOT_PERSISTENT, QoS 1 and 2 -> MQPER_PERSISTENT."""
     return C.MQPER_NOT_PERSISTENT if qos == 0 else C.MQPER_PERSISTENT
 
 
 def qos_for_persistence(persistence: int, unresolved: int = C.MQPER_NOT_PERSISTENT) -> int:
-    """Table 4, WebSphere MQ origin: NOT_PERSISTENT -> 0, PERSISTENT -> 2 (others: see DECISIONS)."""
+    """MQ Telemetry Table 4, WebSphere MQ origin: NOT_PERSISTENT -> 0, PERSISTENT -> 2 (others: see DECISIONS)."""
     if persistence not in (C.MQPER_NOT_PERSISTENT, C.MQPER_PERSISTENT):
         persistence = unresolved
     return 2 if persistence == C.MQPER_PERSISTENT else 0
@@ -151,7 +159,7 @@ def _check_publication(pub: MqttPublication) -> None:
 
 
 def user_identifier(pub: MqttPublication, options: MqttToMqOptions, report: ConversionReport) -> str:
-    """Table 1 UserIdentifier (MQCHAR12): client id, user name or configured id, fitted to 12 bytes."""
+    """MQ Telemetry Table 1 UserIdentifier (MQCHAR12): client id, user name or configured id, fitted to 12 bytes."""
     source = options.user_id_source
     if source is UserIdSource.CLIENT_ID:
         value = pub.client_id
@@ -172,7 +180,7 @@ def user_identifier(pub: MqttPublication, options: MqttToMqOptions, report: Conv
 
 
 def folder_client_id(pub: MqttPublication, options: MqttToMqOptions, report: ConversionReport) -> str:
-    """Table 2 mqtt/clientId: a copy of the client identifier, 1..23 bytes."""
+    """MQ Telemetry Table 2 mqtt/clientId: a copy of the client identifier, 1..23 bytes."""
     cid = pub.client_id
     if not cid:
         raise MappingError("a client identifier (1..23 bytes) is required for mqtt/clientId",
@@ -181,74 +189,70 @@ def folder_client_id(pub: MqttPublication, options: MqttToMqOptions, report: Con
     raw = cid.encode("utf-8", "surrogatepass")
     if limit is not None and len(raw) > limit:
         cut = raw[:limit].decode("utf-8", "ignore")
-        report.truncated("mqtt/clientId", f"{len(raw)} bytes cut to {len(cut.encode())} (seed: 1..23 bytes)")
+        report.truncated("mqtt/clientId",
+                         f"{len(raw)} bytes cut to {len(cut.encode())} (MQ Telemetry Table 2: 1..23 bytes)")
         return cut
     return cid
 
 
 def _report_mqtt5_properties(pub: MqttPublication, report: ConversionReport) -> None:
-    """Tables 1-3 carry no MQTT 5 properties: each one present is reported as dropped."""
+    """MQ Telemetry Tables 1-3 carry no MQTT 5 properties: each one present is reported as dropped."""
     for attr, label in (("payload_format_indicator", "payload format indicator"),
                         ("content_type", "content type"), ("response_topic", "response topic"),
                         ("correlation_data", "correlation data"),
                         ("message_expiry_interval", "message expiry interval")):
         if getattr(pub, attr) is not None:
-            report.dropped(label, "no place in MQMD/RFH2 Tables 1-2")
+            report.dropped(label, "no place in MQMD/RFH2 MQ Telemetry Tables 1-2")
     for name, _value in pub.user_properties:
-        report.dropped(f"user property {name}", "no place in MQMD/RFH2 Tables 1-2")
-
-
-def mqtt_folder(client_id: str, qos: int, packet_id: int | None) -> RfhFolder:
-    """Table 2: <mqtt><clientId/><qos/><msgid/></mqtt>; msgid only for QoS 1 and 2. Untyped, as the seed."""
-    elements = [RfhElement("clientId", client_id), RfhElement("qos", str(qos))]
-    if qos:
-        elements.append(RfhElement("msgid", str(packet_id)))
-    return RfhFolder(MQTT_FOLDER, tuple(elements))
-
-
-def mqps_folder(topic: str, retained: bool) -> RfhFolder:
-    """Table 2: <mqps><Top>topic</Top><Ret>1</Ret></mqps>; Ret only for a retained publication."""
-    elements = [RfhElement("Top", topic)]
-    if retained:
-        elements.append(RfhElement("Ret", "1"))
-    return RfhFolder(MQPS_FOLDER, tuple(elements))
+        report.dropped(f"user property {name}", "no place in MQMD/RFH2 MQ Telemetry Tables 1-2")
 
 
 # --------------------------------------------------------------------------------------------------
-# MQTT -> MQ (Tables 1-3)
+# MQTT -> MQ (MQ Telemetry Tables 1-3)
 # --------------------------------------------------------------------------------------------------
-def _mqmd_for(options: MqttToMqOptions, persistence: int, user_id: str) -> Mqmd:
-    """Table 1: MQMD_DEFAULT except Format, UserIdentifier, Priority, Persistence."""
+def _mqmd_for(options: MqttToMqOptions, qos: int) -> Mqmd:
+    """MQ Telemetry Table 1: MQMD_DEFAULT except Format, UserIdentifier (written per publisher), Priority,
+    Persistence."""
+    persistence = persistence_for_qos(qos) if options.persistence is None else options.persistence
     return Mqmd(version=options.mqmd_version, encoding=options.encoding,
                 coded_char_set_id=options.coded_char_set_id, format=C.MQFMT_RF_HEADER_2,
-                priority=C.MQPRI_PRIORITY_AS_Q_DEF, persistence=persistence, user_identifier=user_id)
+                priority=options.priority, persistence=persistence)
+
+
+@lru_cache(maxsize=64)
+def _shared_encoder(options: MqttToMqOptions) -> MqttToMqEncoder:
+    return MqttToMqEncoder(options)
 
 
 def mqtt_to_mq(pub: MqttPublication, options: MqttToMqOptions = MqttToMqOptions()
                ) -> tuple[MqMessage, ConversionReport]:
-    """An MQTT publication as the MQ message MQXR builds: MQMD + MQRFH2 (mqtt, mqps) + payload."""
-    _check_publication(pub)
-    _escape_utf8(pub.topic, "mqps/Top")  # fail here, not later at encode time, on unwritable text
-    report = ConversionReport()
-    md = _mqmd_for(options, persistence_for_qos(pub.qos), user_identifier(pub, options, report))
-    rfh = Rfh2(folders=(mqtt_folder(folder_client_id(pub, options, report), pub.qos, pub.packet_id),
-                        mqps_folder(pub.topic, pub.retain)))
-    _report_mqtt5_properties(pub, report)
-    # Table 2: RFH2 Format MQFMT_NONE (a jms-bytes message, no <mcd>); Table 3: body = payload copy.
-    msg = build_message(md, (rfh,), bytes(pub.payload), body_format=C.MQFMT_NONE)
+    """An MQTT publication as the MQ message MQXR builds: MQMD + MQRFH2 (mqtt, mqps) + payload.
+
+    The model of :class:`MqttToMqEncoder`'s bytes (read back with decode_message): the encoder is the
+    one implementation of MQ Telemetry Tables 1-3."""
+    data, report = _shared_encoder(options).encode(pub)
+    msg = decode_message(data)
+    # decode_message ends an MQCHAR field at a NUL and drops trailing blanks: keep the rule's value
+    user_id = user_identifier(pub, options, ConversionReport())
+    if user_id != msg.md.user_identifier:
+        msg = dataclasses.replace(msg, md=dataclasses.replace(msg.md, user_identifier=user_id))
     return msg, report
 
 
-# (MQMD not persistent, MQMD persistent, escaped mqtt/clientId, findings) of one publisher
+# (MQMD of QoS 0, MQMD of QoS 1 and 2, escaped mqtt/clientId, findings) of one publisher
 _PublisherEntry = tuple[bytes, bytes, bytes, tuple[Finding, ...]]
 
 
 class MqttToMqEncoder:
-    """The hot path of :func:`mqtt_to_mq` straight to bytes: identical output and report (tested).
+    """MQTT publication -> MQ message bytes (MQ Telemetry Tables 1-3): MQMD, MQRFH2 (mqtt, mqps folders), payload.
 
-    Precomputed per options: both MQMD variants (persistent or not) and the RFH2 fixed-part packer.
-    Cached per publisher (client id, user name): the MQMD bytes with its UserIdentifier, the escaped
-    mqtt/clientId and their findings. Escaped topics are cached too.
+    MQ Telemetry Table 2's folders, untyped as the specification writes them: <mqtt><clientId/><qos/><msgid/></mqtt>
+    (msgid only for QoS 1 and 2) and <mqps><Top/><Ret>1</Ret></mqps> (Ret only when retained); the RFH2's
+    Format is MQFMT_NONE (a jms-bytes message, no <mcd>); MQ Telemetry Table 3: the body is a copy of the payload.
+
+    Precomputed per options: the MQMD of QoS 0 and of QoS 1/2 (Persistence, and the route's Priority)
+    and the RFH2 fixed-part packer. Cached per publisher (client id, user name): the MQMD bytes with its
+    UserIdentifier, the escaped mqtt/clientId and their findings. Escaped topics are cached too.
     """
 
     MAX_CACHED_PUBLISHERS = 10_000
@@ -256,12 +260,9 @@ class MqttToMqEncoder:
     def __init__(self, options: MqttToMqOptions = MqttToMqOptions()) -> None:
         self.options = options
         order = C.integer_byte_order(options.encoding)
-        self._md = {
-            per: encode_mqmd(_mqmd_for(options, per, ""))
-            for per in (C.MQPER_NOT_PERSISTENT, C.MQPER_PERSISTENT)
-        }
-        # MQMD bytes around UserIdentifier (offset 196, 12 bytes; mq-wire-facts.md §2)
-        self._md_parts = tuple((md[:196], md[208:]) for md in self._md.values())
+        # MQMD bytes around UserIdentifier (offset 196, 12 bytes; IBM MQ docs "MQMD - Message descriptor")
+        mds = [encode_mqmd(_mqmd_for(options, qos)) for qos in (0, 1)]
+        self._md_parts = tuple((md[:196], md[208:]) for md in mds)
         rfh = Rfh2()
         self._head = functools.partial(struct.Struct(order + "4s4i8s2i").pack, b"RFH ", 2)
         self._rfh_fixed = (rfh.encoding, rfh.coded_char_set_id, C.MQFMT_NONE.encode(), rfh.flags,
@@ -275,8 +276,8 @@ class MqttToMqEncoder:
         user_id = user_identifier(pub, self.options, report)
         cid = _escape_utf8(folder_client_id(pub, self.options, report), "mqtt/clientId")
         field_ = user_id.encode("latin-1").ljust(12, b" ")
-        (np_head, np_tail), (p_head, p_tail) = self._md_parts
-        entry = (np_head + field_ + np_tail, p_head + field_ + p_tail, cid, tuple(report.findings))
+        (head0, tail0), (head1, tail1) = self._md_parts
+        entry = (head0 + field_ + tail0, head1 + field_ + tail1, cid, tuple(report.findings))
         if len(self._publishers) >= self.MAX_CACHED_PUBLISHERS:
             self._publishers.clear()
         self._publishers[(pub.client_id, pub.username)] = entry
@@ -297,14 +298,14 @@ class MqttToMqEncoder:
         if entry is None:
             _check_publication(pub)  # rare path: a new publisher gets the full check
             entry = self._publisher(pub)
-        md_np, md_p, cid, findings = entry
+        md0, md12, cid, findings = entry
         report = ConversionReport(list(findings)) if findings else ConversionReport()
         if qos:
-            md = md_p
+            md = md12
             mqtt = (b"<mqtt><clientId>%s</clientId><qos>%d</qos><msgid>%d</msgid></mqtt>"
                     % (cid, qos, pub.packet_id))
         else:
-            md = md_np
+            md = md0
             mqtt = b"<mqtt><clientId>%s</clientId><qos>0</qos></mqtt>" % cid
         mqtt += b"   "[: -len(mqtt) % 4]
         mqps = (_MQPS_RETAINED if pub.retain else _MQPS) % self._topic(topic)
@@ -332,7 +333,7 @@ def _escape_utf8(text: str, what: str) -> bytes:
 
 
 # --------------------------------------------------------------------------------------------------
-# MQ -> MQTT (Tables 4-5)
+# MQ -> MQTT (MQ Telemetry Tables 4-5)
 # --------------------------------------------------------------------------------------------------
 _USED_ELEMENTS = {MQTT_FOLDER: {"clientId", "qos", "msgid"}, MQPS_FOLDER: {"Top", "Ret"}}
 # MQMD fields whose information MQTT cannot carry; reported as dropped when not at their default.
@@ -356,7 +357,7 @@ def _folder_int(folder: RfhFolder, name: str, low: int, high: int) -> int | None
 
 
 def derived_qos(msg: MqMessage, options: MqToMqttOptions, report: ConversionReport) -> int:
-    """Table 4 QoS source: the MQTT publisher's mqtt/qos, or from Persistence for MQ-origin messages."""
+    """MQ Telemetry Table 4 QoS source: the MQTT publisher's mqtt/qos, or from Persistence for MQ-origin messages."""
     mqtt = msg.rfh2_folder(MQTT_FOLDER)
     if mqtt is not None:
         qos = _folder_int(mqtt, "qos", 0, 2)
@@ -369,16 +370,16 @@ def derived_qos(msg: MqMessage, options: MqToMqttOptions, report: ConversionRepo
 
 
 def packet_id_from_msg_id(msg_id: bytes) -> int:
-    """Table 5 Message ID: the last 2 bytes of MQMD.MsgId (big-endian). 0 means 'not usable'."""
+    """MQ Telemetry Table 5 Message ID: the last 2 bytes of MQMD.MsgId (big-endian). 0 means 'not usable'."""
     return int.from_bytes(msg_id[-2:], "big")
 
 
 def _report_discarded(msg: MqMessage, report: ConversionReport) -> None:
-    """Table 4 preamble: any other MQMD data or header is discarded -- each one is reported."""
+    """MQ Telemetry Table 4 preamble: any other MQMD data or header is discarded -- each one is reported."""
     for attr in _REPORTED_MQMD_FIELDS:
         value = getattr(msg.md, attr)
         if value != getattr(_MQMD_DEFAULT, attr) and not (attr == "priority" and value < 0):
-            report.dropped(f"MQMD.{FIELD_TABLE[attr][1]}", "not carried by MQTT (Tables 4-5)")
+            report.dropped(f"MQMD.{FIELD_TABLE[attr][1]}", "not carried by MQTT (MQ Telemetry Tables 4-5)")
     for index, header in enumerate(msg.headers):
         if isinstance(header, Rfh1):
             report.dropped(f"MQRFH header {index + 1}", f"{len(header.pairs)} name/value pairs")
@@ -393,7 +394,7 @@ def _report_discarded(msg: MqMessage, report: ConversionReport) -> None:
                 continue
             for el in folder.elements:
                 if el.name not in used:
-                    report.dropped(f"{folder.name}/{el.name}", "not carried by MQTT (Tables 4-5)")
+                    report.dropped(f"{folder.name}/{el.name}", "not carried by MQTT (MQ Telemetry Tables 4-5)")
 
 
 def mq_to_mqtt(msg: MqMessage, *, subscriber_qos: int | None = None,
@@ -413,14 +414,14 @@ def mq_to_mqtt(msg: MqMessage, *, subscriber_qos: int | None = None,
         raise MappingError(f"DEFAULT.QoS {options.default_qos!r} is not 0, 1 or 2", structure="options",
                            field="default_qos")
     limit = subscriber_qos if subscriber_qos is not None else options.default_qos
-    qos = min(derived_qos(msg, options, report), limit)                     # Table 4 QoS
+    qos = min(derived_qos(msg, options, report), limit)                     # MQ Telemetry Table 4 QoS
     mqps = msg.rfh2_folder(MQPS_FOLDER)
     retained = False
     topic: str | None = None
     if mqps is not None:
         ret = mqps.value("Ret")
-        retained = ret is not None and ret.strip().lower() in ("1", "true", "yes")   # Table 4 RETAIN
-        topic = mqps.value("Top")                                                  # Table 5 Topic name
+        retained = ret is not None and ret.strip().lower() in ("1", "true", "yes")   # MQ Telemetry Table 4 RETAIN
+        topic = mqps.value("Top")                                                  # MQ Telemetry Table 5 Topic name
     if not topic:
         if options.fallback_topic is None:
             raise MappingError("no mqps/Top topic string and no fallback topic configured",
@@ -429,7 +430,7 @@ def mq_to_mqtt(msg: MqMessage, *, subscriber_qos: int | None = None,
         report.defaulted("topic", f"no mqps/Top; used {topic!r}")
     packet_id: int | None = None
     if qos:
-        packet_id = packet_id_from_msg_id(msg.md.msg_id)                        # Table 5 Message ID
+        packet_id = packet_id_from_msg_id(msg.md.msg_id)                        # MQ Telemetry Table 5 Message ID
         if packet_id == 0:
             if packet_id_allocator is None:
                 raise MappingError("the last 2 bytes of MsgId are 0, not a valid MQTT packet id, and no "
@@ -459,8 +460,6 @@ __all__ = [
     "UserIdSource",
     "derived_qos",
     "mq_to_mqtt",
-    "mqps_folder",
-    "mqtt_folder",
     "mqtt_to_mq",
     "packet_id_from_msg_id",
     "persistence_for_qos",

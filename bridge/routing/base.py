@@ -1,0 +1,112 @@
+"""What every route conversion shares: the ``Converter`` interface the route worker calls
+(RouteConverter for the payload form, EnvelopeConverter for ``mqtt_format: envelope``), its result,
+and the route options applied to a converted message (property_map, persistence and priority
+overrides, the rendered MQTT topic's check)."""
+from __future__ import annotations
+
+import dataclasses
+import struct
+from collections.abc import Callable
+from typing import Protocol
+
+from bridge.connectors.base import Inbound, Outbound
+from mappings.errors import MappingError
+from mappings.jms.model import DeliveryMode, JmsMessage
+from mappings.mq import constants as C
+from mappings.mq.mqmd import FIELD_TABLE, detect_byte_order
+from mappings.mqtt.topics import TopicError, validate_topic_name
+from mappings.report import ConversionReport
+from mappings.rules.model import MqttEndpoint, Route, RouteOptions
+
+Result = tuple[Outbound, str, ConversionReport]   # converted message, target type, findings
+Convert = Callable[[Inbound], Result]
+
+#: The (source, target) protocol pairs a route can convert.
+PAIRS = frozenset({("mqtt", "mq"), ("mq", "mqtt"), ("mqtt", "jms"), ("jms", "mqtt"), ("mq", "jms"), ("jms", "mq")})
+
+
+class Converter(Protocol):
+    """A route's conversion, built once per route so that constant parts (encoders, options) are reused."""
+
+    route: Route
+    source_protocol: str
+    target_protocol: str
+    convert: Convert   # one message of the source -> what the target sends, its type and the findings
+
+
+def check_pair(route: Route, source_protocol: str, target_protocol: str) -> None:
+    if (source_protocol, target_protocol) not in PAIRS:
+        raise MappingError(f"no conversion from {source_protocol} to {target_protocol} yet",
+                           structure="route", field=route.name)
+
+
+def target_protocol(route: Route, connector_type: str) -> str:
+    if isinstance(route.target, MqttEndpoint):
+        return "mqtt"
+    return "jms" if connector_type == "jms" else "mq"
+
+
+# -- persistence and priority -------------------------------------------------------------------------
+
+#: MQMD.Persistence a route's ``persistence`` option sets; None: as the source (``as_source``).
+FIXED_PERSISTENCE: dict[str, int | None] = {
+    "persistent": C.MQPER_PERSISTENT, "not_persistent": C.MQPER_NOT_PERSISTENT, "as_source": None}
+
+_PERSISTENCE_AT = FIELD_TABLE["persistence"][0]
+_PRIORITY_AT = FIELD_TABLE["priority"][0]
+
+
+def mq_persistence(opts: RouteOptions, source_persistent: bool) -> int:
+    """MQMD.Persistence of a route's message: the option's, else as the source."""
+    fixed = FIXED_PERSISTENCE[opts.persistence]
+    if fixed is not None:
+        return fixed
+    return C.MQPER_PERSISTENT if source_persistent else C.MQPER_NOT_PERSISTENT
+
+
+def with_mqmd_overrides(data: bytes, opts: RouteOptions, source_persistent: bool) -> bytes:
+    """The route's persistence/priority overrides written into the MQMD (Persistence, Priority) that
+    starts ``data``: the two integers are overwritten in place, the rest of the bytes stays as encoded.
+    For an encoder without these options (JMS -> MQ); MQTT -> MQ passes them to MqttToMqEncoder."""
+    if opts.persistence == "as_source" and opts.priority is None:
+        return data
+    out = bytearray(data)
+    pack = struct.Struct(detect_byte_order(data, 0) + "i").pack_into
+    pack(out, _PERSISTENCE_AT, mq_persistence(opts, source_persistent))
+    if opts.priority is not None:
+        pack(out, _PRIORITY_AT, opts.priority)
+    return bytes(out)
+
+
+def override_jms(jms: JmsMessage, opts: RouteOptions) -> JmsMessage:
+    """The route's persistence/priority overrides on a JMS message (JMSDeliveryMode, JMSPriority)."""
+    if opts.persistence == "as_source" and opts.priority is None:
+        return jms
+    headers = jms.headers
+    mode = {"persistent": DeliveryMode.PERSISTENT, "not_persistent": DeliveryMode.NON_PERSISTENT}.get(
+        opts.persistence, headers.delivery_mode)
+    priority = opts.priority if opts.priority is not None else headers.priority
+    return dataclasses.replace(jms, headers=dataclasses.replace(headers, delivery_mode=mode, priority=priority))
+
+
+# -- names ---------------------------------------------------------------------------------------------
+
+def checked_topic(topic: str) -> str:
+    """A rendered ``to.mqtt`` topic, refused (MappingError) when it is not a valid topic name."""
+    try:
+        validate_topic_name(topic)
+    except TopicError as exc:
+        raise MappingError(str(exc), structure="route", field="to.mqtt") from None
+    return topic
+
+
+def rename_properties(jms: JmsMessage, mapping: dict[str, str], report: ConversionReport) -> JmsMessage:
+    """The route's property_map on a JMS message; each renamed property is reported."""
+    if not mapping:
+        return jms
+    props = jms.properties
+    renamed = {mapping.get(k, k): v for k, v in props.items()}
+    for k in props:
+        if k in mapping:
+            report.renamed(k, f"-> {mapping[k]} (route property_map)")
+    return dataclasses.replace(jms, properties=renamed)  # JmsMessage re-validates the names
