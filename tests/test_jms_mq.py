@@ -301,7 +301,7 @@ def test_correlation_id_forms():
     long_id = "x" * 30 + "\u00e9"
     mq, r = to_mq(msg(correlation_id=long_id))
     assert mq.md.correl_id == b"x" * 24 and names(r) == ["MQMD.CorrelId"]
-    assert to_jms(mq)[0].headers.correlation_id == long_id                   # Cid wins (§6.3)
+    assert to_jms(mq)[0].headers.correlation_id == long_id                   # Cid wins (IBM MQ JMS mapping)
     mq, r = to_mq(msg(correlation_id=b"\x01\x02"))
     assert mq.md.correl_id == b"\x01\x02" + bytes(22) and "Cid" not in folder(mq, "jms")
     assert names(r, Change.COERCED) == ["JMSCorrelationID"]
@@ -326,7 +326,7 @@ def test_priority():
     j, r = to_jms(mq)
     assert j.headers.priority == 4 and names(r, Change.DEFAULTED) == ["JMSPriority"]
     j, r = to_jms(with_rfh2(got(priority=8), (F("jms", ("Pri", "5")),)))
-    assert j.headers.priority == 8 and names(r) == ["jms/Pri"]               # MQMD wins (§6.3)
+    assert j.headers.priority == 8 and names(r) == ["jms/Pri"]               # MQMD wins (IBM MQ JMS mapping)
     j, r = to_jms(with_rfh2(got(priority=-1), (F("jms", ("Pri", "5")),)))
     assert j.headers.priority == 5 and r.findings == []
 
@@ -355,7 +355,7 @@ def test_expiration():
     assert mq.md.expiry == 1 and names(r) == ["MQMD.Expiry"]
     mq, r = to_mq(msg(expiration=NOW + (2**31) * 100))                    # TTL beyond an MQLONG (§6.2)
     assert mq.md.expiry == -1 and folder(mq, "jms")["Exp"][0] == str(NOW + 2**31 * 100) and names(r) == ["MQMD.Expiry"]
-    assert to_jms(mq)[0].headers.expiration == NOW + 2**31 * 100          # Exp is the source (§6.3)
+    assert to_jms(mq)[0].headers.expiration == NOW + 2**31 * 100          # Exp is the source (IBM MQ JMS mapping)
     assert to_jms(native(got(expiry=250)))[0].headers.expiration == NOW + 25_000   # seed "Expiry -> JMSExpiration"
     assert to_jms(native(got()))[0].headers.expiration == 0
     with pytest.raises(MappingError, match="Exp"):
@@ -363,7 +363,7 @@ def test_expiration():
 
 
 def test_put_date_time():
-    assert put_date_time(1700000000120) == ("20231114", "22132012")      # §6.3's example
+    assert put_date_time(1700000000120) == ("20231114", "22132012")      # the IBM MQ docs' example
     assert put_epoch_ms("20231114", "22132012") == 1700000000120
     assert put_date_time(1700000000129) == ("20231114", "22132012")      # hundredths truncated
     assert put_date_time(-1) == ("19691231", "23595999")
@@ -471,7 +471,7 @@ def test_group():
     assert mq.md.group_id == b"orders-of-2023-11-14-bat" and folder(mq, "jms")["Gid"][0] == "orders-of-2023-11-14-batch"
     assert mq.md.msg_flags == C.MQMF_MSG_IN_GROUP and names(r) == ["MQMD.GroupId"]
     assert to_jms(mq)[0].properties["JMSXGroupID"] == jstring("orders-of-2023-11-14-batch")
-    j, r = to_jms(native(got(version=2, group_id=MSG_ID, msg_seq_number=5)))     # no group flag (§6.3)
+    j, r = to_jms(native(got(version=2, group_id=MSG_ID, msg_seq_number=5)))     # no group flag (IBM MQ JMS mapping)
     assert "JMSXGroupID" not in j.properties and names(r) == ["MQMD.GroupId", "MQMD.MsgSeqNumber"]
     j, r = to_jms(native(got(version=2, msg_flags=C.MQMF_SEGMENT | C.MQMF_MSG_IN_GROUP, msg_seq_number=2)))
     assert j.properties["JMSXGroupSeq"] == jint(2) and names(r) == ["MQMD.MsgFlags"]
@@ -654,7 +654,7 @@ def test_real_capture_pymqi_rfh2_with_an_mqmd_in_front():
                           format=C.MQFMT_RF_HEADER_2, persistence=1, priority=0))
     j, r = mq_bytes_to_jms(md + rfh_and_body, now_ms=NOW)
     assert j.body == TextBody("<testData><testVar>testValue</testVar></testData>")
-    assert j.headers.type == "mcd://xmlnsc"                     # a non-JMS Msd gives the URI (§6.2, §6.3)
+    assert j.headers.type == "mcd://xmlnsc"                     # a non-JMS Msd gives the URI (IBM MQ JMS mapping)
     assert (j.headers.priority, j.headers.delivery_mode) == (0, DeliveryMode.PERSISTENT)
     assert sorted(names(r)) == ["psc folder", "testFolder folder"]
     mq, _ = to_mq(j)

@@ -121,7 +121,7 @@ def test_mq_source_keeps_the_payload_forms_topic_and_qos() -> None:
     assert pub.topic == "dev/a/b" and pub.qos == 0                        # seed Table 4: NOT_PERSISTENT -> 0
     doc = json.loads(pub.payload)
     assert doc["headers"]["JMSReplyTo"] == "queue:///R.Q" and doc["body"] == {"type": "jms_text", "text": "body"}
-    assert doc["headers"]["JMSDestination"] == "topic://a/b"              # mqps/Top (MQ -> JMS §6.3)
+    assert doc["headers"]["JMSDestination"] == "topic://a/b"              # mqps/Top (IBM MQ JMS mapping)
 
 
 def test_jms_source_publishes_the_envelope_with_qos_from_delivery_mode() -> None:

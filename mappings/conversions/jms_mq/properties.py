@@ -21,7 +21,7 @@ from mappings.jms.typed_xml import DT_TO_TYPE, decode_value, encode_value
 from mappings.mq.rfh2 import RfhElement, RfhFolder
 
 #: The finding of a char property (also encode's).
-CHAR_AS_STRING = "char -> String: dt=char is not an RFH2 property type (§5.3)"
+CHAR_AS_STRING = "char -> String: dt=char is not an RFH2 property type (IBM MQ: MQRFH2 folder restrictions)"
 
 
 def properties_to_usr(ctx: ToMq) -> RfhFolder | None:
@@ -46,7 +46,7 @@ def usr_to_properties(folder: RfhFolder, ctx: ToJms) -> None:
     for el in folder.elements:
         where = f"usr/{el.name}"
         if el.is_group:
-            ctx.report.dropped(where, "the usr folder allows no groups (§5.3)")
+            ctx.report.dropped(where, "the usr folder allows no groups (IBM MQ: MQRFH2 folder restrictions)")
             continue
         # An ASCII usr name that is not a selector keyword is a Java identifier: skip the Unicode check.
         fast_ok = USR_NAME.fullmatch(el.name) is not None and el.name.upper() not in RESERVED_WORDS
@@ -55,7 +55,7 @@ def usr_to_properties(folder: RfhFolder, ctx: ToJms) -> None:
             ctx.report.dropped(where, f"not a JMS property name: {problem}")
             continue
         if el.name in MAPPED_PROPERTIES:
-            ctx.report.dropped(where, "this property comes from the MQMD (§6.3), not from usr")
+            ctx.report.dropped(where, "this property comes from the MQMD (IBM MQ JMS mapping), not from usr")
             continue
         if el.name in seen:
             ctx.report.dropped(where, "duplicate property: the first one is used")

@@ -204,7 +204,7 @@ def _correlation_id_to_jms(ctx: ToJms) -> None:
     if present:
         ctx.headers["correlation_id"] = cid
         if correl != C.MQCI_NONE and (cid is None or correl_bytes(cid)[0] != correl):
-            ctx.report.dropped("MQMD.CorrelId", "differs from jms/Cid, which wins (§6.3)")
+            ctx.report.dropped("MQMD.CorrelId", "differs from jms/Cid, which wins (IBM MQ JMS mapping)")
     elif correl != C.MQCI_NONE:
         ctx.headers["correlation_id"] = bytes_to_id(correl)
 
@@ -226,7 +226,7 @@ def _priority_to_jms(ctx: ToJms) -> None:
     if 0 <= md_pri <= 9:
         ctx.headers["priority"] = md_pri
         if pri is not None and pri != md_pri:
-            ctx.report.dropped("jms/Pri", f"MQMD.Priority {md_pri} wins over jms/Pri {pri} (§6.3)")
+            ctx.report.dropped("jms/Pri", f"MQMD.Priority {md_pri} wins over jms/Pri {pri} (IBM MQ JMS mapping)")
     elif pri is not None:
         ctx.headers["priority"] = pri
     elif md_pri > 9:
@@ -250,7 +250,8 @@ def _delivery_mode_to_jms(ctx: ToJms) -> None:
     if dlv is not None:
         ctx.headers["delivery_mode"] = DeliveryMode(dlv)
         if persistence in DELIVERY_MODE_FOR and DELIVERY_MODE_FOR[persistence] != dlv:
-            ctx.report.dropped("MQMD.Persistence", f"{persistence} differs from jms/Dlv {dlv}, which wins (§6.3)")
+            ctx.report.dropped("MQMD.Persistence",
+                               f"{persistence} differs from jms/Dlv {dlv}, which wins (IBM MQ JMS mapping)")
     elif persistence in DELIVERY_MODE_FOR:
         ctx.headers["delivery_mode"] = DELIVERY_MODE_FOR[persistence]
     else:
@@ -312,7 +313,7 @@ def _timestamp_to_jms(ctx: ToJms) -> None:
         ctx.headers["timestamp"] = tms
         if date and put_date_time(tms) != (date, time):
             ctx.report.dropped("MQMD.PutDate", f"PutDate/PutTime {date}/{time} differ from jms/Tms, which wins "
-                               "(§6.3)")
+                               "(IBM MQ JMS mapping)")
     elif date or time:
         ctx.headers["timestamp"] = put_epoch_ms(date, time)
         if ctx.headers["timestamp"] == 0:
@@ -344,7 +345,7 @@ def _reply_to_to_jms(ctx: ToJms) -> None:
         ctx.headers["reply_to"] = dest
         if q and (dest.kind is DestinationKind.TOPIC or mqchar_form(dest.name, 48) != q
                   or dest.queue_manager and mqchar_form(dest.queue_manager, 48) != qm):
-            ctx.report.dropped("MQMD.ReplyToQ", f"{qm}/{q} differs from jms/Rto, which wins (§6.3)")
+            ctx.report.dropped("MQMD.ReplyToQ", f"{qm}/{q} differs from jms/Rto, which wins (IBM MQ JMS mapping)")
     elif q:
         if "/" in qm or "?" in qm:   # legal in an MQ name, but queue://QM/Q cannot carry it
             ctx.report.dropped("MQMD.ReplyToQMgr", f"{qm!r} cannot be written in a queue:// URI: queue:///{q}")
@@ -499,13 +500,14 @@ def _group_to_jms(ctx: ToJms) -> None:
     elif in_group and md.group_id != C.MQGI_NONE:
         ctx.props.append(("JMSXGroupID", JavaValue(JavaType.STRING, bytes_to_id(md.group_id))))
     elif md.group_id != C.MQGI_NONE:
-        ctx.report.dropped("MQMD.GroupId", "not in a group (no MQMF_MSG_IN_GROUP): not carried (§6.3)")
+        ctx.report.dropped("MQMD.GroupId", "not in a group (no MQMF_MSG_IN_GROUP): not carried (IBM MQ JMS mapping)")
     if seq is not None:
         ctx.props.append(("JMSXGroupSeq", JavaValue(JavaType.INT, seq)))
     elif in_group:
         ctx.props.append(("JMSXGroupSeq", JavaValue(JavaType.INT, md.msg_seq_number)))
     elif md.msg_seq_number != 1:
-        ctx.report.dropped("MQMD.MsgSeqNumber", "not in a group (no MQMF_MSG_IN_GROUP): not carried (§6.3)")
+        ctx.report.dropped("MQMD.MsgSeqNumber",
+                           "not in a group (no MQMF_MSG_IN_GROUP): not carried (IBM MQ JMS mapping)")
     if md.msg_flags & C.MQMF_LAST_MSG_IN_GROUP:
         ctx.props.append((LAST_IN_GROUP, JavaValue(JavaType.BOOLEAN, True)))
 

@@ -281,7 +281,8 @@ USR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
 
 def usr_problem(name: str) -> str | None:
     if name.startswith("JMS"):
-        return "names starting 'JMS' are reserved: the usr folder cannot carry them (§5.3, S10)"
+        return ("names starting 'JMS' are reserved: the usr folder cannot carry them "
+                "(IBM MQ: MQRFH2 folder restrictions)")
     if not USR_NAME.fullmatch(name):
         return "not an ASCII XML name: the usr folder cannot carry it"
     return None
