@@ -233,7 +233,7 @@ BACKOUT_FOLDER = "mqbridge"
 
 def backout_to_jms(data: bytes) -> JmsMessage:
     """A router backout message (MQ message with an RFH2 folder ``mqbridge``, see
-    route_convert.backout_message) as a BytesMessage: the original body, and the folder's elements as
+    bridge.routing.convert.backout_message) as a BytesMessage: the original body, and the folder's elements as
     String properties ``mqbridgeReason``, ``mqbridgeRoute``, ... so a JMS backout queue shows why."""
     try:
         msg = decode_message(data)
