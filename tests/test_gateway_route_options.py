@@ -126,7 +126,7 @@ def test_jms_map_message_reaches_the_embedded_queue_as_mq_bytes_with_overrides(
     tag: str,
 ) -> None:
     """ActiveMQ queue -> embedded queue: the seed's JMSMQTransform (MQMD + RFH2 mcd/jms/usr + the
-    map's XML body), property_map, and persistence/priority overrides on the MQMD."""
+    map's XML body), property_map, and persistence/priority overrides on the MQMD and the jms folder."""
     queue = f"j2q.{tag}"
     gw = start(gateway_factory, tmp_path, [
         {"name": "j2q", "from": {"connector": "amq", "queue": queue}, "to": {"queue": "FROM.JMS"},
@@ -151,6 +151,8 @@ def test_jms_map_message_reaches_the_embedded_queue_as_mq_bytes_with_overrides(
     assert dict(jms.body.entries.items()) == {"i": jint(1), "l": jlong(2**40), "d": jdouble(0.5),
                                               "c": jchar("z"), "s": jstring("5")}   # every Java type kept
     assert jms.headers.correlation_id == "c-9"
+    # a JMS reader of the MQ message sees the route's overrides too (jms/Dlv wins over MQMD.Persistence)
+    assert (jms.headers.delivery_mode, jms.headers.priority) == (DeliveryMode.PERSISTENT, 1)
     assert jms.properties.get("area") == jstring("eu") and "region" not in jms.properties
     (rec,) = egress(gw, "j2q", 1)
     assert rec["status"] == "ok" and rec["source_type"] == "MapMessage" and rec["target_protocol"] == "mq"

@@ -1,18 +1,22 @@
-"""A route's persistence/priority overrides on MQ bytes: MQTT -> MQ passes them to MqttToMqEncoder, JMS -> MQ
-writes the two MQMD integers in place. Both give the bytes the earlier decode, replace and re-encode gave."""
+"""A route's persistence/priority overrides on MQ bytes, written once by the encoder: MQTT -> MQ passes them to
+MqttToMqEncoder (the bytes the earlier decode, replace and re-encode gave); JMS -> MQ sets them on the JMS
+headers before the JMS -> MQ encoder, so the MQMD is the one the earlier patch gave and the RFH2 jms folder
+(Dlv, Pri) agrees with it: a JMS reader of the MQ message sees the route's delivery mode and priority."""
 from __future__ import annotations
 
 import dataclasses
+import types
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bridge.connectors.base import Inbound
-from bridge.routing.base import with_mqmd_overrides
+from bridge.connectors.base import Inbound, Outbound
+from bridge.routing import convert as convert_module
 from bridge.routing.convert import RouteConverter
-from mappings.conversions.jms_mq import jms_to_mq_bytes
+from mappings.conversions.jms_mq import jms_to_mq_bytes, mq_bytes_to_jms
 from mappings.conversions.mqtt_mq import MqttToMqEncoder, MqttToMqOptions, UserIdSource
 from mappings.errors import MappingError
 from mappings.jms.model import DeliveryMode, JmsMessage
@@ -63,13 +67,27 @@ def test_mqtt_to_mq_overrides_are_written_by_the_encoder(persistence: str, prior
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(message=messages, persistence=st.sampled_from(PERSISTENCE), priority=st.sampled_from(PRIORITY))
-def test_jms_to_mq_overrides_in_place_equal_decode_and_encode(message: JmsMessage, persistence: str,
-                                                              priority: int | None) -> None:
+def test_jms_to_mq_overrides_reach_the_mqmd_and_the_jms_view(message: JmsMessage, persistence: str,
+                                                             priority: int | None) -> None:
+    now_ms = 1_700_000_000_000
     try:
-        data, _ = jms_to_mq_bytes(message, now_ms=1_700_000_000_000)
+        data, _ = jms_to_mq_bytes(message, now_ms=now_ms)
     except MappingError:
         return
-    route = _route({"persistence": persistence, "priority": priority}, {"queue": "IN"})
+    route = _route({"persistence": persistence, "priority": priority}, {"connector": "amq", "queue": "IN"})
+    item = Inbound(key="k", protocol="jms", message=message, source_type="TextMessage", size=1, destination="IN",
+                   received=0.0)
+    conv = RouteConverter(route, "jms", "mq")
+    with mock.patch.object(convert_module, "time", types.SimpleNamespace(time=lambda: now_ms / 1000)):
+        out, _, _ = conv.convert(item)
+    assert isinstance(out, Outbound) and isinstance(out.message, bytes)
     source_persistent = message.headers.delivery_mode is DeliveryMode.PERSISTENT
-    assert with_mqmd_overrides(data, route.options, source_persistent) == _decode_replace_encode(
-        data, {"persistence": persistence, "priority": priority}, source_persistent)
+    before = decode_message(_decode_replace_encode(data, {"persistence": persistence, "priority": priority},
+                                                   source_persistent)).md
+    after = decode_message(out.message).md
+    assert after == before            # the MQMD is what the decode/replace/re-encode patch wrote
+    jms, _ = mq_bytes_to_jms(out.message, now_ms=now_ms)
+    want_mode = {"persistent": DeliveryMode.PERSISTENT, "not_persistent": DeliveryMode.NON_PERSISTENT}.get(
+        persistence, message.headers.delivery_mode)
+    assert jms.headers.delivery_mode == want_mode
+    assert jms.headers.priority == (message.headers.priority if priority is None else priority)

@@ -5,7 +5,6 @@ overrides, the rendered MQTT topic's check)."""
 from __future__ import annotations
 
 import dataclasses
-import struct
 from collections.abc import Callable
 from typing import Protocol
 
@@ -13,7 +12,6 @@ from bridge.connectors.base import Inbound, Outbound
 from mappings.errors import MappingError
 from mappings.jms.model import DeliveryMode, JmsMessage
 from mappings.mq import constants as C
-from mappings.mq.mqmd import FIELD_TABLE, detect_byte_order
 from mappings.mqtt.topics import TopicError, validate_topic_name
 from mappings.report import ConversionReport
 from mappings.rules.model import MqttEndpoint, Route, RouteOptions
@@ -52,30 +50,12 @@ def target_protocol(route: Route, connector_type: str) -> str:
 FIXED_PERSISTENCE: dict[str, int | None] = {
     "persistent": C.MQPER_PERSISTENT, "not_persistent": C.MQPER_NOT_PERSISTENT, "as_source": None}
 
-_PERSISTENCE_AT = FIELD_TABLE["persistence"][0]
-_PRIORITY_AT = FIELD_TABLE["priority"][0]
-
-
 def mq_persistence(opts: RouteOptions, source_persistent: bool) -> int:
     """MQMD.Persistence of a route's message: the option's, else as the source."""
     fixed = FIXED_PERSISTENCE[opts.persistence]
     if fixed is not None:
         return fixed
     return C.MQPER_PERSISTENT if source_persistent else C.MQPER_NOT_PERSISTENT
-
-
-def with_mqmd_overrides(data: bytes, opts: RouteOptions, source_persistent: bool) -> bytes:
-    """The route's persistence/priority overrides written into the MQMD (Persistence, Priority) that
-    starts ``data``: the two integers are overwritten in place, the rest of the bytes stays as encoded.
-    For an encoder without these options (JMS -> MQ); MQTT -> MQ passes them to MqttToMqEncoder."""
-    if opts.persistence == "as_source" and opts.priority is None:
-        return data
-    out = bytearray(data)
-    pack = struct.Struct(detect_byte_order(data, 0) + "i").pack_into
-    pack(out, _PERSISTENCE_AT, mq_persistence(opts, source_persistent))
-    if opts.priority is not None:
-        pack(out, _PRIORITY_AT, opts.priority)
-    return bytes(out)
 
 
 def override_jms(jms: JmsMessage, opts: RouteOptions) -> JmsMessage:

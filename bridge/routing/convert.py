@@ -16,7 +16,6 @@ from bridge.routing.base import (
     mq_persistence,
     override_jms,
     rename_properties,
-    with_mqmd_overrides,
 )
 from bridge.routing.mqtt_stomp import MqttToStompEncoder, mqtt_to_jms_message
 from mappings.conversions.jms_mq import jms_to_mq_bytes, mq_bytes_to_jms
@@ -24,7 +23,7 @@ from mappings.conversions.mqtt_jms import jms_to_mqtt
 from mappings.conversions.mqtt_mq import MqToMqttOptions, MqttToMqEncoder, MqttToMqOptions, UserIdSource, mq_to_mqtt
 from mappings.errors import MappingError
 from mappings.jms.json_forms import map_to_typed_json, stream_to_typed_json
-from mappings.jms.model import DeliveryMode, JmsMessage, MapBody, StreamBody
+from mappings.jms.model import JmsMessage, MapBody, StreamBody
 from mappings.mq import constants as C
 from mappings.mq.message import MqMessage, build_message, decode_message, encode_message
 from mappings.mq.mqmd import Mqmd
@@ -116,9 +115,9 @@ class RouteConverter:
         jms = item.message
         assert isinstance(jms, JmsMessage)
         jms = rename_properties(jms, self.route.options.property_map, report := ConversionReport())
-        data, conv = jms_to_mq_bytes(jms, now_ms=int(time.time() * 1000))
+        # the route's persistence/priority on the JMS headers, so the encoder writes MQMD and jms/Dlv, jms/Pri alike
+        data, conv = jms_to_mq_bytes(override_jms(jms, self.route.options), now_ms=int(time.time() * 1000))
         report.extend(conv)
-        data = with_mqmd_overrides(data, self.route.options, jms.headers.delivery_mode is DeliveryMode.PERSISTENT)
         target = self.route.target
         assert isinstance(target, QueueEndpoint)
         return Outbound(item.key, data, target.destination, item.size), C.MQFMT_RF_HEADER_2.strip(), report

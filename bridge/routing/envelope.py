@@ -14,7 +14,6 @@ from bridge.routing.base import (
     checked_topic,
     override_jms,
     rename_properties,
-    with_mqmd_overrides,
 )
 from bridge.routing.convert import mq_to_publication
 from mappings.conversions.envelope import (
@@ -31,7 +30,7 @@ from mappings.conversions.envelope import (
 from mappings.conversions.jms_mq import jms_to_mq_bytes, mq_bytes_to_jms
 from mappings.conversions.mqtt_jms import SWIFTMQ_NAMES
 from mappings.errors import MappingError
-from mappings.jms.model import DeliveryMode, Destination, DestinationKind, JavaValue, JmsMessage, jint, jstring
+from mappings.jms.model import Destination, DestinationKind, JavaValue, JmsMessage, jint, jstring
 from mappings.mq import constants as C
 from mappings.mqtt.publication import MqttPublication
 from mappings.report import ConversionReport
@@ -186,10 +185,9 @@ class EnvelopeConverter:
         payload form."""
         report = ConversionReport()
         pub, jms = self._read(item, report)
-        jms, dest = self._addressed(pub, jms, report)
+        jms, dest = self._addressed(pub, override_jms(jms, self.route.options), report)
         data, conv = jms_to_mq_bytes(jms, now_ms=int(time.time() * 1000))
         report.extend(conv)
-        data = with_mqmd_overrides(data, self.route.options, jms.headers.delivery_mode is DeliveryMode.PERSISTENT)
         return Outbound(item.key, data, dest, len(pub.payload)), C.MQFMT_RF_HEADER_2.strip(), report
 
 

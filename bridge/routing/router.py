@@ -33,6 +33,7 @@ BATCH = 128
 RETRY_MIN = 0.1
 RETRY_MAX = 10.0
 
+
 def backout_queue_name(route: str) -> str:
     """Default backout queue of a route: BACKOUT.<route>, cut to MQ's 48-character names."""
     return ("BACKOUT." + re.sub(r"[^A-Za-z0-9._/%]", "_", route))[:48]
