@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import threading
 import uuid
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 
 from bridge.connectors.base import ConnectorError, Inbound, Outbound
 from bridge.connectors.jms import JmsSource, JmsTarget
-from bridge.connectors.stomp_link import InboundFrame, StompLink, StompLinkConfig, StompLinkError
+from bridge.connectors.stomp_link import InboundFrame, LinkState, StompLink, StompLinkConfig, StompLinkError
 from mappings.jms.model import (
     BytesBody,
     DeliveryMode,
@@ -457,3 +458,24 @@ def test_source_and_target_survive_a_broker_restart(own_activemq: Any) -> None:
     # ActiveMQ does not persist the redelivered mark across its own restart (persistJMSRedelivered is off
     # by default), so the message that comes again may say 0: the route sees it as new (a duplicate).
     assert counts[texts.index("after")] == 0
+
+
+def test_confirm_of_frames_the_link_cannot_ack_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    """A confirmed message that cannot be ACKed (it came over an earlier connection, or the link is down)
+    comes again: the source says so in the log instead of skipping it silently."""
+    source = JmsSource(StompLinkConfig("127.0.0.1", 1), "orders")
+    acked: list[object] = []
+
+    class Link:   # the link's ack as after a reconnect: the first frame is of the older connection
+        state = LinkState.UP
+
+        def ack(self, frame: object) -> bool:
+            acked.append(frame)
+            return len(acked) > 1
+
+    source.link = Link()  # type: ignore[assignment]
+    frames = [InboundFrame(headers={"ack": str(i)}, body=b"", subscription="s", generation=1) for i in range(2)]
+    with caplog.at_level(logging.WARNING, logger="mqbridge.jms"):
+        source._ack_all(frames)
+    assert acked == frames
+    assert "1 of 2 confirmed messages not acknowledged" in caplog.text

@@ -173,8 +173,14 @@ class JmsSource(Source):
         return items
 
     def _ack_all(self, frames: list[InboundFrame]) -> None:
+        skipped = 0
         for frame in frames:
-            self.link.ack(frame)   # False for a frame of an older connection: it comes again (duplicate)
+            if not self.link.ack(frame):   # a frame of an older connection, or the link is down
+                skipped += 1
+        if skipped:   # at least once: the provider delivers them again (a duplicate, marked redelivered)
+            log.warning("%s: %d of %d confirmed messages not acknowledged (link %s; they came over an earlier "
+                        "connection or the link is down): they will come again", self.destination, skipped,
+                        len(frames), self.link.state.value)
 
     async def confirm(self, items: list[Inbound]) -> None:
         frames = [i.handle for i in items if isinstance(i.handle, InboundFrame)]
