@@ -34,7 +34,8 @@ class ClientConnection:
         self.username: str | None = None
         self.will: P.Will | None = None
         self.session: Session | None = None
-        self.closed = False
+        self.closed = False      # the socket ended
+        self.closing = False     # closing by the broker's decision: nothing more is processed
         self.close_reason = ""
         self.trace = False
         self._write = write
@@ -119,7 +120,9 @@ class ClientConnection:
         return self._buffer_size() < self._qos0_limit
 
     def abort(self, reason: str) -> None:
+        """Flush what is queued (e.g. a final acknowledgement) and close."""
         if not self.closed:
             self.close_reason = self.close_reason or reason
-            self._abort()
+        self.closing = True
+        self._abort()
 

@@ -1,9 +1,9 @@
-"""The asyncio side of the broker: listeners (TCP/TLS), connections that move bytes, timers.
+"""The asyncio side of the broker: listeners (TCP/TLS), sockets, output coalescing, timers.
 
-Hot path: ``data_received`` -> PacketReader -> Broker.handle; output is coalesced per connection and
-written once per loop iteration. Keepalive (1.5 x the client's value, WebSphere Message Broker docs
-"Keep Alive timer"), connect timeouts, session expiry and $SYS updates run from one periodic sweep, so
-10,000 idle connections cost no timers of their own. The only module in bridge/mqtt that uses asyncio.
+Hot path: ``data_received`` -> ConnectionDriver.receive (driver.py: PacketReader -> Broker.handle); output
+is coalesced per connection and written once per loop iteration. Keepalive and connect timeouts
+(ConnectionDriver.timed_out), session expiry and $SYS updates run from one periodic sweep, so 10,000
+idle connections cost no timers of their own. The only module in bridge/mqtt that uses asyncio.
 """
 from __future__ import annotations
 
@@ -17,25 +17,14 @@ from dataclasses import dataclass, field
 
 from bridge import __version__
 from bridge.config import ListenerConfig
-from bridge.mqtt import packets as P
 from bridge.mqtt.broker import Broker
 from bridge.mqtt.connection import ClientConnection
+from bridge.mqtt.driver import ConnectionDriver, Read
 
 log = logging.getLogger("mqbridge.server")
 
 SWEEP_INTERVAL = 0.5
 FLUSH_BYTES = 64 * 1024    # coalesced output is written at the latest when this much is queued
-# a publisher held by a route's flow control is still read (its PINGREQs answered, its acknowledgements of
-# deliveries to it processed) until this much is waiting unprocessed; then its socket is not read at all
-HELD_READ_BYTES = 1024 * 1024
-
-
-def _passes_hold(packet: P.Packet) -> bool:
-    """What a held publisher's connection still processes: acknowledgements of deliveries to it (they add
-    nothing to any queue) and PINGREQ (so its keepalive is answered)."""
-    if type(packet) is P.PacketIdOnly:
-        return packet.type != P.PUBREL   # PUBREL publishes a QoS 2 message: held
-    return type(packet) is P.Bare and packet.type == P.PINGREQ
 
 
 @dataclass(slots=True)
@@ -67,12 +56,15 @@ class Listener:
 
 
 class MqttProtocol(asyncio.Protocol):
-    __slots__ = ("server", "listener", "transport", "conn", "_out", "_out_bytes", "_peer", "_reading_paused")
+    """asyncio's end of one connection: moves bytes between the socket and the ConnectionDriver and does
+    what it says (pause reading, close)."""
+    __slots__ = ("server", "listener", "transport", "driver", "conn", "_out", "_out_bytes", "_reading_paused")
 
     def __init__(self, server: MqttServer, listener: Listener) -> None:
         self.server = server
         self.listener = listener
         self.transport: asyncio.Transport | None = None
+        self.driver: ConnectionDriver | None = None
         self.conn: ClientConnection | None = None
         self._out: list[bytes] = []
         self._out_bytes = 0
@@ -106,117 +98,38 @@ class MqttProtocol(asyncio.Protocol):
             except OSError:
                 pass
         server = self.server
-        broker = server.broker
-        limits = broker.limits
-        self.conn = ClientConnection(
-            peer=peer, listener=listener.label(), max_packet_size=limits.max_message_size,
-            now=server.loop.time(), write=self._queue_write, abort=self._abort,
-            after_commit=broker.store.after_commit, write_buffer_size=self.buffered,
-            qos0_buffer_limit=limits.qos0_buffer_bytes)
-        self.conn.on_unhold = lambda: server.loop.call_soon(self._unheld)
+        self.driver = driver = ConnectionDriver(
+            server.broker, peer=peer, listener=listener.label(), now=server.loop.time(),
+            write=self._queue_write, abort=self._abort, final=self._final, write_buffer_size=self.buffered)
+        self.conn = driver.conn
+        driver.conn.on_unhold = lambda: server.loop.call_soon(self._unheld)
         listener.connections.add(self)
         listener.accepted += 1
         server.connections.add(self)
 
     def data_received(self, data: bytes) -> None:
-        conn = self.conn
-        if conn is None or conn.closed:
-            return
-        conn.last_activity = self.server.loop.time()
-        conn.bytes_in += len(data)
-        broker = self.server.broker
-        held = conn.held
-        try:
-            for packet in conn.reader.feed(data):
-                conn.packets_in += 1
-                if (conn.held_by or held) and not _passes_hold(packet):
-                    held.append(packet)   # in order, processed once no route session holds it
-                    continue
-                broker.handle(conn, packet)
-                transport = self.transport
-                if conn.closed or transport is None or transport.is_closing():
-                    return
-            if held:
-                conn.held_bytes += len(data)
-                if conn.held_bytes >= HELD_READ_BYTES and not self._reading_paused and self.transport is not None:
-                    self._reading_paused = True
-                    self.transport.pause_reading()
-        except P.ProtocolError as exc:
-            self._protocol_error(exc)
-        except Exception as exc:  # a broker bug must cost one connection, not the process
-            log.exception("client %s (%s): internal error", conn.client_id, conn.peer)
-            self._close(f"internal error: {exc}")
+        driver = self.driver
+        if driver is not None and driver.receive(data, self.server.loop.time()) is Read.PAUSE:
+            self._pause()
 
     def _unheld(self) -> None:
-        """No route session holds this publisher any more: process what it sent meanwhile, in order (it
-        may be held again on the way), then read its socket again."""
-        conn = self.conn
-        transport = self.transport
-        if conn is None or conn.closed or transport is None:
+        driver = self.driver
+        if driver is None or self.transport is None:
             return
-        conn.last_activity = self.server.loop.time()   # not the client's fault that nothing was processed
-        held = conn.held
-        broker = self.server.broker
-        done = 0
-        try:
-            while done < len(held) and not conn.held_by:
-                packet = held[done]
-                done += 1
-                broker.handle(conn, packet)
-                if conn.closed or transport.is_closing():
-                    held.clear()   # nothing is processed after a DISCONNECT
-                    return
-        except P.ProtocolError as exc:
-            held.clear()   # what followed a broken packet is not processed
-            self._protocol_error(exc)
-            return
-        except Exception as exc:  # as in data_received: one connection, not the process
-            held.clear()
-            log.exception("client %s (%s): internal error", conn.client_id, conn.peer)
-            self._close(f"internal error: {exc}")
-            return
-        finally:
-            del held[:done]
-        if not held:
-            conn.held_bytes = 0
-            if self._reading_paused:
-                self._reading_paused = False
-                transport.resume_reading()
+        if driver.resume(self.server.loop.time()) is Read.GO_ON and self._reading_paused:
+            self._reading_paused = False
+            self.transport.resume_reading()
 
-    def _handle_held_at_close(self, conn: ClientConnection) -> None:
-        """The connection ended while packets it sent were held: they were received, so they are processed
-        (publications stored and routed, a DISCONNECT honoured: no will); answers go nowhere."""
-        broker = self.server.broker
-        held, conn.held = conn.held, []
-        if conn.client_id is None or broker.connections.get(conn.client_id) is not conn:
-            return   # taken over: the session belongs to the new connection now
-        for packet in held:
-            try:
-                broker.handle(conn, packet)
-            except P.ProtocolError as exc:
-                log.warning("client %s (%s): held packet refused at close: %s", conn.client_id, conn.peer, exc)
-                return
-            except Exception:
-                log.exception("client %s (%s): internal error on a held packet", conn.client_id, conn.peer)
-                return
-            if type(packet) is P.Bare and packet.type == P.DISCONNECT:
-                return
+    def _pause(self) -> None:
+        if not self._reading_paused and self.transport is not None:
+            self._reading_paused = True
+            self.transport.pause_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        conn = self.conn
         self.server.connections.discard(self)
         self.listener.connections.discard(self)
-        if conn is None:
-            return
-        if conn.held:
-            self._handle_held_at_close(conn)
-        reason = conn.close_reason or (f"I/O error: {exc}" if exc else "connection closed by peer")
-        conn.closed = True
-        if conn.client_id is not None:
-            log.info("client %s (%s) disconnected: %s", conn.client_id, conn.peer, reason)
-        elif conn.close_reason:
-            log.warning("connection from %s closed before CONNECT: %s", conn.peer, reason)
-        self.server.broker.connection_lost(conn, reason)
+        if self.driver is not None:
+            self.driver.lost(str(exc) if exc else None)
         self.transport = None
 
     # -- output -----------------------------------------------------------------------------------
@@ -253,30 +166,19 @@ class MqttProtocol(asyncio.Protocol):
 
     # -- closing ----------------------------------------------------------------------------------
 
-    def _protocol_error(self, exc: P.ProtocolError) -> None:
-        conn = self.conn
-        assert conn is not None
-        self.server.broker.stats.protocol_errors += 1
-        who = conn.client_id or "(not connected)"
-        log.warning("client %s (%s): protocol error, closing: %s", who, conn.peer, exc)
-        if exc.connack is not None and conn.client_id is None:
-            # the one answer a refused CONNECT gets, then the connection closes
-            self._out.clear()
-            self._out_bytes = 0
-            if self.transport is not None:
-                self.transport.write(P.encode_connack(int(exc.connack)))
-            conn.close_reason = f"CONNACK {int(exc.connack)}: {exc.reason}"
-            conn.closed = True
-            if self.transport is not None:
-                self.transport.close()
-            return
-        self._close(f"protocol error: {exc}")
+    def close(self, reason: str) -> None:
+        if self.driver is not None:
+            self.driver.close(reason)
+        else:
+            self._abort()
 
-    def _close(self, reason: str) -> None:
-        conn = self.conn
-        if conn is not None and not conn.closed:
-            conn.close_reason = conn.close_reason or reason
-        self._abort()
+    def _final(self, data: bytes) -> None:
+        """The last bytes (a refusing CONNACK) instead of anything queued, then close."""
+        self._out.clear()
+        self._out_bytes = 0
+        if self.transport is not None:
+            self.transport.write(data)
+            self.transport.close()
 
     def _abort(self) -> None:
         """Flush what is queued (e.g. a final ack) and close."""
@@ -404,19 +306,11 @@ class MqttServer:
 
     def sweep(self) -> None:
         now = self.loop.time()
-        timeout = self.broker.limits.connect_timeout
         for proto in list(self.connections):
-            conn = proto.conn
-            if conn is None or conn.closed:
-                continue
-            if conn.client_id is None:
-                if now - conn.created > timeout:
-                    proto._close(f"no CONNECT within {timeout:g} s")
-            elif (conn.keepalive and not (conn.held_by or conn.held)
-                  and now - conn.last_activity > 1.5 * conn.keepalive):
-                # "Keep Alive timer": the broker disconnects a client it has not heard from in 1.5 x keep alive; not a
-                # publisher held by a route's flow control, whose socket may not have been read at all
-                proto._close(f"keepalive expired ({conn.keepalive} s x 1.5 without a packet)")
+            driver = proto.driver
+            reason = driver.timed_out(now) if driver is not None else None
+            if reason is not None:
+                proto.close(reason)
         mono = time.monotonic()
         dt = mono - self._last_rates
         if dt >= 1.0:
