@@ -28,6 +28,9 @@ CASES = {
     "subscribe without topics": CONNECT + bytes([0x82, 2, 0, 1]),
     "oversize packet": CONNECT + bytes([0x30]) + P.encode_length(5_000_000),
     "reserved connect flag": CONNECT[:9] + bytes([CONNECT[9] | 1]) + CONNECT[10:],
+    "subscribe to an empty filter": CONNECT + bytes([0x82, 5, 0, 1, 0, 0, 0]),
+    "unsubscribe an invalid filter": CONNECT + bytes([0xA2, 9, 0, 1, 0, 5]) + b"a/#/b",
+    "unsubscribe an empty filter": CONNECT + bytes([0xA2, 4, 0, 1, 0, 0]),
 }
 
 EXPECTED_LOG = {
@@ -46,6 +49,9 @@ EXPECTED_LOG = {
     "subscribe without topics": "no topic filters",
     "oversize packet": "exceeds the limit",
     "reserved connect flag": "reserved connect flag",
+    "subscribe to an empty filter": "SUBSCRIBE: invalid topic filter: topic filter is empty",
+    "unsubscribe an invalid filter": "UNSUBSCRIBE: invalid topic filter: '#' must be a whole last level",
+    "unsubscribe an empty filter": "UNSUBSCRIBE: invalid topic filter: topic filter is empty",
 }
 
 
@@ -93,3 +99,19 @@ def test_garbage_bytes_then_silence_times_out_with_reason(gateway_factory: Calla
     raw.send(b"\x10")  # the start of a CONNECT that never completes
     assert raw.closed_by_peer(5)
     wait_for(lambda: "no CONNECT within 0.5 s" in gw.log(), 5, what="connect timeout log line")
+
+
+def test_pubrec_for_a_qos1_delivery_is_a_protocol_error(shared_gateway: GatewayProcess,
+                                                        clients: Callable[..., PahoClient]) -> None:
+    """A PUBREC answers only a QoS 2 delivery; for a QoS 1 one the broker closes the connection instead of
+    sending a PUBREL the client never expects."""
+    gw = shared_gateway
+    raw = RawClient(gw.port)
+    raw.connect("pubrec-q1")
+    assert raw.subscribe("pubrec/q1", 1).return_codes == (1,)
+    clients(gw.port).connect().publish("pubrec/q1", "one", 1)
+    delivery = raw.recv()
+    assert isinstance(delivery, P.Publish) and delivery.qos == 1 and delivery.packet_id
+    raw.send(bytes([0x50, 2]) + delivery.packet_id.to_bytes(2, "big"))   # PUBREC
+    assert raw.closed_by_peer(5), "the broker answered a PUBREC for a QoS 1 delivery"
+    wait_for(lambda: "a QoS 1 delivery" in gw.log(), 5, what="protocol error logged")

@@ -285,7 +285,11 @@ class Session:
         self._fill_window()
 
     def on_pubrec(self, pid: int) -> None:
+        """PUBREC: answered with PUBREL, also for an id not in flight (a PUBREL lost before a reconnect).
+        A PUBREC for a QoS 1 delivery is a protocol violation: the PUBREL would confuse the client."""
         out = self.inflight.get(pid)
+        if out is not None and out.qos == 1:
+            raise P.ProtocolError(f"PUBREC for packet id {pid}, a QoS 1 delivery", packet="PUBREC")
         if out is not None and out.qos == 2 and out.state == SENT:
             out.state = RELEASED
             journal = self.journal

@@ -3,7 +3,9 @@
 ``add``/``remove`` are the one way a subscription changes, for a client's SUBSCRIBE/UNSUBSCRIBE and for
 a route's session (Broker.attach_route_session). A client's new subscription is sent the retained
 messages it matches, RETAIN set, at QoS min(retained, granted). MQTT 3.1 closes the connection on an
-invalid filter; 3.1.1 refuses that filter alone (SUBACK 0x80).
+invalid filter; 3.1.1 refuses that filter alone (SUBACK 0x80), except an empty one, which no topic filter
+may be ([MQTT-4.7.3-1]): that closes the connection, as does any invalid filter in UNSUBSCRIBE, which has
+no per-filter answer ([MQTT-4.8.0-1]: a protocol violation closes the connection).
 """
 from __future__ import annotations
 
@@ -66,7 +68,7 @@ class Subscriptions:
             try:
                 validate_topic_filter(topic_filter)
             except TopicError as exc:
-                if conn.protocol_level == P.MQTT_31:
+                if conn.protocol_level == P.MQTT_31 or not topic_filter:
                     raise P.ProtocolError(f"invalid topic filter: {exc}", packet="SUBSCRIBE") from None
                 log.warning("client %s: SUBSCRIBE refused: %s", session.client_id, exc)
                 codes.append(P.SUBACK_FAILURE)
@@ -87,6 +89,11 @@ class Subscriptions:
                 release_if_unreferenced(msg)
 
     def on_unsubscribe(self, conn: ClientConnection, session: Session, packet: P.Unsubscribe) -> None:
+        for topic_filter in packet.topics:
+            try:
+                validate_topic_filter(topic_filter)
+            except TopicError as exc:
+                raise P.ProtocolError(f"invalid topic filter: {exc}", packet="UNSUBSCRIBE") from None
         writes = False
         for topic_filter in packet.topics:
             writes |= self.remove(session, topic_filter)
