@@ -45,7 +45,7 @@ from mappings.mq import constants as C
 from mappings.mq.message import decode_message, encode_message
 from mappings.mq.mqmd import Mqmd, encode_mqmd
 from tests import jms_strategies as js
-from tests.test_jms_mq import mq_messages, representable
+from tests.jms_mq_strategies import mq_messages, representable
 
 NOW = 1_700_000_000_000
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
