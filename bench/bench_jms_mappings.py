@@ -21,7 +21,7 @@ from mappings.jms.json_forms import map_to_json, map_to_typed_json, stream_to_js
 from mappings.jms.model import MapBody, StreamBody  # noqa: E402
 from mappings.mqtt.publication import MqttPublication  # noqa: E402
 
-# The seed's own examples (message-broker-end-user-application-support.txt, "JMS Message payload").
+# The examples of WebSphere Message Broker docs "JMS message payload and appropriate parser".
 SEED_MAP = """<map>
   <Item_8_of_10_Char dt='char'>A</Item_8_of_10_Char>
   <Item_5_of_10_Double dt='r8'>999999.0</Item_5_of_10_Double>
@@ -54,7 +54,7 @@ def cases() -> dict[str, Callable[[], object]]:
         "JMS Map (10 entries) -> plain JSON": lambda: map_to_json(map_body),
         "JMS Map (10 entries) -> typed JSON": lambda: map_to_typed_json(map_body),
         "JMS Stream (10 items) -> plain JSON": lambda: stream_to_json(stream_body),
-        "Map XML decode, seed element-per-key form (10)": lambda: decode_map(seed_map_bytes),
+        "Map XML decode, WMB element-per-key form (10)": lambda: decode_map(seed_map_bytes),
         "Map XML decode, MQ wire form (10)": lambda: decode_map(wire_map_bytes),
         "Map encode, MQ wire form (10)": lambda: encode_map(map_body),
         "MQTT publication -> JMS (auto rule, 2 props)": lambda: mqtt_to_jms(publication),

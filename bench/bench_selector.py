@@ -20,8 +20,8 @@ from mappings.selector.compile import build_composite_selector, compile_selector
 SELECTORS = {
     # the JMS 1.1 §3.8.1.1 example
     "spec example (3 comparisons)": "JMSType = 'car' AND color = 'blue' AND weight > 2500",
-    # the seed's JMSInput example values, joined as the node does (7 clauses)
-    "seed composite (7 clauses)": build_composite_selector(
+    # WMB's JMSInput example values (docs "JMSInput node"), joined as the node does (7 clauses)
+    "WMB composite (7 clauses)": build_composite_selector(
         property_selector="OrderValue > 100.00",
         timestamp="BETWEEN 1057576423231 AND 10575788993265",
         delivery_mode="PERSISTENT",

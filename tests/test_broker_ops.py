@@ -447,7 +447,8 @@ def test_json_logs_and_configured_packet_trace(gateway_factory, clients, proto):
 
 
 def test_keepalive_grace_is_one_and_a_half_periods_and_zero_disables(gateway, clients, proto):
-    """Seed: disconnected when nothing is received within 1.5 x the Keep Alive period, not sooner."""
+    """WMB docs "Keep Alive timer": disconnected when nothing is received within 1.5 x the Keep Alive
+    period, not sooner."""
     level = LEVEL[proto]
     raw = RawClient(gateway.port)
     assert raw.connect("ka-grace", level, keepalive=2).return_code == 0

@@ -114,7 +114,7 @@ def test_mqtt_publish_reaches_jms_consumer_as_text_or_bytes(
             assert bytes.fromhex(m["body"]["hex"]) == payload
         assert m["headers"]["deliveryMode"] == "PERSISTENT"          # QoS 1 -> PERSISTENT
         props = m["properties"]
-        # SwiftMQ informational properties (seed swiftmq / amlen): every one arrives as a String over STOMP.
+        # SwiftMQ informational properties (SwiftMQ "MQTT Swiftlet", Amlen): every one arrives as a String over STOMP.
         # JMSXUserID carries the MQTT user name in the model, but ActiveMQ discards that header on a
         # STOMP SEND (docs/stomp-facts.md §9): the log says so below.
         assert "JMSXUserID" not in props

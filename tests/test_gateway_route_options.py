@@ -88,7 +88,7 @@ def test_mq_message_reaches_a_jms_consumer_with_renamed_properties_and_overrides
     gateway_factory: Callable[..., GatewayProcess], activemq: BrokerEndpoints, jmstool: JmsTool, tmp_path: Path,
     tag: str,
 ) -> None:
-    """Embedded queue -> ActiveMQ queue: the seed's MQJMSTransform (RFH2 jms/usr -> JMS headers and
+    """Embedded queue -> ActiveMQ queue: WMB's MQJMSTransform (RFH2 jms/usr -> JMS headers and
     properties), the route's property_map and its persistence/priority overrides."""
     queue = f"q2j.{tag}"
     gw = start(gateway_factory, tmp_path, [
@@ -125,7 +125,7 @@ def test_jms_map_message_reaches_the_embedded_queue_as_mq_bytes_with_overrides(
     gateway_factory: Callable[..., GatewayProcess], activemq: BrokerEndpoints, jmstool: JmsTool, tmp_path: Path,
     tag: str,
 ) -> None:
-    """ActiveMQ queue -> embedded queue: the seed's JMSMQTransform (MQMD + RFH2 mcd/jms/usr + the
+    """ActiveMQ queue -> embedded queue: WMB's JMSMQTransform (MQMD + RFH2 mcd/jms/usr + the
     map's XML body), property_map, and persistence/priority overrides on the MQMD and the jms folder."""
     queue = f"j2q.{tag}"
     gw = start(gateway_factory, tmp_path, [
@@ -233,7 +233,7 @@ def test_mqtt_topic_levels_become_an_activemq_topic_name_with_overrides(
 def test_route_to_one_client_reaches_only_it_and_waits_for_its_session(
     gateway_factory: Callable[..., GatewayProcess], clients: Callable[..., PahoClient], tmp_path: Path,
 ) -> None:
-    """``to: {mqtt: topic, client_id: X}`` (seed Table 4, a message sent to one client): only X gets it,
+    """``to: {mqtt: topic, client_id: X}`` (MQ Telemetry Table 4, a message sent to one client): only X gets it,
     with no subscription; while X has no session the messages stay on the source queue."""
     gw = start(gateway_factory, tmp_path, [
         {"name": "one", "from": {"queue": "TO.DEV1"}, "to": {"mqtt": "direct/{topic}", "client_id": "dev-1"}}])

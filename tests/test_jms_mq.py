@@ -1,6 +1,7 @@
-"""JMS <-> MQ (mappings.conversions.jms_mq): the mapping tables of the seed and of section 6.1, golden bytes,
-the `mqbridge convert` command and the docs' rule table. The rules one by one are in test_jms_mq_headers.py
-and test_jms_mq_bodies.py, real messages in test_jms_mq_real.py, round trips in test_jms_mq_round_trip.py."""
+"""JMS <-> MQ (mappings.conversions.jms_mq): the mapping tables of WebSphere Message Broker docs "JMS message
+transformation" and of IBM MQ docs "Mapping JMS fields onto IBM MQ fields", golden bytes, the `mqbridge convert`
+command and the docs' rule table. The rules one by one are in test_jms_mq_headers.py and test_jms_mq_bodies.py,
+real messages in test_jms_mq_real.py, round trips in test_jms_mq_round_trip.py."""
 from __future__ import annotations
 
 import json
@@ -46,9 +47,9 @@ SEED = REPO_ROOT.parent / "shared" / "seeds" / "message-broker-end-user-applicat
 
 
 # ==================================================================================================
-# The seed's four tables are all implemented (read from the seed itself)
+# The four tables of WMB docs "JMS message transformation" are all implemented (read from the document when present)
 # ==================================================================================================
-# Broker names in the seed -> IBM JMS names (mq-wire-facts.md §6.2, S6)
+# WMB's names -> IBM MQ classes for JMS names
 SEED_ALIASES = {"JMSQApplid": "JMSXAppID", "JMSApplid": "JMSXAppID", "JMSUser": "JMSXUserID",
                 "JMSGroupid": "JMSXGroupID", "JMSGroupseq": "JMSXGroupSeq", "JMSTimeStamp": "JMSTimestamp",
                 "JMSRedelivered = false": "JMSRedelivered", "JMSRedelivered = true": "JMSRedelivered"}
@@ -56,7 +57,7 @@ SEED_ALIASES = {"JMSQApplid": "JMSXAppID", "JMSApplid": "JMSXAppID", "JMSUser": 
 
 def seed_tables() -> list[list[tuple[str, str]]]:
     if not SEED.is_file():
-        pytest.skip(f"seed {SEED} not present")
+        pytest.skip(f"the specification text {SEED} is not present (not part of the repository)")
     text = SEED.read_text()
     section = text[text.index("### JMS message transformation"):text.index("### Example message flow scenario")]
     tables: list[list[tuple[str, str]]] = []

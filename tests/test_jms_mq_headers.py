@@ -107,7 +107,7 @@ def test_expiration():
     mq, r = to_mq(msg(expiration=NOW + (2**31) * 100))                    # TTL beyond an MQLONG (§6.2)
     assert mq.md.expiry == -1 and folder(mq, "jms")["Exp"][0] == str(NOW + 2**31 * 100) and names(r) == ["MQMD.Expiry"]
     assert to_jms(mq)[0].headers.expiration == NOW + 2**31 * 100          # Exp is the source (IBM MQ JMS mapping)
-    assert to_jms(native(got(expiry=250)))[0].headers.expiration == NOW + 25_000   # seed "Expiry -> JMSExpiration"
+    assert to_jms(native(got(expiry=250)))[0].headers.expiration == NOW + 25_000   # WMB: Expiry -> JMSExpiration
     assert to_jms(native(got()))[0].headers.expiration == 0
     with pytest.raises(MappingError, match="Exp"):
         to_jms(with_rfh2(got(), (F("jms", ("Exp", "soon")),)))
@@ -180,7 +180,7 @@ def test_destination():
 
 def test_backout_count_and_delivery_count():
     mq, r = to_mq(JmsMessage(JmsHeaders(redelivered=True), props(("JMSXDeliveryCount", jint(3)))))
-    assert mq.md.backout_count == 2 and r.findings == []                   # seed: BackoutCount - 1
+    assert mq.md.backout_count == 2 and r.findings == []                   # WMB: BackoutCount - 1
     j, _ = to_jms(mq)
     assert j.headers.redelivered is True and j.properties["JMSXDeliveryCount"] == jint(3)
     j, _ = to_jms(native(got()))

@@ -75,7 +75,7 @@ def test_repo_has_no_copy_of_the_real_captures():
 
 
 def test_mqtt_origin_message_is_a_bytes_message_on_its_topic():
-    """mq-wire-facts §7: an MQTT publication in MQ is a jms-bytes message; mqps/Top gives topic://<Top>."""
+    """IBM MQ JMS mapping: an MQTT publication in MQ is a jms-bytes message; mqps/Top gives topic://<Top>."""
     pub = MqttPublication(topic="sensors/hall/temp", payload=b'{"t":21.5}', qos=1, packet_id=7, client_id="thermo-1",
                           retain=True)
     mq, _ = mqtt_to_mq(pub)

@@ -1,4 +1,4 @@
-"""MQTT codec: the seed's byte layouts, round trips, and the decoder on hostile input."""
+"""MQTT codec: the MQTT 3.1/3.1.1 byte layouts, round trips, and the decoder on hostile input."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from bridge.mqtt import packets as P
 
 
 def test_connect_31_golden_bytes() -> None:
-    # seed, CONNECT variable header: protocol name "MQIsdp", version 3, flags, keep alive 10
+    # MQTT V3.1, CONNECT variable header: protocol name "MQIsdp", version 3, flags, keep alive 10
     pkt = P.Connect(P.MQTT_31, "abc", clean_session=True, keepalive=10)
     data = P.encode(pkt)
     assert data == bytes([0x10, 17, 0, 6]) + b"MQIsdp" + bytes([3, 0x02, 0, 10, 0, 3]) + b"abc"

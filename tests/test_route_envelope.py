@@ -118,7 +118,7 @@ def test_mq_source_keeps_the_payload_forms_topic_and_qos() -> None:
     out, kind, _ = conv.convert(Inbound("k", "mq", raw, "MQHRF2", len(raw), "Q.IN", time.time()))
     pub = out.message
     assert isinstance(pub, MqttPublication) and kind == "publish"
-    assert pub.topic == "dev/a/b" and pub.qos == 0                        # seed Table 4: NOT_PERSISTENT -> 0
+    assert pub.topic == "dev/a/b" and pub.qos == 0                        # MQ Telemetry Table 4: NOT_PERSISTENT -> 0
     doc = json.loads(pub.payload)
     assert doc["headers"]["JMSReplyTo"] == "queue:///R.Q" and doc["body"] == {"type": "jms_text", "text": "body"}
     assert doc["headers"]["JMSDestination"] == "topic://a/b"              # mqps/Top (IBM MQ JMS mapping)

@@ -1,4 +1,4 @@
-"""The gateway end to end on its embedded defaults: MQTT -> MQ queue (seed Tables 1-3), MQ queue ->
+"""The gateway end to end on its embedded defaults: MQTT -> MQ queue (MQ Telemetry Tables 1-3), MQ queue ->
 MQTT (Tables 4-5), poison messages to the backout queue, the conversion log, reload, and a SIGKILL."""
 
 from __future__ import annotations
@@ -224,5 +224,5 @@ def test_user_identifier_from_user_name(gateway_factory: Callable[..., GatewayPr
     wait_for(lambda: store.depth("QU") == 1, 10, what="the message on QU")
     msg = decode_message(store.browse("QU")[0].data)
     store.close()
-    assert msg.md.user_identifier.strip() == "alice"          # seed Table 1: MqttConnectOptions.UserName
+    assert msg.md.user_identifier.strip() == "alice"          # MQ Telemetry Table 1: MqttConnectOptions.UserName
     assert msg.rfh2_folder("mqtt").value("clientId") == "device-99"   # type: ignore[union-attr]
