@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import base64
 import binascii
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -59,19 +60,49 @@ def now_ms(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------------------------------
 # Reading descriptions (JSON or YAML), errors with file line and field
 # --------------------------------------------------------------------------------------------------
-def load_description(raw: bytes, name: str) -> tuple[Any, str]:
-    """Parse JSON/YAML text; returns (data, text)."""
+#: the keys of `mqbridge convert --json` output, which is accepted as input again (its "result", or for an
+#: MQ message its exact bytes, "hex")
+CONVERT_OUTPUT_KEYS = frozenset({"result", "report", "hex", "notes"})
+
+
+def _is_convert_output(data: Any) -> bool:
+    return isinstance(data, dict) and "result" in data and "report" in data and CONVERT_OUTPUT_KEYS.issuperset(data)
+
+
+def _parse(text: str, name: str) -> Any:
+    """JSON text with a JSON parser (YAML 1.1 would read 1e308 or 1e+16 as strings), anything else as YAML."""
+    if text.lstrip()[:1] in ("{", "["):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            json_error = f"{name}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}"
+        try:
+            return yaml.safe_load(text)   # YAML flow style that is not JSON (e.g. unquoted keys)
+        except yaml.YAMLError:
+            raise InputError(json_error) from None
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{name}: not UTF-8 text at byte {exc.start} (use --raw for a raw payload)"
-                         ) from None
-    try:
-        return yaml.safe_load(text), text
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark else name
         raise InputError(f"{where}: not valid JSON/YAML: {getattr(exc, 'problem', exc)}") from None
+
+
+def load_text(raw: bytes, name: str) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{name}: not UTF-8 text at byte {exc.start} (use --raw for a raw payload)"
+                         ) from None
+
+
+def load_description(raw: bytes, name: str) -> tuple[Any, str]:
+    """Parse JSON/YAML text; returns (data, text). The output of `convert --json` stands for its result."""
+    text = load_text(raw, name)
+    data = _parse(text, name)
+    if _is_convert_output(data):
+        data = data["result"]
+    return data, text
 
 
 def validation_message(exc: ValidationError, text: str, name: str) -> str:
@@ -205,7 +236,11 @@ def mq_message_bytes(raw: bytes, name: str) -> bytes:
     compact = b"".join(raw.split())
     if compact and len(compact) % 2 == 0 and _HEX_DIGITS.issuperset(compact):
         return bytes.fromhex(compact.decode())
-    data, _text = load_description(raw, name)
+    data = _parse(load_text(raw, name), name)
+    if _is_convert_output(data):
+        if isinstance(data.get("hex"), str):
+            return mq_message_bytes(data["hex"].encode(), name)   # the exact bytes of that conversion
+        data = data["result"]
     return encode_message(message_from_dict(data))
 
 
