@@ -52,7 +52,7 @@ def test_template_line_equals_trusted_line(variable: tuple[str, ...], t: float, 
                                            redelivered: int) -> None:
     values: dict[str, Any] = dict(
         event_time=t, gateway_id="gw", message_key=key, route="r\u00e9", direction=direction.value,
-        source_protocol=src.value, target_protocol="jms", source_type="publish", target_type="TextBody",
+        source_protocol=src.value, target_protocol="jms", source_type="publish", target_type="TextMessage",
         qos=qos, persistent=persistent, priority=opt_int, source_size=size, target_size=size // 2,
         status=status.value, reason=None if status is Status.OK else "why", findings=fnd,
         latency_us=size, client_id=client, destination=dest, redelivery_count=redelivered)
@@ -111,7 +111,7 @@ def test_record_ok_writes_what_record_writes(tmp_path: Path, cache_size: int, mo
             ("c1", "a/b", tuple(Finding(f.change, f.name, f.detail) for f in loss), 0), (None, "a/\u00fc\"", (), 0)]):
         item = _inbound(n + 10, client, topic, redelivered)
         out = Outbound(item.key, b"", "topic:t", n * 3)
-        good.append((item, out, "TextBody" if n % 2 else "BytesBody", ConversionReport(list(fnd))))
+        good.append((item, out, "TextMessage" if n % 2 else "BytesMessage", ConversionReport(list(fnd))))
     logs = {name: ConversionLog(tmp_path / name) for name in ("fast", "model")}
     for log in logs.values():
         log.start()
@@ -155,7 +155,7 @@ def test_record_writes_the_trusted_lines(client: str | None, dest: str | None, f
     sink = _Lines()
     router = Router(None, None, sink, "gw", None)  # type: ignore[arg-type]
     now = 1_795_320_100.25
-    router.record_ok(route, "jms", [(item, Outbound(item.key, b"", "topic:t", 1), "TextBody",
+    router.record_ok(route, "jms", [(item, Outbound(item.key, b"", "topic:t", 1), "TextMessage",
                                      ConversionReport([Finding(Change.DROPPED, "x", "y")]))], now)
     del sink.lines[:]
     router.record(route, item, "mq", Direction.EGRESS, Status(status), now=now, target_type=target_type,

@@ -121,6 +121,8 @@ def test_mqtt_publish_reaches_jms_consumer_as_text_or_bytes(
         assert props["JMS_SWIFTMQ_CID"] == {"type": STRING, "value": "sensor-7"}
         assert props["JMS_SWIFTMQ_MQTT_PUBQOS"] == {"type": STRING, "value": "1"}   # an int in the model
     recs = egress(gw, 3, "m2j")
+    # the log names the JMS message type the consumer got (it said TextBody/BytesBody, the model's classes)
+    assert sorted(r["target_type"] for r in recs) == sorted(c.rsplit("ActiveMQ", 1)[1] for c in expected)
     for r in recs:
         assert r["status"] == "ok" and r["target_protocol"] == "jms"
         lost = {(f["change"], f["name"]) for f in r["findings"]}

@@ -101,7 +101,7 @@ def test_one_template_serves_a_topic_and_the_frame_bytes_are_the_link_encoding()
     assert isinstance(f1, SendFrame) and isinstance(f2, SendFrame) and isinstance(f3, SendFrame)
     assert f1.headers is f3.headers and f1.head is f3.head
     assert (f1.content_length, f2.content_length, f3.content_length) == (False, True, False)
-    assert (second_type, third_type) == ("BytesBody", "TextBody")
+    assert (second_type, third_type) == ("BytesMessage", "TextMessage")
     assert f3.body == b"world"
     assert f1.head == encode_send_head("/topic/out", f1.headers)
     assert b"JMS_SWIFTMQ_CID:c\\c1\n" in f1.head and f1.headers["persistent"] == "true"

@@ -109,7 +109,7 @@ class RouteConverter:
         jms = override_jms(rename_properties(jms, self.route.options.property_map, report), self.route.options)
         target = self.route.target
         assert isinstance(target, QueueEndpoint)
-        return Outbound(item.key, jms, target.destination, len(raw)), type(jms.body).__name__, report
+        return Outbound(item.key, jms, target.destination, len(raw)), jms.body_type.java_class, report
 
     def _jms_to_mq(self, item: Inbound) -> Result:
         jms = item.message

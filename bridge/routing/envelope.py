@@ -177,7 +177,7 @@ class EnvelopeConverter:
         report = ConversionReport()
         pub, jms = self._read(item, report)
         jms, dest = self._addressed(pub, override_jms(jms, self.route.options), report)
-        return Outbound(item.key, jms, dest, len(pub.payload)), type(jms.body).__name__, report
+        return Outbound(item.key, jms, dest, len(pub.payload)), jms.body_type.java_class, report
 
     def _envelope_to_mq(self, item: Inbound) -> Result:
         """Through the JMS -> MQ mapping (IBM MQ docs "Mapping JMS fields onto IBM MQ fields": CorrelId,

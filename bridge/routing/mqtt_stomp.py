@@ -49,7 +49,7 @@ def mqtt_to_jms_message(route: Route, item: Inbound) -> Result:
     dest = target.destination
     if target.topic is not None and "{" in target.topic:
         dest = "topic:" + render_dotted_topic(target.topic, topic=pub.topic, client=pub.client_id or "")
-    return Outbound(item.key, jms, dest, len(pub.payload)), type(jms.body).__name__, report
+    return Outbound(item.key, jms, dest, len(pub.payload)), jms.body_type.java_class, report
 
 
 # Stand-in payloads: the model path classifies them as the body kind of the key (auto/text: "" is a
@@ -64,7 +64,7 @@ class _Template:
     frame_destination: str           # the STOMP destination header
     headers: dict[str, str]          # shared by every frame of the key: never mutated
     head: bytes                      # encode_send_head(frame_destination, headers)
-    target_type: str                 # TextBody | BytesBody
+    target_type: str                 # TextMessage | BytesMessage
     findings: tuple[Finding, ...]    # the conversion's (mqtt_to_jms, property_map), then jms_to_frame's
     content_length: bool
 
