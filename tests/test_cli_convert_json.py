@@ -49,8 +49,8 @@ def test_bad_json_names_line_and_column(tmp_path: Path, capsys: pytest.CaptureFi
 
 @pytest.mark.parametrize(("first", "second", "extra"), [
     ("jms", "mq", []), ("jms", "mqtt", ["--topic", "plant/temp"]), ("mq", "jms", []),
-    ("mqtt", "mq", ["--client-id", "c1"]), ("mq", "mqtt", ["--fallback-topic", "plant/temp", "--allocate-packet-id", "5"]),
-    ("mqtt", "jms", []),
+    ("mqtt", "mq", ["--client-id", "c1"]),
+    ("mq", "mqtt", ["--fallback-topic", "plant/temp", "--allocate-packet-id", "5"]), ("mqtt", "jms", []),
 ])
 def test_convert_output_is_accepted_as_input(tmp_path: Path, capsys: pytest.CaptureFixture[str], first: str,
                                              second: str, extra: list[str]) -> None:
