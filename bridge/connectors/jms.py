@@ -51,7 +51,8 @@ DEFAULT_PREFETCH = 256
 def link_config(conn: JmsConnector, client_id: str | None = None) -> StompLinkConfig:
     return StompLinkConfig(host=conn.host, port=conn.port, login=conn.user, passcode=conn.password,
                            vhost=conn.vhost, client_id=client_id, heartbeat_send_ms=conn.heartbeat_ms,
-                           heartbeat_receive_ms=conn.heartbeat_ms, backoff_max=conn.reconnect_max_seconds)
+                           heartbeat_receive_ms=conn.heartbeat_ms, heartbeat_grace=conn.heartbeat_grace,
+                           backoff_max=conn.reconnect_max_seconds)
 
 
 def _findings(report: ConversionReport) -> list[Finding]:

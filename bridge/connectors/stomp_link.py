@@ -14,7 +14,7 @@ message is the mapping library's business (docs/stomp-facts.md records what Acti
   by the provider after a reconnect (``redelivered: true``); an ack for a frame that came over an
   older connection is dropped (``ack`` returns False) because that delivery is void.
 - Heartbeats are negotiated on CONNECT; a silent provider is detected by stomp.py after
-  1.5 x the receive interval and treated like a dropped connection.
+  ``heartbeat_grace`` (2.5) x the receive interval and treated like a dropped connection.
 - After a drop a supervisor thread reconnects with exponential backoff (``backoff_initial`` doubling
   to ``backoff_max``, +-20 % jitter) and re-subscribes every subscription with its old id.
 

@@ -62,6 +62,9 @@ class StompLinkConfig:
     client_id: str | None = None
     heartbeat_send_ms: int = 10_000  # we promise a frame at least this often (0: never)
     heartbeat_receive_ms: int = 10_000  # we want one from the provider this often (0: don't care)
+    # silence tolerated: this many negotiated intervals. STOMP 1.2 leaves the tolerance to the receiver;
+    # ActiveMQ 5.x sends its first heart-beat two intervals after CONNECTED (then one per interval)
+    heartbeat_grace: float = 2.5
     connect_timeout: float = 10.0  # TCP connect, and again for the CONNECTED frame
     receipt_timeout: float = 10.0
     backoff_initial: float = 0.1
@@ -334,7 +337,7 @@ class LinkCore:
         conn = stomp.Connection12(
             [(cfg.host, cfg.port)],
             heartbeats=(cfg.heartbeat_send_ms, cfg.heartbeat_receive_ms),
-            heart_beat_receive_scale=1.5,
+            heart_beat_receive_scale=cfg.heartbeat_grace,
             auto_decode=False,
             auto_content_length=False,
             reconnect_attempts_max=1,  # backoff is ours

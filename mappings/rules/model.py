@@ -49,6 +49,7 @@ class JmsConnector(_Model):
     password: str | None = None
     vhost: str | None = None
     heartbeat_ms: int = Field(10_000, ge=0)
+    heartbeat_grace: float = Field(2.5, ge=1.5)   # silence tolerated, in negotiated heart-beat intervals
     reconnect_max_seconds: float = Field(30.0, gt=0)
 
 
