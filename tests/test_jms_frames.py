@@ -40,6 +40,7 @@ from mappings.stomp.frames import (
     redelivery_count,
     stomp_destination,
 )
+from mappings.stomp.text import decode_modified_utf8, encode_modified_utf8
 from mappings.stomp.xstream import map_body_to_xstream_xml, xstream_map_entries
 
 
@@ -64,10 +65,32 @@ def test_text_has_no_content_length_and_bytes_have_one() -> None:
     assert (data.destination, data.body, data.content_length) == ("/topic/t", b"\x00\x01", True)
 
 
-def test_text_with_nul_uses_amq_msg_type_and_reports_it() -> None:
+def test_text_is_written_in_modified_utf8_and_read_back() -> None:
+    """ActiveMQ's TextMessage reader takes Java's modified UTF-8 (docs/stomp-facts.md §10): NUL as C0 80
+    (so no content-length, and no amq-msg-type property), a character above U+FFFF as two 3-byte
+    surrogates. Nothing is lost, so nothing is reported."""
     report = ConversionReport()
-    frame = jms_to_frame(JmsMessage(body=TextBody("a\x00b")), "q", report)
-    assert frame.content_length and frame.headers["amq-msg-type"] == "text"
+    frame = jms_to_frame(JmsMessage(body=TextBody("a\x00b\U0001f600c")), "q", report)
+    assert not frame.content_length and "amq-msg-type" not in frame.headers
+    assert frame.body == b"a\xc0\x80b\xed\xa0\xbd\xed\xb8\x80c" and report.findings == []
+    back = ConversionReport()
+    assert frame_to_jms({}, frame.body, back).body == TextBody("a\x00b\U0001f600c") and back.findings == []
+    # standard UTF-8 from another writer reads the same
+    assert frame_to_jms({}, "a\U0001f600".encode()).body == TextBody("a\U0001f600")
+
+
+def test_modified_utf8_round_trips_any_text_and_names_a_bad_byte() -> None:
+    for text in ["", "plain", "\x00", "\U00010000\U0010ffff", "é\u4e2d\U0001f600\x00x", "\ud7ff\ue000\uffff"]:
+        assert decode_modified_utf8(encode_modified_utf8(text)) == text
+        assert decode_modified_utf8(text.encode("utf-8")) == text
+    try:
+        decode_modified_utf8(b"ok\xed\xa0\xbdx")        # a high surrogate alone
+    except UnicodeDecodeError as exc:
+        assert exc.start == 2
+    else:
+        raise AssertionError("an unpaired surrogate was read")
+    report = ConversionReport()
+    assert frame_to_jms({}, b"ok\xed\xa0\xbdx", report).body == TextBody("ok\ufffdx")
     assert names(report, Change.COERCED) == ["body"]
 
 

@@ -32,6 +32,7 @@ from mappings.mqtt.publication import MqttPublication
 from mappings.report import ConversionReport, Finding
 from mappings.rules.model import QueueEndpoint, Route, render_dotted_topic
 from mappings.stomp.frames import SendFrame, jms_to_frame
+from mappings.stomp.text import encode_modified_utf8_bytes
 
 
 def mqtt_to_jms_message(route: Route, item: Inbound) -> Result:
@@ -101,7 +102,8 @@ class MqttToStompEncoder:
         t = self._templates.get(key)
         if t is None:
             t = self._template(item, pub, key)
-        frame = SendFrame(t.frame_destination, t.headers, payload, t.content_length, t.head)
+        body = payload if t.content_length else encode_modified_utf8_bytes(payload)   # a text body
+        frame = SendFrame(t.frame_destination, t.headers, body, t.content_length, t.head)
         return Outbound(item.key, frame, t.destination, len(payload)), t.target_type, ConversionReport([*t.findings])
 
     def _template(self, item: Inbound, pub: MqttPublication, key: _Key) -> _Template:

@@ -33,6 +33,7 @@ from mappings.jms.model import (
 )
 from mappings.mq.message import decode_message
 from mappings.report import ConversionReport
+from mappings.stomp.text import decode_modified_utf8, encode_modified_utf8
 from mappings.stomp.wire import encode_send_head
 from mappings.stomp.xstream import NON_BMP, SURROGATES, map_body_to_xstream_xml, object_body, xstream_map_entries
 
@@ -129,28 +130,22 @@ def _body_frame(msg: JmsMessage, headers: dict[str, str], report: ConversionRepo
             report.defaulted("body", "null text sent as \"\" (STOMP cannot tell them apart)")
             text = ""
         try:
-            data = text.encode("utf-8")
+            data = encode_modified_utf8(text)   # §10: what ActiveMQ's TextMessage reader takes
         except UnicodeEncodeError:
             report.coerced("body", "text has an unpaired surrogate: replaced by U+FFFD")
-            data = text.encode("utf-8", "replace")
-        if b"\x00" in data:
-            headers["amq-msg-type"] = "text"
-            report.coerced("body", "text contains NUL: sent with content-length and amq-msg-type: text, "
-                                   "which the broker adds as String properties")
-            return data, True
+            data = encode_modified_utf8(SURROGATES.sub("\ufffd", text))
         return data, False
     if isinstance(body, BytesBody):
         return body.data, True
     if isinstance(body, MapBody):
         headers["transformation"] = MAP_TRANSFORMATION
         report.coerced("transformation", f"{MAP_TRANSFORMATION}: the broker keeps it as a String property")
-        return map_body_to_xstream_xml(body, report).encode("utf-8"), False
+        return encode_modified_utf8(map_body_to_xstream_xml(body, report)), False
     if isinstance(body, StreamBody):
         headers[BODY_TYPE_PROPERTY] = "jms_stream"
         report.coerced("body", "StreamMessage cannot be sent over STOMP: sent as a TextMessage holding the "
                                f"typed JSON array, marked {BODY_TYPE_PROPERTY}=jms_stream")
-        data = stream_to_typed_json(body).encode("utf-8")
-        return data, False
+        return encode_modified_utf8(stream_to_typed_json(body)), False
     if isinstance(body, ObjectBody):
         headers[BODY_TYPE_PROPERTY] = "jms_object"
         if body.class_name:
@@ -262,10 +257,10 @@ def _body_from_frame(headers: Mapping[str, str], body: bytes, report: Conversion
             return ObjectBody(body, headers.get(OBJECT_CLASS_PROPERTY) or None)
         return BytesBody(body)
     try:
-        text = body.decode("utf-8")
+        text = decode_modified_utf8(body)   # §10
     except UnicodeDecodeError as exc:
-        report.coerced("body", f"not valid UTF-8 at byte {exc.start}: replaced by U+FFFD")
-        text = body.decode("utf-8", "replace")
+        report.coerced("body", f"not valid (modified) UTF-8 at byte {exc.start}: replaced by U+FFFD")
+        text = decode_modified_utf8(body, "replace")
     if transformation.startswith("jms-map-"):
         if transformation != "jms-map-xml":
             report.dropped("body", f"{transformation} body not read (the connector subscribes with jms-xml)")
