@@ -67,9 +67,11 @@ class JmsTarget(Target):
 
     protocol = "jms"
 
-    def __init__(self, config: StompLinkConfig, receipt_timeout: float = 30.0) -> None:
+    def __init__(self, config: StompLinkConfig, receipt_timeout: float = 30.0, *,
+                 map_byte_arrays: bool = False) -> None:
         self.link = StompLink(config)
         self.receipt_timeout = receipt_timeout
+        self.map_byte_arrays = map_byte_arrays
         self._io = ThreadPoolExecutor(1, thread_name_prefix="jms-target")
         self._receipts = ThreadPoolExecutor(1, thread_name_prefix="jms-receipts")
 
@@ -88,7 +90,7 @@ class JmsTarget(Target):
                 msg = backout_to_jms(msg)
             if not isinstance(msg, JmsMessage):
                 raise ConnectorError(f"JMS target got a {type(msg).__name__}, not a JMS message")
-            out.append(jms_to_frame(msg, item.destination, report))
+            out.append(jms_to_frame(msg, item.destination, report, map_byte_arrays=self.map_byte_arrays))
             if report:
                 item.extra["findings"] = _findings(report)
         return out
@@ -226,7 +228,7 @@ def jms_factory(rules: RulesFile, route: Route, endpoint: QueueEndpoint, role: s
         client_id = f"mqbridge-{route.name}" if endpoint.subscription else None
         return JmsSource(link_config(conn, client_id), endpoint.destination, selector=route.options.selector,
                          subscription_name=endpoint.subscription)
-    return JmsTarget(link_config(conn))
+    return JmsTarget(link_config(conn), map_byte_arrays=conn.map_byte_arrays == "native")
 
 
 CONNECTOR_FACTORIES["jms"] = jms_factory

@@ -50,6 +50,8 @@ class JmsConnector(_Model):
     vhost: str | None = None
     heartbeat_ms: int = Field(10_000, ge=0)
     heartbeat_grace: float = Field(2.5, ge=1.5)   # silence tolerated, in negotiated heart-beat intervals
+    # a MapMessage's byte[] values: their base64 String, or XStream <byte-array> where the broker allows it
+    map_byte_arrays: Literal["base64", "native"] = "base64"
     reconnect_max_seconds: float = Field(30.0, gt=0)
 
 

@@ -121,7 +121,8 @@ def destination_name(value: str) -> str:
 
 
 
-def _body_frame(msg: JmsMessage, headers: dict[str, str], report: ConversionReport) -> tuple[bytes, bool]:
+def _body_frame(msg: JmsMessage, headers: dict[str, str], report: ConversionReport,
+                map_byte_arrays: bool = False) -> tuple[bytes, bool]:
     """The body rule (§1 SEND table, module docstring): (body bytes, content-length?)."""
     body = msg.body
     if isinstance(body, TextBody):
@@ -140,7 +141,7 @@ def _body_frame(msg: JmsMessage, headers: dict[str, str], report: ConversionRepo
     if isinstance(body, MapBody):
         headers["transformation"] = MAP_TRANSFORMATION
         report.coerced("transformation", f"{MAP_TRANSFORMATION}: the broker keeps it as a String property")
-        return encode_modified_utf8(map_body_to_xstream_xml(body, report)), False
+        return encode_modified_utf8(map_body_to_xstream_xml(body, report, byte_arrays=map_byte_arrays)), False
     if isinstance(body, StreamBody):
         headers[BODY_TYPE_PROPERTY] = "jms_stream"
         report.coerced("body", "StreamMessage cannot be sent over STOMP: sent as a TextMessage holding the "
@@ -203,13 +204,15 @@ def _property_frame(props: TypedMap, headers: dict[str, str], report: Conversion
 _JMS_NAMES = {"correlation-id": "JMSCorrelationID", "type": "JMSType", "reply-to": "JMSReplyTo"}
 
 
-def jms_to_frame(msg: JmsMessage, destination: str, report: ConversionReport | None = None) -> SendFrame:
-    """A JMS message as the SEND frame that makes ActiveMQ build the closest JMS message."""
+def jms_to_frame(msg: JmsMessage, destination: str, report: ConversionReport | None = None, *,
+                 map_byte_arrays: bool = False) -> SendFrame:
+    """A JMS message as the SEND frame that makes ActiveMQ build the closest JMS message
+    (``map_byte_arrays``: a MapMessage's byte[] values as XStream ``<byte-array>``, §11)."""
     report = report if report is not None else ConversionReport()
     headers: dict[str, str] = {}
     _property_frame(msg.properties, headers, report)
     _header_frame(msg.headers, headers, report)
-    data, content_length = _body_frame(msg, headers, report)
+    data, content_length = _body_frame(msg, headers, report, map_byte_arrays)
     for name in [n for n, v in headers.items() if "\x00" in v]:   # NUL would end the frame early
         report.dropped(_JMS_NAMES.get(name, name), "contains U+0000, which a STOMP header cannot carry")
         del headers[name]

@@ -158,12 +158,14 @@ class ActiveMQ:
         persistent: bool = False,
         name: str = "mqbridge-test",
         heap_mb: int = 256,
+        serializable_packages: str | None = "*",
     ) -> None:
         self.base = base
         self.host = host
         self.persistent = persistent
         self.name = name
         self.heap_mb = heap_mb
+        self.serializable_packages = serializable_packages   # None: the broker's default
         self.endpoints: BrokerEndpoints | None = None
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = base / "broker.log"
@@ -213,7 +215,8 @@ class ActiveMQ:
             f"-Dlog4j.configuration=file:{self.base / 'conf' / 'log4j.properties'}",
             # ObjectMessages holding java.util classes must be readable by the broker's jms-json
             # STOMP transformation.
-            "-Dorg.apache.activemq.SERIALIZABLE_PACKAGES=*",
+            *([f"-Dorg.apache.activemq.SERIALIZABLE_PACKAGES={self.serializable_packages}"]
+              if self.serializable_packages is not None else []),
             "-jar",
             str(LAUNCHER),
             "start",
