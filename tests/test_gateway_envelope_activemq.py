@@ -310,3 +310,35 @@ def test_a_temporary_reply_queue_needs_its_own_allow_prefix(
     assert result and result[0]["reply"] is None
     (dead,) = jmstool.receive(f"queue://{svc.dead}", 1, timeout=20)
     assert "is not an allowed reply destination" in dead["properties"]["mqbridgeReason"]["value"]
+
+
+def test_a_responder_may_name_the_reply_queue_as_activemq_writes_it(
+    gateway_factory: Callable[..., GatewayProcess], clients: Callable[..., PahoClient], activemq: BrokerEndpoints,
+    jmstool: JmsTool, tmp_path: Path,
+) -> None:
+    """A responder that copies the Java requester's JMSReplyTo as ActiveMQ prints it (``temp-queue://ID:...``
+    from Destination.toString(), or ``queue://name``) is answered like one that writes ``queue:///name``."""
+    svc = Service()
+    svc.extra_allow = ["temp-queue://ID:"]
+    gw = start(gateway_factory, tmp_path, activemq, svc)
+    responder = clients(gw.port, "pricing").connect()
+    responder.subscribe(f"{svc.topic}/request", 1)
+    result: list[dict[str, Any]] = []
+    requester = threading.Thread(target=lambda: result.append(jmstool.request(
+        f"queue://{svc.requests}", {"type": "Text", "body": "price?", "headers": {"type": "quote"}}, timeout=30)))
+    requester.start()
+    (got,) = responder.wait_messages(1, timeout=20)
+    request = json.loads(got.payload)
+    temp = request["headers"]["JMSReplyTo"].removeprefix("queue:///").removesuffix("?temporary=true")
+    request["headers"]["JMSReplyTo"] = f"temp-queue://{temp}"            # ActiveMQ's own form
+    responder.publish(f"{svc.topic}/reply/1", reply_to(request, {"type": "jms_text", "text": "12.50"}), qos=1)
+    requester.join(60)
+    (res,) = result
+    assert res["reply"] is not None and res["reply"]["body"] == "12.50" and res["replyTo"] == f"temp-queue://{temp}"
+
+    plain = f"{svc.replies}.plain"
+    request["headers"]["JMSReplyTo"] = f"queue://{plain}"                # ActiveMQ's form of a plain queue
+    responder.publish(f"{svc.topic}/reply/2", reply_to(request, {"type": "jms_text", "text": "13.00"}), qos=1)
+    (reply,) = jmstool.receive(f"queue://{plain}", 1, timeout=20)
+    assert reply["body"] == "13.00"
+    assert all(r["status"] == "ok" for r in egress(gw, "rep", 2))

@@ -11,11 +11,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mappings.errors import MappingError
-from mappings.jms.message_json import message_from_dict, message_from_json, message_to_dict, message_to_json
+from mappings.jms.message_json import (
+    TEMPORARY,
+    destination_from_text,
+    message_from_dict,
+    message_from_json,
+    message_to_dict,
+    message_to_json,
+)
 from mappings.jms.model import (
     BytesBody,
     DeliveryMode,
     Destination,
+    DestinationKind,
     JavaType,
     JavaValue,
     JmsHeaders,
@@ -188,3 +196,12 @@ def test_reader_raises_only_mapping_error(text):
         message_from_json(text)
     except MappingError:
         pass
+
+
+def test_destinations_in_activemq_form_are_read() -> None:
+    assert destination_from_text("queue://ORDERS") == Destination.queue("ORDERS")
+    assert destination_from_text("queue:///ORDERS") == Destination.queue("ORDERS")
+    assert destination_from_text("queue://QM1/ORDERS") == Destination.queue("ORDERS", "QM1")
+    assert destination_from_text("temp-queue://ID:h-1:2:1") == Destination(
+        DestinationKind.QUEUE, "ID:h-1:2:1", "", (TEMPORARY,))
+    assert destination_from_text("temp-topic://ID:t") == Destination(DestinationKind.TOPIC, "ID:t", "", (TEMPORARY,))

@@ -46,7 +46,7 @@ REPLY = """\
 def test_reply_to_target_addresses_queue_and_topic_by_the_envelope() -> None:
     conv = EnvelopeConverter(route(REPLY % ""), "mqtt", "jms")
     out, kind, report = conv.convert(from_mqtt({"headers": {"JMSDestination": "queue:///r.1"}}))
-    assert out.destination == "queue:r.1" and kind == "NoBody" and not report
+    assert out.destination == "queue:r.1" and kind == "Message" and not report
     assert isinstance(out.message, JmsMessage) and out.message.headers.destination == Destination.queue("r.1")
     out, _, _ = conv.convert(from_mqtt({"headers": {"JMSDestination": "topic://t.a/b"}}))
     assert out.destination == "topic:t.a/b"

@@ -29,13 +29,12 @@ from __future__ import annotations
 
 from mappings.errors import MappingError
 from mappings.jms.json_forms import load_json
-from mappings.jms.message_json import message_from_dict, message_to_json
+from mappings.jms.message_json import TEMPORARY, message_from_dict, message_to_json
 from mappings.jms.model import DeliveryMode, Destination, JmsMessage
 from mappings.report import ConversionReport
 
 STRUCTURE = "MQTT envelope"
 DESTINATION_FIELD = "headers.JMSDestination"
-TEMPORARY = ("temporary", "true")       # URI option marking a JMS temporary destination
 ALLOW_KINDS = ("queue://", "topic://", "temp-queue://", "temp-topic://")   # what allow prefixes start with
 
 

@@ -23,6 +23,7 @@ from mappings.jms.model import (
     BytesBody,
     DeliveryMode,
     Destination,
+    DestinationKind,
     JavaType,
     JavaValue,
     JmsHeaders,
@@ -147,11 +148,30 @@ def _bytes(node: object, path: str) -> bytes:
         raise _fail("not valid base64", path) from None
 
 
+#: a JMS temporary destination is marked with this URI option (``queue:///ID:...?temporary=true``)
+TEMPORARY = ("temporary", "true")
+_ACTIVEMQ_TEMPORARY = {"temp-queue": DestinationKind.QUEUE, "temp-topic": DestinationKind.TOPIC}
+
+
+def destination_from_text(text: str) -> Destination:
+    """A destination as the JSON forms write it (``queue:///Q``, ``queue://QM/Q``, ``topic://T``), or as
+    ActiveMQ's ``Destination.toString()`` does, which a responder may copy from a Java requester:
+    ``queue://Q`` (no queue manager), ``temp-queue://ID:...``, ``temp-topic://ID:...``."""
+    scheme, sep, rest = text.partition("://")
+    kind = _ACTIVEMQ_TEMPORARY.get(scheme.lower()) if sep else None
+    if kind is not None:
+        base = Destination.parse(f"{kind.value}://{'/' if kind is DestinationKind.QUEUE else ''}{rest}")
+        return Destination(kind, base.name, "", (*base.options, TEMPORARY))
+    if sep and scheme.lower() == "queue" and rest and "/" not in rest.partition("?")[0]:
+        return Destination.parse(f"queue:///{rest}")
+    return Destination.parse(text)
+
+
 def _destination(node: object, path: str) -> Destination:
     text = _string(node, path)
     assert text is not None
     try:
-        return Destination.parse(text)
+        return destination_from_text(text)
     except MappingError as exc:
         raise _fail(exc.reason, path) from None
 
