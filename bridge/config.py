@@ -35,8 +35,27 @@ class _Model(BaseModel):
 class TlsConfig(_Model):
     cert: Path
     key: Path
-    ca: Path | None = None                 # verify client certificates against this CA bundle
-    require_client_cert: bool = False
+    ca: Path | None = None                 # client certificates are requested and verified against it
+    require_client_cert: bool = False      # default: true when ca is set
+
+    @model_validator(mode="before")
+    @classmethod
+    def _client_certificates(cls, data: object) -> object:
+        """A ``ca`` is only there to verify client certificates: with one, they are required (as with
+        mosquitto's cafile + require_certificate); without one, none can be verified."""
+        if not isinstance(data, dict):
+            return data
+        has_ca = data.get("ca") is not None
+        require = data.get("require_client_cert")
+        if require is None:
+            return {**data, "require_client_cert": has_ca}
+        if has_ca and require is False:
+            raise ValueError("ca verifies client certificates, which require_client_cert: false would not even "
+                             "request: remove ca, or require_client_cert")
+        if require is True and not has_ca:
+            raise ValueError("require_client_cert needs ca: the CA bundle client certificates are verified "
+                             "against")
+        return data
 
 
 class ListenerConfig(_Model):

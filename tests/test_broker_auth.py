@@ -8,6 +8,7 @@ import getpass
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -232,6 +233,44 @@ def test_guesses_at_one_user_from_many_addresses_lock_the_user_but_not_where_it_
     assert login(gw.port, "bob", "builder", source="127.0.0.1") == 0       # bob's own device
     assert login(gw.port, "alice", "wonder land", source="127.0.2.1") == 0
     assert "user 'bob' locked" in gw.log()
+
+
+# -- TLS client certificates ---------------------------------------------------------------------------------
+
+
+def self_signed(directory: Path, name: str) -> tuple[Path, Path]:
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl CLI is not installed")
+    cert, key = directory / f"{name}.pem", directory / f"{name}.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-keyout", str(key),
+                    "-out", str(cert), "-subj", f"/CN={name}", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True, timeout=60)
+    return cert, key
+
+
+def test_a_tls_ca_alone_makes_client_certificates_required(gateway_factory, tmp_path):
+    """Before, `ca` without `require_client_cert: true` was silently ignored: any client got in."""
+    server_cert, server_key = self_signed(tmp_path, "server")
+    device_cert, device_key = self_signed(tmp_path, "device-1")
+    port = free_port()
+    gateway_factory({"broker": {"listeners": [{"host": "127.0.0.1", "port": port, "tls": {
+        "cert": str(server_cert), "key": str(server_key), "ca": str(device_cert)}}]}})
+
+    def connack(certfile: Path | None = None, keyfile: Path | None = None) -> P.Packet:
+        ctx = ssl.create_default_context(cafile=str(server_cert))
+        if certfile is not None:
+            ctx.load_cert_chain(str(certfile), str(keyfile))
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s, \
+                ctx.wrap_socket(s, server_hostname="127.0.0.1") as tls:
+            tls.sendall(P.encode(P.Connect(P.MQTT_311, "tls-device")))
+            data = tls.recv(4)   # TLS 1.3: a missing client certificate shows up here
+            if not data:
+                raise ConnectionError("closed by broker")
+            return P.PacketReader().feed(data)[0]
+
+    assert connack(device_cert, device_key) == P.Connack(0, False)
+    with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
+        connack()
 
 
 # -- the shipped deployment configuration -----------------------------------------------------------------

@@ -171,6 +171,16 @@ def test_the_shipped_deploy_config_refuses_anonymous_clients():
     assert not any(bare.anonymous_allowed(lst) for lst in bare.listeners)
 
 
+def test_a_tls_ca_means_client_certificates_are_required():
+    tls = {"cert": "s.pem", "key": "s.key"}
+    assert ListenerConfig.model_validate({"tls": {**tls, "ca": "ca.pem"}}).tls.require_client_cert is True
+    assert ListenerConfig.model_validate({"tls": tls}).tls.require_client_cert is False
+    with pytest.raises(ValueError, match="require_client_cert: false would not even request"):
+        ListenerConfig.model_validate({"tls": {**tls, "ca": "ca.pem", "require_client_cert": False}})
+    with pytest.raises(ValueError, match="require_client_cert needs ca"):
+        ListenerConfig.model_validate({"tls": {**tls, "require_client_cert": True}})
+
+
 def test_two_listeners_of_one_name_are_refused():
     with pytest.raises(ValueError, match="two listeners named 'a'"):
         BrokerConfig.model_validate({"listeners": [{"name": "a", "port": 1}, {"name": "a", "port": 2}]})
