@@ -17,6 +17,7 @@ from bridge.connectors.embedded import QueueStore, default_path
 from bridge.connectors.registry import RouteSetupError
 from bridge.convlog import ConversionLog
 from bridge.mqtt.broker import Broker
+from bridge.mqtt.passwords import PasswordFileError
 from bridge.mqtt.server import MqttServer
 from bridge.mqtt.store import Store
 from bridge.routing.router import Router
@@ -98,11 +99,18 @@ class Gateway:
         return out
 
     async def reload(self) -> tuple[bool, list[str]]:
-        """Re-read the rules file; validate everything first, then swap routes without losing a message."""
+        """Re-read the rules file and the password file; validate everything first, then swap routes without
+        losing a message."""
+        assert self.broker is not None
         try:
+            users = self.broker.connects.auth.read_users()
             rules = load_rules(self.config.rules)
             assert self.router is not None
             changes = await self.router.apply(rules)
+            changes += self.broker.connects.auth.install(users)
+        except PasswordFileError as exc:
+            log.error("reload refused, the password file is invalid:\n%s", exc)
+            return False, exc.problems
         except RulesError as exc:
             log.error("reload refused, rules are invalid:\n%s", exc)
             return False, exc.problems
@@ -159,7 +167,7 @@ async def serve(config: GatewayConfig) -> int:
         pass
     try:
         await gateway.start()
-    except (OSError, RulesError, RouteSetupError) as exc:
+    except (OSError, RulesError, RouteSetupError, PasswordFileError) as exc:
         log.error("cannot start: %s", exc)
         await gateway.stop()
         return 1

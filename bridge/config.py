@@ -3,16 +3,29 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from bridge.mqtt.passwords import HashError, check_user_name, parse_hash
 from mappings.rules.yaml_lines import line_of
 
 
 class ConfigError(Exception):
     pass
+
+
+def _salted_hash(stored: str) -> str:
+    try:
+        parse_hash(stored)
+    except HashError as exc:
+        raise ValueError(f"{exc} (`mqbridge passwd -b - USER PASSWORD` prints a line USER:HASH whose HASH "
+                         "can stand here)") from None
+    return stored
+
+
+StoredPassword = Annotated[str, AfterValidator(_salted_hash)]
 
 
 class _Model(BaseModel):
@@ -22,8 +35,27 @@ class _Model(BaseModel):
 class TlsConfig(_Model):
     cert: Path
     key: Path
-    ca: Path | None = None                 # verify client certificates against this CA bundle
-    require_client_cert: bool = False
+    ca: Path | None = None                 # client certificates are requested and verified against it
+    require_client_cert: bool = False      # default: true when ca is set
+
+    @model_validator(mode="before")
+    @classmethod
+    def _client_certificates(cls, data: object) -> object:
+        """A ``ca`` is only there to verify client certificates: with one, they are required (as with
+        mosquitto's cafile + require_certificate); without one, none can be verified."""
+        if not isinstance(data, dict):
+            return data
+        has_ca = data.get("ca") is not None
+        require = data.get("require_client_cert")
+        if require is None:
+            return {**data, "require_client_cert": has_ca}
+        if has_ca and require is False:
+            raise ValueError("ca verifies client certificates, which require_client_cert: false would not even "
+                             "request: remove ca, or require_client_cert")
+        if require is True and not has_ca:
+            raise ValueError("require_client_cert needs ca: the CA bundle client certificates are verified "
+                             "against")
+        return data
 
 
 class ListenerConfig(_Model):
@@ -35,6 +67,7 @@ class ListenerConfig(_Model):
     allow: list[str] = Field(default_factory=list)   # CIDRs or addresses; empty: everyone
     deny: list[str] = Field(default_factory=list)
     start: bool = True                         # started at boot (listener control can change it)
+    allow_anonymous: bool | None = None        # None: the broker's setting (BrokerConfig.anonymous_allowed)
 
     @field_validator("allow", "deny")
     @classmethod
@@ -50,12 +83,26 @@ class ListenerConfig(_Model):
         """The name logs and status show; ``bound_port`` is the port actually bound (config port 0)."""
         return self.name or f"{'mqtts' if self.tls else 'mqtt'}:{self.host}:{bound_port or self.port}"
 
+    @property
+    def loopback_only(self) -> bool:
+        """Bound to a loopback address only: reachable from this machine alone."""
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False   # a host name or "" (every interface)
+
 
 class LimitsConfig(_Model):
     max_message_size: int = Field(10 * 1024 * 1024, ge=64)     # bytes of remaining length
     max_inflight: int = Field(128, ge=1, le=65535)              # QoS 1/2 in flight per client
     max_queued: int = Field(100_000, ge=0)   # QoS 1/2 queued per session: beyond, dropped (routes: held)
     connect_timeout: float = Field(10.0, gt=0)                  # seconds from TCP accept to CONNECT
+    # failed logins from one address (twice as many for one user name) before each further failure locks
+    # that address (user name) out, for 1 s doubling up to login_lockout_max (bridge/mqtt/auth.py)
+    login_failures: int = Field(5, ge=1)
+    login_lockout_max: float = Field(60.0, gt=0)
     session_expiry_hours: float = Field(168.0, gt=0)            # idle persistent sessions expire
     qos0_buffer_bytes: int = Field(8 * 1024 * 1024, ge=1024)    # drop QoS 0 to a client this far behind
 
@@ -87,18 +134,42 @@ class BrokerConfig(_Model):
     # client ids allowed to publish $SYS/SCADA/MQIsdpListener/<port>|all ON/OFF
     listener_control_clients: list[str] = Field(default_factory=list)
     sys_interval: float = Field(10.0, ge=0)    # seconds between $SYS/broker updates; 0 disables
-    allow_anonymous: bool = True
-    users: dict[str, str] = Field(default_factory=dict)   # user name -> password (sha256:<hex> or plain)
+    # None: anonymous clients only on loopback listeners and only while no users are configured (as
+    # mosquitto 2 allows them only in its local-only mode); a listener's own setting wins
+    allow_anonymous: bool | None = None
+    users: dict[str, StoredPassword] = Field(default_factory=dict)   # user name -> "$7$..." (mqbridge passwd)
+    password_file: Path | None = None      # mosquitto_passwd's format; re-read by `mqbridge reload`
+
+    @field_validator("users")
+    @classmethod
+    def _user_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for user in value:
+            problem = check_user_name(user)
+            if problem:
+                raise ValueError(f"user {user!r}: {problem}")
+        return value
 
     @model_validator(mode="after")
     def _unique_ports(self) -> BrokerConfig:
         seen: set[tuple[str, int]] = set()
+        names: set[str] = set()
         for listener in self.listeners:
             key = (listener.host, listener.port)
             if listener.port and key in seen:
                 raise ValueError(f"two listeners on {listener.host}:{listener.port}")
             seen.add(key)
+            if listener.name and listener.name in names:
+                raise ValueError(f"two listeners named {listener.name!r}")
+            names.add(listener.name)
         return self
+
+    def anonymous_allowed(self, listener: ListenerConfig) -> bool:
+        """Whether clients without a user name may connect on ``listener``."""
+        if listener.allow_anonymous is not None:
+            return listener.allow_anonymous
+        if self.allow_anonymous is not None:
+            return self.allow_anonymous
+        return not (self.users or self.password_file) and listener.loopback_only
 
 
 class ConvlogConfig(_Model):

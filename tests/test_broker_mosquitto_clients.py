@@ -3,11 +3,11 @@ QoS and downgrade, order, retained, wills, persistent sessions, client ids, auth
 and interoperation with paho at the other protocol level."""
 from __future__ import annotations
 
-import hashlib
 import subprocess
 
 import pytest
 
+from bridge.mqtt.passwords import make_hash
 from tests.support import shared_gateway
 from tests.support.gateway import free_port, wait_for
 from tests.support.mosquitto import AVAILABLE, VERSIONS, MosquittoSub, mosquitto_pub
@@ -146,7 +146,7 @@ def test_client_id_rules(gateway, version):
 
 def test_auth(gateway_factory, version):
     gw = gateway_factory({"broker": {"allow_anonymous": False,
-                                     "users": {"dev": "sha256:" + hashlib.sha256(b"s3cret").hexdigest()}}})
+                                     "users": {"dev": make_hash(b"s3cret").encode()}}})
     ok = mosquitto_pub(gw.port, "mo/a", "x", version=version, extra=("-u", "dev", "-P", "s3cret"))
     assert ok.returncode == 0, ok.stderr
     bad = mosquitto_pub(gw.port, "mo/a", "x", version=version, extra=("-u", "dev", "-P", "nope"))

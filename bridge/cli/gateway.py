@@ -1,5 +1,5 @@
-"""`mqbridge validate`, `mqbridge queue ...` and `mqbridge log tail`: rules checks, the embedded queue
-store, and the conversion log, from the command line."""
+"""`mqbridge validate`, `mqbridge queue ...` and `mqbridge log tail`: rules and configuration checks, the
+embedded queue store, and the conversion log, from the command line."""
 from __future__ import annotations
 
 import argparse
@@ -10,9 +10,10 @@ from pathlib import Path
 
 from bridge.cli.broker import AdminUnavailable, admin_request
 from bridge.cli.mq_dump import render
-from bridge.config import ConfigError, load_config
+from bridge.config import ConfigError, GatewayConfig, load_config
 from bridge.connectors.embedded import QueueStore, default_path
 from bridge.convlog import log_files
+from bridge.mqtt.passwords import PasswordFileError, parse_hash, read_password_file
 from bridge.rules_file import load_rules
 from mappings.errors import MappingError
 from mappings.mq import constants as C
@@ -23,8 +24,10 @@ from mappings.rules.model import MqttEndpoint, RulesError
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("validate", help="check a rules file without starting anything")
-    p.add_argument("rules", type=Path)
+    p = sub.add_parser("validate", help="check a rules file (and with -c a configuration) without starting anything")
+    p.add_argument("rules", type=Path, nargs="?", help="rules file (default with -c: the configuration's)")
+    p.add_argument("--config", "-c", type=Path,
+                   help="also check this configuration, its users and its password file")
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("reload", help="make a running gateway re-read its rules file (like SIGHUP)")
@@ -84,14 +87,45 @@ def _data_dir(args: argparse.Namespace) -> Path:
 # -- validate / reload -------------------------------------------------------------------------------
 
 
-def cmd_validate(args: argparse.Namespace) -> int:
+def _validate_config(path: Path) -> GatewayConfig | None:
+    """Prints the configuration's problems (None) or what it allows."""
     try:
-        rules = load_rules(args.rules)
+        cfg = load_config(path)
+        users = {name: parse_hash(stored) for name, stored in cfg.broker.users.items()}
+        if cfg.broker.password_file is not None:
+            users.update(read_password_file(cfg.broker.password_file))
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return None
+    except PasswordFileError as exc:
+        for line in exc.problems:
+            print(line, file=sys.stderr)
+        return None
+    print(f"{path}: OK, {len(users)} users")
+    for lst in cfg.broker.listeners:
+        anonymous = "allowed" if cfg.broker.anonymous_allowed(lst) else "refused"
+        print(f"  listener {lst.label()}: anonymous clients {anonymous}")
+    return cfg
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    rules_path = args.rules
+    if args.config is not None:
+        cfg = _validate_config(args.config)
+        if cfg is None:
+            return 1
+        rules_path = rules_path or cfg.rules
+    elif rules_path is None:
+        print("mqbridge validate: give a rules file, or -c CONFIG", file=sys.stderr)
+        return 2
+    try:
+        rules = load_rules(rules_path)
     except RulesError as exc:
         for line in exc.problems:
             print(line, file=sys.stderr)
         return 1
-    print(f"{args.rules}: OK, {len(rules.connectors)} connectors, {len(rules.routes)} routes")
+    print(f"{rules_path or '<embedded default rules>'}: OK, {len(rules.connectors)} connectors, "
+          f"{len(rules.routes)} routes")
     for r in rules.routes:
         print(f"  {r.name}: {_describe(r.source)} -> {_describe(r.target)}{'' if r.enabled else ' (disabled)'}")
     return 0

@@ -6,7 +6,7 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
-from bridge.cli import audit, broker, gateway, mapping
+from bridge.cli import audit, broker, gateway, mapping, passwd
 
 # Each command group's module exposes ``register(subparsers: argparse._SubParsersAction) -> None``;
 # every parser it adds sets ``func`` (``Callable[[argparse.Namespace], int]``) as its default.
@@ -15,6 +15,7 @@ COMMAND_MODULES: tuple[ModuleType, ...] = (
     mapping,   # inspect, convert
     audit,     # audit
     gateway,   # validate, reload, queue, log
+    passwd,    # passwd
 )
 
 

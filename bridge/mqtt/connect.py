@@ -1,8 +1,8 @@
 """CONNECT, takeover and the end of a connection.
 
 CONNECT checks the client identifier (MQTT 3.1: 1..23 characters; 3.1.1: empty means an assigned id
-with a clean session; ``$route:`` is the gateway's own), the will topic and the credentials, closes an
-older connection of the same client id (takeover: its will is published), opens the session and
+with a clean session; ``$route:`` is the gateway's own), the will topic and the credentials (auth.py),
+closes an older connection of the same client id (takeover: its will is published), opens the session and
 answers CONNACK (after the session row is committed, for a persistent session), then resumes the
 session's deliveries. When a connection ends the will is published unless the client sent DISCONNECT.
 WebSphere Message Broker docs on the MQ Telemetry Transport (CONNECT return codes, keep alive);
@@ -10,14 +10,13 @@ MQTT 3.1.1 for level 4 (assigned client ids, session present).
 """
 from __future__ import annotations
 
-import hashlib
-import hmac
 import logging
 import uuid
 from collections.abc import Callable
 
 from bridge.config import BrokerConfig
 from bridge.mqtt import packets as P
+from bridge.mqtt.auth import Authenticator
 from bridge.mqtt.connection import ClientConnection
 from bridge.mqtt.flow import FlowControl
 from bridge.mqtt.publish import Publisher
@@ -45,20 +44,7 @@ class Connections:
         self.stats = stats
         self.clock = clock
         self.trace_clients = trace_clients
-
-    def check_credentials(self, packet: P.Connect) -> bool:
-        if packet.username is None:
-            return self.config.allow_anonymous
-        users = self.config.users
-        if not users:
-            return True
-        expected = users.get(packet.username)
-        if expected is None:
-            return False
-        given = packet.password or b""
-        if expected.startswith("sha256:"):
-            return hmac.compare_digest(hashlib.sha256(given).hexdigest(), expected[7:].lower())
-        return hmac.compare_digest(given, expected.encode("utf-8"))
+        self.auth = Authenticator(config)   # PasswordFileError: the broker cannot start
 
     def on_connect(self, conn: ClientConnection, packet: P.Connect) -> None:
         level = packet.protocol_level
@@ -81,10 +67,9 @@ class Connections:
                 validate_topic_name(packet.will.topic)
             except TopicError as exc:
                 raise P.ProtocolError(f"will topic: {exc}", packet="CONNECT") from None
-        if not self.check_credentials(packet):
-            code = (P.ConnackCode.NOT_AUTHORIZED if packet.username is None
-                    else P.ConnackCode.BAD_USERNAME_OR_PASSWORD)
-            raise P.ProtocolError("not authorized", packet="CONNECT", connack=code)
+        refused = self.auth.check(conn.listener, conn.peer, packet.client_id, packet.username, packet.password)
+        if refused is not None:
+            raise P.ProtocolError("not authorized", packet="CONNECT", connack=refused)
 
         # takeover: the older connection is closed, and its will published (it did not DISCONNECT)
         old = self.connections.get(client_id)

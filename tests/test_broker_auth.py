@@ -1,0 +1,321 @@
+"""Authentication against a running `mqbridge serve`: password files made by Debian's mosquitto_passwd and
+by `mqbridge passwd` (and the same file accepted by Debian's mosquitto), anonymous clients per listener,
+refused configurations, `mqbridge reload` re-reading the file, and the failed-login throttle measured
+with real connections from several 127.0.0.x source addresses."""
+from __future__ import annotations
+
+import getpass
+import os
+import shutil
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bridge.mqtt import packets as P
+from tests.support.gateway import REPO, GatewayProcess, free_port, wait_for
+from tests.support.mosquitto import mosquitto_pub
+from tests.support.mqtt_clients import PROTOCOL_IDS, PROTOCOLS
+
+pytestmark = pytest.mark.skipif(shutil.which("mosquitto_passwd") is None or shutil.which("mosquitto_pub") is None,
+                                reason="mosquitto_passwd / mosquitto-clients not installed")
+
+
+def make_passwd(path: Path, *users: tuple[str, str]) -> Path:
+    """A password file written by Debian's mosquitto_passwd."""
+    for i, (user, password) in enumerate(users):
+        args = ["mosquitto_passwd", *(["-c"] if i == 0 else []), "-b", str(path), user, password]
+        subprocess.run(args, check=True, capture_output=True, timeout=30)
+    return path
+
+
+def mqbridge(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "bridge", *args], capture_output=True, text=True, timeout=60,
+                          cwd=REPO)
+
+
+def login(port: int, user: str | None, password: str | None, *, source: str = "127.0.0.1",
+          client_id: str = "", level: int = P.MQTT_311) -> int:
+    """One CONNECT over a fresh connection from ``source``; the CONNACK return code."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(5)
+        sock.bind((source, 0))
+        sock.connect(("127.0.0.1", port))
+        sock.sendall(P.encode(P.Connect(level, client_id or f"g-{uuid.uuid4().hex[:8]}", True, 60, None, user,
+                                        None if password is None else password.encode())))
+        reader = P.PacketReader()
+        while True:
+            data = sock.recv(4096)
+            assert data, "closed without CONNACK"
+            packets = reader.feed(data)
+            if packets:
+                assert isinstance(packets[0], P.Connack), packets
+                return packets[0].return_code
+
+
+@pytest.fixture
+def passwd_file(tmp_path: Path) -> Path:
+    return make_passwd(tmp_path / "passwd", ("alice", "wonder land"), ("bob", "builder"))
+
+
+# -- the password file ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("proto", PROTOCOLS, ids=PROTOCOL_IDS)
+def test_password_file_of_mosquitto_passwd(gateway_factory, clients, passwd_file, proto):
+    gw = gateway_factory({"broker": {"password_file": str(passwd_file)}})
+    ok = clients(gw.port, protocol=proto, username="alice", password="wonder land", reconnect=False).connect()
+    assert ok.rc == 0
+    _, conns = gw.admin("/connections")
+    assert [c["username"] for c in conns if c["client_id"] == ok.client_id] == ["alice"]
+    for user, password, rc in (("alice", "wonder lan", 4), ("bob", "wonder land", 4), ("mallory", "builder", 4),
+                               ("alice", None, 4), (None, None, 5)):
+        c = clients(gw.port, protocol=proto, username=user, password=password, reconnect=False).connect()
+        assert c.rc == rc, (user, password)
+    assert clients(gw.port, protocol=proto, username="bob", password="builder", reconnect=False).connect().rc == 0
+
+
+def test_mosquitto_pub_with_a_password_file(gateway_factory, passwd_file):
+    gw = gateway_factory({"broker": {"password_file": str(passwd_file)}})
+    ok = mosquitto_pub(gw.port, "auth/x", "1", qos=1, extra=("-u", "bob", "-P", "builder"))
+    assert ok.returncode == 0, ok.stderr
+    bad = mosquitto_pub(gw.port, "auth/x", "1", extra=("-u", "bob", "-P", "builde"))
+    assert bad.returncode != 0 and "bad user name or password" in bad.stderr.lower()
+    anon = mosquitto_pub(gw.port, "auth/x", "1")
+    assert anon.returncode != 0 and "not authori" in anon.stderr.lower()
+    wait_for(lambda: "failed login: client" in gw.log() and "user 'bob' from 127.0.0.1:" in gw.log(), 5,
+             what="the failed login logged with client, user and address")
+
+
+def test_mosquitto_accepts_a_file_written_by_mqbridge_passwd(tmp_path, gateway_factory):
+    """The strongest check of the format: Debian's mosquitto broker itself reads our file."""
+    path = tmp_path / "ours"
+    assert mqbridge("passwd", "-c", "-b", str(path), "dave", "pa:ss wörd").returncode == 0
+    assert mqbridge("passwd", "-b", str(path), "erin", "second").returncode == 0
+    port = free_port()
+    conf = tmp_path / "mosquitto.conf"
+    conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous false\npassword_file {path}\n"
+                    f"user {getpass.getuser()}\n")
+    proc = subprocess.Popen(["mosquitto", "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        def up() -> bool:
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            with socket.socket() as s:
+                return s.connect_ex(("127.0.0.1", port)) == 0
+        wait_for(up, 10, what="mosquitto listening")
+        for user, password in (("dave", "pa:ss wörd"), ("erin", "second")):
+            ok = mosquitto_pub(port, "t", "m", extra=("-u", user, "-P", password))
+            assert ok.returncode == 0, ok.stderr
+        bad = mosquitto_pub(port, "t", "m", extra=("-u", "dave", "-P", "pa:ss word"))
+        assert bad.returncode != 0
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    gw = gateway_factory({"broker": {"password_file": str(path)}})
+    assert login(gw.port, "dave", "pa:ss wörd") == 0
+    assert login(gw.port, "erin", "second") == 0
+
+
+# -- who may connect without a user name ------------------------------------------------------------------
+
+
+def test_anonymous_per_listener(gateway_factory, passwd_file):
+    p_open, p_closed = free_port(), free_port()
+    gw = gateway_factory({"broker": {"password_file": str(passwd_file), "listeners": [
+        {"name": "open", "host": "127.0.0.1", "port": p_open, "allow_anonymous": True},
+        {"name": "closed", "host": "127.0.0.1", "port": p_closed}]}})
+    assert login(p_open, None, None) == 0
+    assert login(p_closed, None, None) == 5
+    assert login(p_open, "alice", "wrong") == 4          # a user name given is still checked
+    assert login(p_closed, "alice", "wonder land") == 0
+    assert "anonymous clients are not allowed there" in gw.log()
+
+
+def test_allow_anonymous_false_without_users_refuses_everyone(gateway_factory):
+    gw = gateway_factory({"broker": {"allow_anonymous": False}})
+    assert login(gw.port, None, None) == 5
+    assert login(gw.port, "anyone", "anything") == 5
+    assert "accepts no client" in gw.log()
+
+
+def test_refused_configurations_do_not_start(tmp_path, passwd_file):
+    cfg = tmp_path / "plain.yaml"
+    cfg.write_text("broker:\n  users:\n    alice: wonderland\n")
+    r = mqbridge("serve", "-c", str(cfg))
+    assert r.returncode == 2
+    assert f"{cfg}:3: broker.users.alice:" in r.stderr and "plain-text passwords are refused" in r.stderr
+    assert "mqbridge passwd" in r.stderr
+    v = mqbridge("validate", "-c", str(cfg))
+    assert v.returncode == 1 and "plain-text passwords are refused" in v.stderr
+
+    plain_file = tmp_path / "plain.passwd"
+    plain_file.write_text(passwd_file.read_text() + "carol:letmein\n")
+    cfg.write_text(yaml.safe_dump({"data_dir": str(tmp_path / "var"), "admin": {"enabled": False},
+                                   "broker": {"password_file": str(plain_file),
+                                              "listeners": [{"port": free_port()}]}}))
+    r = mqbridge("serve", "-c", str(cfg))
+    assert r.returncode == 1
+    assert f"{plain_file}:3: user 'carol': plain-text passwords are refused" in r.stderr
+    assert "mqbridge passwd -U" in r.stderr
+    v = mqbridge("validate", "-c", str(cfg))
+    assert v.returncode == 1 and f"{plain_file}:3: user 'carol'" in v.stderr
+    plain_file.write_text(passwd_file.read_text())
+    v = mqbridge("validate", "-c", str(cfg))
+    assert v.returncode == 0, v.stderr
+    assert "OK, 2 users" in v.stdout and "anonymous clients refused" in v.stdout
+
+
+def test_reload_rereads_the_password_file(gateway_factory, clients, passwd_file):
+    gw = gateway_factory({"broker": {"password_file": str(passwd_file)}})
+    alice = clients(gw.port, username="alice", password="wonder land", reconnect=False).connect()
+    assert alice.rc == 0
+    assert mqbridge("passwd", "-b", str(passwd_file), "carol", "c4rol").returncode == 0
+    assert mqbridge("passwd", "-D", str(passwd_file), "alice").returncode == 0
+    assert login(gw.port, "carol", "c4rol") == 4            # not before the reload
+    r = gw.cli("reload", "--admin", f"http://127.0.0.1:{gw.admin_port}")
+    assert r.returncode == 0, r.stderr
+    assert "users: added carol; removed alice" in r.stdout
+    assert login(gw.port, "carol", "c4rol") == 0
+    assert login(gw.port, "alice", "wonder land") == 4
+    assert not alice.disconnected.is_set()                  # a connected client stays connected
+
+    passwd_file.write_text(passwd_file.read_text() + "mallory:plain\n")
+    r = gw.cli("reload", "--admin", f"http://127.0.0.1:{gw.admin_port}")
+    assert r.returncode == 1
+    assert f"{passwd_file}:3: user 'mallory': plain-text passwords are refused" in r.stderr
+    assert login(gw.port, "carol", "c4rol") == 0            # the users before the refused reload
+    assert login(gw.port, "mallory", "plain") == 4
+
+
+# -- the throttle -------------------------------------------------------------------------------------------
+
+
+def test_guesses_from_one_address_fall_to_a_bound(gateway_factory, passwd_file):
+    """Today's main checked every guess: ~3,600 per second from one address. With the defaults (5 free
+    failures, then a lockout of 1 s doubling), a guess is checked at most 8 times in 3 s however fast they
+    come; the right password is refused unchecked from the locked address, and works from another."""
+    gw = gateway_factory({"broker": {"password_file": str(passwd_file)}})
+    codes: list[int] = []
+    start = time.monotonic()
+    while time.monotonic() - start < 3.0:
+        codes.append(login(gw.port, "alice", f"guess{len(codes)}", client_id=f"guess-{len(codes)}"))
+    elapsed = time.monotonic() - start
+    checked = codes.count(4)
+    print(f"\n{len(codes)} guesses in {elapsed:.2f} s from one address: {checked} checked "
+          f"({checked / elapsed:.1f}/s), {codes.count(5)} refused unchecked")
+    assert set(codes) <= {4, 5}
+    assert len(codes) >= 30, "too few attempts to show a bound"
+    assert 5 <= checked <= 8
+    assert codes[:5] == [4] * 5 and codes[5] == 4 and codes[6] == 5
+    assert login(gw.port, "alice", "wonder land") == 5
+    assert login(gw.port, "alice", "wonder land", source="127.0.0.2") == 0
+    log = gw.log()
+    assert "failed login: client 'guess-0' user 'alice' from 127.0.0.1:" in log
+    assert "refused without checking: address 127.0.0.1 locked" in log
+    # rate-limited: at most 20 lines per 10 s for hundreds of attempts
+    lines = [ln for ln in log.splitlines() if "failed login" in ln or "refused without checking" in ln]
+    assert len(lines) <= 20 < len(codes)
+
+
+def test_guesses_at_one_user_from_many_addresses_lock_the_user_but_not_where_it_logs_in_from(
+        gateway_factory, passwd_file):
+    gw = gateway_factory({"broker": {"password_file": str(passwd_file)}})
+    assert login(gw.port, "bob", "builder", source="127.0.0.1") == 0
+    for i in range(11):    # one guess per address: no address reaches its 5, user "bob" passes its 10
+        assert login(gw.port, "bob", f"guess{i}", source=f"127.0.1.{i + 1}") == 4
+    assert login(gw.port, "bob", "builder", source="127.0.2.1") == 5
+    assert login(gw.port, "bob", "builder", source="127.0.0.1") == 0       # bob's own device
+    assert login(gw.port, "alice", "wonder land", source="127.0.2.1") == 0
+    assert "user 'bob' locked" in gw.log()
+
+
+# -- TLS client certificates ---------------------------------------------------------------------------------
+
+
+def self_signed(directory: Path, name: str) -> tuple[Path, Path]:
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl CLI is not installed")
+    cert, key = directory / f"{name}.pem", directory / f"{name}.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-keyout", str(key),
+                    "-out", str(cert), "-subj", f"/CN={name}", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True, timeout=60)
+    return cert, key
+
+
+def test_a_tls_ca_alone_makes_client_certificates_required(gateway_factory, tmp_path):
+    """Before, `ca` without `require_client_cert: true` was silently ignored: any client got in."""
+    server_cert, server_key = self_signed(tmp_path, "server")
+    device_cert, device_key = self_signed(tmp_path, "device-1")
+    port = free_port()
+    gateway_factory({"broker": {"listeners": [{"host": "127.0.0.1", "port": port, "tls": {
+        "cert": str(server_cert), "key": str(server_key), "ca": str(device_cert)}}]}})
+
+    def connack(certfile: Path | None = None, keyfile: Path | None = None) -> P.Packet:
+        ctx = ssl.create_default_context(cafile=str(server_cert))
+        if certfile is not None:
+            ctx.load_cert_chain(str(certfile), str(keyfile))
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s, \
+                ctx.wrap_socket(s, server_hostname="127.0.0.1") as tls:
+            tls.sendall(P.encode(P.Connect(P.MQTT_311, "tls-device")))
+            data = tls.recv(4)   # TLS 1.3: a missing client certificate shows up here
+            if not data:
+                raise ConnectionError("closed by broker")
+            return P.PacketReader().feed(data)[0]
+
+    assert connack(device_cert, device_key) == P.Connack(0, False)
+    with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
+        connack()
+
+
+# -- the shipped deployment configuration -----------------------------------------------------------------
+
+
+def test_deploy_config_refuses_anonymous_clients_and_admits_its_users(tmp_path, passwd_file):
+    """deploy/mqbridge.yaml as compose runs it, with only its paths and ports made local: the listener
+    there binds 0.0.0.0, here 127.0.0.1 (which allows nothing more by default once users exist)."""
+    cfg = yaml.safe_load((REPO / "deploy" / "mqbridge.yaml").read_text(encoding="utf-8"))
+    assert cfg["broker"]["password_file"].startswith(cfg["data_dir"] + "/")
+    workdir = tmp_path / "deploy"
+    workdir.mkdir()
+    port = free_port()
+    cfg["data_dir"] = str(workdir / "var")
+    cfg.pop("rules")                                   # its routes need IBM MQ and ActiveMQ
+    cfg["convlog"]["directory"] = str(workdir / "convlog")
+    cfg["broker"]["password_file"] = str(passwd_file)
+    assert [lst["host"] for lst in cfg["broker"]["listeners"]] == ["0.0.0.0"]
+    cfg["broker"]["listeners"][0]["host"] = "127.0.0.1"
+    cfg["broker"]["listeners"][0]["port"] = port
+    gw = GatewayProcess(workdir, cfg)
+    cfg["admin"]["port"] = gw.admin_port
+    gw.config = cfg
+    gw.start()
+    try:
+        assert login(port, None, None) == 5
+        assert mosquitto_pub(port, "factory/line1/temp", "21.5").returncode != 0
+        ok = mosquitto_pub(port, "factory/line1/temp", "21.5", qos=1, extra=("-u", "alice", "-P", "wonder land"))
+        assert ok.returncode == 0, ok.stderr
+    finally:
+        gw.stop()
+
+
+def test_without_its_password_file_the_deploy_config_does_not_start(tmp_path):
+    cfg = yaml.safe_load((REPO / "deploy" / "mqbridge.yaml").read_text(encoding="utf-8"))
+    cfg["data_dir"] = str(tmp_path / "var")
+    cfg.pop("rules")
+    cfg["convlog"]["directory"] = str(tmp_path / "convlog")
+    cfg["broker"]["password_file"] = str(tmp_path / "var" / "passwd")
+    cfg["broker"]["listeners"][0].update(host="127.0.0.1", port=free_port())
+    cfg["admin"]["port"] = free_port()
+    path = tmp_path / "mqbridge.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    r = mqbridge("serve", "-c", str(path))
+    out = r.stdout + r.stderr
+    assert r.returncode == 1
+    assert "cannot read the password file" in out and "mqbridge passwd -c" in out
+    assert not os.path.exists(tmp_path / "var" / "runtime.json")
