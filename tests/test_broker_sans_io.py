@@ -44,7 +44,8 @@ class Client:
         self.out = bytearray()
         self.closed = False
         self.final: bytes | None = None
-        self.driver = ConnectionDriver(broker, peer=f"127.0.0.1:{name}", listener="test", now=0.0,
+        self.driver = ConnectionDriver(broker, peer=f"127.0.0.1:{name}", listener=broker.config.listeners[0].label(),
+                                       now=0.0,
                                        write=self.out.extend, abort=self._abort, final=self._final,
                                        write_buffer_size=lambda: len(self.out))
 
