@@ -14,13 +14,13 @@ from mappings.jms.model import DeliveryMode, JmsMessage
 from mappings.mq import constants as C
 from mappings.mqtt.topics import TopicError, validate_topic_name
 from mappings.report import ConversionReport
-from mappings.rules.model import MqttEndpoint, Route, RouteOptions
+from mappings.rules.model import ROUTE_PAIRS, MqttEndpoint, Route, RouteOptions
 
 Result = tuple[Outbound, str, ConversionReport]   # converted message, target type, findings
 Convert = Callable[[Inbound], Result]
 
 #: The (source, target) protocol pairs a route can convert.
-PAIRS = frozenset({("mqtt", "mq"), ("mq", "mqtt"), ("mqtt", "jms"), ("jms", "mqtt"), ("mq", "jms"), ("jms", "mq")})
+PAIRS = ROUTE_PAIRS
 
 
 class Converter(Protocol):

@@ -270,6 +270,17 @@ def render_dotted_topic(template: str, *, topic: str = "", client: str = "") -> 
     return "".join(out)
 
 
+#: (source protocol, target protocol) a route converts between; "mq" is an IBM MQ or embedded queue
+ROUTE_PAIRS = frozenset({("mqtt", "mq"), ("mq", "mqtt"), ("mqtt", "jms"), ("jms", "mqtt"), ("mq", "jms"),
+                         ("jms", "mq")})
+
+
+def endpoint_protocol(endpoint: MqttEndpoint | QueueEndpoint, connector_type: str) -> str:
+    if isinstance(endpoint, MqttEndpoint):
+        return "mqtt"
+    return "jms" if connector_type == "jms" else "mq"
+
+
 class RulesFile(_Model):
     version: Literal[1] = 1
     connectors: dict[str, Connector] = Field(default_factory=dict)
@@ -297,11 +308,26 @@ def semantic_problems(rules: RulesFile) -> list[tuple[tuple[Any, ...], str]]:
                                  f"connector {ep.connector!r} is not defined "
                                  f"(known: {', '.join(sorted(names))})"))
         problems.extend((("routes", i, *loc), msg) for loc, msg in envelope_problems(route, rules))
+        problems.extend((("routes", i), msg) for msg in pair_problems(route, rules, names))
     loop = find_loop(rules.routes, {name: c.type for name, c in rules.connectors.items()})
     if loop:
         first = next(i for i, r in enumerate(rules.routes) if r.name == loop[0])
         problems.append((("routes", first), f"routes loop a message back to its source: {' -> '.join(loop)}"))
     return problems
+
+
+def pair_problems(route: Route, rules: RulesFile, known: set[str]) -> list[str]:
+    """A route between two protocols the gateway converts between (the one verdict: validate, start and
+    reload all refuse the rest)."""
+    ends = []
+    for ep in (route.source, route.target):
+        if isinstance(ep, QueueEndpoint) and ep.connector not in known:
+            return []   # reported as an undefined connector
+        ends.append(endpoint_protocol(ep, "" if isinstance(ep, MqttEndpoint) else rules.connector(ep.connector).type))
+    if tuple(ends) in ROUTE_PAIRS or ends == ["mqtt", "mqtt"]:   # MQTT -> MQTT: the route's own check
+        return []
+    return [f"no conversion from {ends[0]} to {ends[1]}: a route joins two different protocols (MQTT, MQ "
+            f"queues, JMS); move messages within one provider with the provider's own tools"]
 
 
 def envelope_problems(route: Route, rules: RulesFile) -> list[tuple[tuple[str, ...], str]]:
