@@ -115,3 +115,26 @@ def test_pubrec_for_a_qos1_delivery_is_a_protocol_error(shared_gateway: GatewayP
     raw.send(bytes([0x50, 2]) + delivery.packet_id.to_bytes(2, "big"))   # PUBREC
     assert raw.closed_by_peer(5), "the broker answered a PUBREC for a QoS 1 delivery"
     wait_for(lambda: "a QoS 1 delivery" in gw.log(), 5, what="protocol error logged")
+
+
+def test_a_31_client_may_set_the_bits_its_specification_calls_not_used(shared_gateway: GatewayProcess) -> None:
+    """MQTT V3.1 calls DUP/QoS/RETAIN "not used" in most packets, RETAIN "not used" in PUBREL and
+    SUBSCRIBE, and has no rule for CONNECT flag bit 0: a 3.1 client setting them is served (3.1.1's
+    stricter rule is the parametrized cases above)."""
+    raw = RawClient(shared_gateway.port)
+    connect = bytearray(P.encode(P.Connect(P.MQTT_31, "old-31")))
+    connect[0] |= 0x0B                       # DUP, QoS 1, RETAIN on a CONNECT
+    connect[11] |= 0x01                      # reserved connect flag (after 0x10 len 00 06 MQIsdp 03)
+    raw.send(bytes(connect))
+    assert raw.recv() == P.Connack(P.ConnackCode.ACCEPTED)
+    raw.send(bytes([0x83]) + P.encode(P.Subscribe(1, (("old/31", 2),)))[1:])   # SUBSCRIBE with RETAIN set
+    assert raw.recv() == P.Suback(1, (2,))
+    raw.send(bytes([0xC9, 0]))               # PINGREQ with DUP and RETAIN set
+    assert raw.recv() == P.Bare(P.PINGRESP)
+    raw.send(P.encode(P.Publish("old/31", b"q2", 2, packet_id=9)))
+    assert raw.recv() == P.PacketIdOnly(P.PUBREC, 9)
+    raw.send(bytes([0x63, 2, 0, 9]))         # PUBREL with RETAIN set
+    packets = [raw.recv(), raw.recv()]       # PUBCOMP, and the delivery of its own publication
+    assert P.PacketIdOnly(P.PUBCOMP, 9) in packets
+    assert any(isinstance(p, P.Publish) and p.payload == b"q2" for p in packets)
+    raw.close()

@@ -223,7 +223,7 @@ def _decode_connect(buf: bytes, pos: int, end: int) -> Connect:
                             connack=ConnackCode.UNACCEPTABLE_PROTOCOL_VERSION)
     flags_offset = pos + 1
     pos += 4
-    if flags & 0x01:
+    if flags & 0x01 and level == MQTT_311:   # 3.1 leaves it unused: ignored
         raise ProtocolError("reserved connect flag bit 0 is set", packet=name, offset=flags_offset)
     clean = bool(flags & 0x02)
     will_flag = bool(flags & 0x04)
@@ -312,12 +312,14 @@ def _decode_suback(buf: bytes, pos: int, end: int) -> Suback:
     return Suback(pid, codes)
 
 
-# Fixed header flag rules. 3.1.1 fixes the reserved bits; 3.1 sent PUBREL/SUBSCRIBE/UNSUBSCRIBE at
-# QoS 1 and allowed DUP on their retries, so for level 3 the DUP bit is accepted on those three.
+# Fixed header flag rules. 3.1.1 fixes the reserved bits. The 3.1 text calls DUP, QoS and RETAIN "not used"
+# in every other packet and sends PUBREL/SUBSCRIBE/UNSUBSCRIBE at QoS 1 with DUP on retries and RETAIN
+# "not used": at level 3 only those three's QoS bits are checked, the rest ignored.
 _REQUIRED_FLAGS = {
     CONNECT: 0, CONNACK: 0, PUBACK: 0, PUBREC: 0, PUBREL: 2, PUBCOMP: 0, SUBSCRIBE: 2, SUBACK: 0,
     UNSUBSCRIBE: 2, UNSUBACK: 0, PINGREQ: 0, PINGRESP: 0, DISCONNECT: 0,
 }
+_MQISDP = b"\x00\x06MQIsdp"   # the start of a 3.1 CONNECT's variable header
 _FIXED_LENGTH = {CONNACK: 2, PUBACK: 2, PUBREC: 2, PUBREL: 2, PUBCOMP: 2, UNSUBACK: 2,
                  PINGREQ: 0, PINGRESP: 0, DISCONNECT: 0}
 
@@ -331,7 +333,11 @@ def decode_body(ptype: int, flags: int, body: bytes, level: int = MQTT_311) -> P
     if ptype == PUBLISH:
         return _decode_publish(body, flags, 0, end)
     required = _REQUIRED_FLAGS[ptype]
-    if flags != required and not (level == MQTT_31 and required == 2 and flags == 0x0A):
+    if level == MQTT_31 or ptype == CONNECT and body.startswith(_MQISDP):   # (a CONNECT names its own level)
+        bad = required == 2 and flags & 0x06 != 0x02
+    else:
+        bad = flags != required
+    if bad:
         raise ProtocolError(f"fixed header flags {flags:#06b} are invalid (must be {required:#06b})",
                             packet=name, offset=0)
     fixed = _FIXED_LENGTH.get(ptype)
