@@ -57,7 +57,8 @@ class Gateway:
         broker.recover(state)
         self.broker = broker
         rules = load_rules(cfg.rules)
-        self.queues = QueueStore(default_path(self.data_dir), synchronous=cfg.broker.durability.synchronous).open()
+        self.queues = QueueStore(default_path(self.data_dir), synchronous=cfg.broker.durability.synchronous,
+                                 definition=cfg.embedded.definition).open()
         if cfg.convlog.enabled:
             self.convlog = ConversionLog(cfg.convlog.directory or self.data_dir / "convlog",
                                          max_bytes=cfg.convlog.max_file_mb * 1024 * 1024)

@@ -178,6 +178,24 @@ class ConvlogConfig(_Model):
     max_file_mb: int = Field(64, ge=1)
 
 
+class QueueDefinition(_Model):
+    """What a queue manager takes from a queue's definition when a message is put "as queue default"
+    (IBM MQ docs "MQMD - Message descriptor", Priority and Persistence): DEFPRTY and DEFPSIST."""
+    default_priority: int = Field(0, ge=0, le=9)
+    default_persistence: bool = False
+
+
+class EmbeddedConfig(_Model):
+    """The embedded queue store's queue definitions: ``queue_defaults`` for every queue, ``queues`` per name."""
+    queue_defaults: QueueDefinition = QueueDefinition()
+    queues: dict[str, QueueDefinition] = Field(default_factory=dict)
+
+    def definition(self, queue: str) -> tuple[int, bool]:
+        """(default priority, default persistence) of ``queue``."""
+        d = self.queues.get(queue, self.queue_defaults)
+        return d.default_priority, d.default_persistence
+
+
 class GatewayConfig(_Model):
     data_dir: Path = Path("var")
     gateway_id: str = "mqbridge"
@@ -186,6 +204,7 @@ class GatewayConfig(_Model):
     broker: BrokerConfig = BrokerConfig()
     admin: AdminConfig = AdminConfig()
     logging: LoggingConfig = LoggingConfig()
+    embedded: EmbeddedConfig = EmbeddedConfig()
 
 
 def load_config(path: Path | str | None) -> GatewayConfig:

@@ -11,7 +11,8 @@ from pathlib import Path
 from bridge.connectors.embedded import QueueStore, default_path
 from bridge.convlog import log_files
 from mappings.mq import constants as C
-from mappings.mq.message import decode_message
+from mappings.mq.message import MqMessage, decode_message, encode_message
+from mappings.mq.mqmd import Mqmd
 from tests.support.gateway import GatewayProcess, wait_for
 from tests.support.mqtt_clients import PahoClient
 
@@ -38,10 +39,11 @@ def test_mqtt_publication_becomes_mq_message_on_queue(
     msgs = store.browse("MQTT.IN")
     store.close()
     first = decode_message(msgs[0].data)
-    # Table 1: Format MQHRF2, UserIdentifier = client id, Priority AS_Q_DEF, Persistence from QoS
+    # Table 1: Format MQHRF2, UserIdentifier = client id, Priority AS_Q_DEF, Persistence from QoS; the store,
+    # as a queue manager at MQPUT, resolved AS_Q_DEF to the queue's default priority (DEFPRTY, 0)
     assert first.md.format.strip() == "MQHRF2"
     assert first.md.user_identifier.strip() == "sensor-7"
-    assert first.md.priority == C.MQPRI_PRIORITY_AS_Q_DEF
+    assert first.md.priority == 0
     assert first.md.persistence == C.MQPER_PERSISTENT
     assert first.md.msg_id != C.MQMI_NONE  # the store gave it a MsgId, as a QM does
     # Table 2: mqtt/clientId, qos, msgid (QoS 1/2 only); mqps/Top; no mcd folder
@@ -98,8 +100,10 @@ def test_poison_message_goes_to_backout_queue_with_reason(
     folder = backed.rfh2_folder("mqbridge")
     assert folder is not None and "conversion failed" in (folder.value("Reason") or "")
     assert folder.value("Route") == "mq-to-mqtt"
-    # the original bytes, unchanged but for what the store set on put (MsgId, PutDate, PutTime)
-    assert len(backed.body) == len(bad) and backed.body[:48] == bad[:48] and backed.body[324:] == bad[324:]
+    # the original bytes, unchanged but for what the store set on put (Priority AS_Q_DEF resolved, MsgId,
+    # PutDate, PutTime)
+    assert len(backed.body) == len(bad) and backed.body[:40] == bad[:40] and backed.body[44:48] == bad[44:48]
+    assert backed.body[40:44] == b"\x00\x00\x00\x00" and backed.body[324:] == bad[324:]
     # the route is not blocked: a good message after it still flows
     store.put("MQTT.OUT", good_message("after/poison", b"ok"))
     got = sub.wait_messages(1)
@@ -226,3 +230,26 @@ def test_user_identifier_from_user_name(gateway_factory: Callable[..., GatewayPr
     store.close()
     assert msg.md.user_identifier.strip() == "alice"          # MQ Telemetry Table 1: MqttConnectOptions.UserName
     assert msg.rfh2_folder("mqtt").value("clientId") == "device-99"   # type: ignore[union-attr]
+
+
+def test_as_queue_default_is_resolved_at_put_from_the_queue_definition(
+        gateway_factory: Callable[..., GatewayProcess], clients: Callable[..., PahoClient], tmp_path: Path) -> None:
+    """Priority -1 and Persistence 2 mean "as the queue's definition": a queue manager resolves them at MQPUT,
+    so a getter never sees them; the embedded store does the same, from ``embedded.queues`` (before: it kept
+    -1 and 2, which MQ -> MQTT read as not persistent and MQ -> JMS as persistent)."""
+    gw = gateway_factory({"embedded": {"queues": {"MQTT.IN": {"default_priority": 6, "default_persistence": True}}}})
+    clients(gw.port, "sensor-8").connect().publish("mq/plant/p", b"x", qos=1)   # Priority AS_Q_DEF (Table 1)
+    store = _queue(gw)
+    wait_for(lambda: store.depth("MQTT.IN") == 1, 10, what="the message on MQTT.IN")
+    assert decode_message(store.browse("MQTT.IN")[0].data).md.priority == 6
+    store.close()
+    # a message put by hand "as queue default" for both: the CLI reads the same definitions (-c)
+    raw = tmp_path / "m.bin"
+    raw.write_bytes(encode_message(MqMessage(Mqmd(format=C.MQFMT_STRING, priority=C.MQPRI_PRIORITY_AS_Q_DEF,
+                                                  persistence=C.MQPER_PERSISTENCE_AS_Q_DEF), body=b"y")))
+    put = gw.cli("queue", "-c", str(gw.config_path), "put", "MQTT.IN", "--file", str(raw))
+    assert put.returncode == 0, put.stderr
+    store = _queue(gw)
+    md = decode_message(store.browse("MQTT.IN")[1].data).md
+    store.close()
+    assert (md.priority, md.persistence) == (6, C.MQPER_PERSISTENT)

@@ -37,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(func=cmd_reload)
 
     q = sub.add_parser("queue", help="the embedded queue store: list, browse, put, get, clear")
-    q.add_argument("--config", "-c", type=Path, help="gateway configuration (for its data_dir)")
+    q.add_argument("--config", "-c", type=Path, help="gateway configuration (its data_dir and queue definitions)")
     q.add_argument("--data-dir", type=Path)
     qs = q.add_subparsers(dest="queue_action", metavar="ACTION")
     qs.required = True
@@ -158,8 +158,10 @@ def cmd_reload(args: argparse.Namespace) -> int:
 
 
 def _store(args: argparse.Namespace) -> QueueStore:
-    path = default_path(_data_dir(args))
-    return QueueStore(path).open()
+    """The embedded store, with the queue definitions of -c CONFIG (a put "as queue default" resolves them)."""
+    cfg = load_config(getattr(args, "config", None))
+    data_dir = Path(args.data_dir) if getattr(args, "data_dir", None) is not None else Path(cfg.data_dir)
+    return QueueStore(default_path(data_dir), definition=cfg.embedded.definition).open()
 
 
 def cmd_queue_list(args: argparse.Namespace) -> int:

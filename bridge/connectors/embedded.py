@@ -2,8 +2,10 @@
 MQMD + headers + body bytes exactly as they would be put to IBM MQ — so the gateway works on a
 fresh machine with nothing else installed. `mqbridge queue ...` reads and writes them.
 
-Like a queue manager on MQPUT, the store gives a message a MsgId when it has none (MQMI_NONE) and
-sets PutDate/PutTime (GMT); on a get that is backed out it raises BackoutCount. Offsets are the
+Like a queue manager on MQPUT, the store gives a message a MsgId when it has none (MQMI_NONE), sets
+PutDate/PutTime (GMT), and resolves Priority -1 and Persistence 2 ("as queue default") to the queue's
+definition (``definition``; default priority 0, not persistent, as DEFPRTY/DEFPSIST default); on a get
+that is backed out it raises BackoutCount. Offsets are the
 MQMD v1/v2 layout of IBM MQ docs "MQMD - Message descriptor"."""
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from bridge.connectors.base import ConnectorError, Inbound, Outbound, Source, Target
 from mappings.errors import MappingError
@@ -30,6 +32,9 @@ from mappings.selector.views import SourceSelector
 T = TypeVar("T")
 log = logging.getLogger("mqbridge.embedded")
 
+FORMAT_OFFSET = 32
+PRIORITY_OFFSET = 40
+PERSISTENCE_OFFSET = 44
 MSGID_OFFSET = 48
 MSGID_LENGTH = 24
 BACKOUT_OFFSET = 96
@@ -77,7 +82,10 @@ class QueueStore:
     """Thread-safe; every public call is one transaction. Calls block on SQLite: from asyncio, run
     them in an executor."""
 
-    def __init__(self, path: Path | str, *, qmgr_name: str = "MQBRIDGE", synchronous: str = "FULL") -> None:
+    def __init__(self, path: Path | str, *, qmgr_name: str = "MQBRIDGE", synchronous: str = "FULL",
+                 definition: Callable[[str], tuple[int, bool]] = lambda queue: (0, False)) -> None:
+        """``definition``: a queue's (default priority, default persistence)."""
+        self.definition = definition
         self.path = Path(path)
         self.qmgr_name = qmgr_name
         self.synchronous = synchronous
@@ -126,11 +134,20 @@ class QueueStore:
     def _new_msg_id(self) -> bytes:
         return self._prefix + next(self._counter).to_bytes(8, "big")
 
-    def _stamp(self, data: bytes, now: float) -> tuple[bytes, bytes]:
+    def _stamp(self, queue: str, data: bytes, now: float) -> tuple[bytes, bytes]:
         if len(data) < MQMD_V1_LENGTH or data[:4] != b"MD  ":
             raise QueueStoreError("not an MQ message: it must start with an MQMD (StrucId 'MD  ')")
         msg_id = data[MSGID_OFFSET:MSGID_OFFSET + MSGID_LENGTH]
         buf = bytearray(data)
+        order = _mqmd_order(data)
+        priority = int.from_bytes(data[PRIORITY_OFFSET:PRIORITY_OFFSET + 4], order, signed=True)
+        persistence = int.from_bytes(data[PERSISTENCE_OFFSET:PERSISTENCE_OFFSET + 4], order, signed=True)
+        if priority == C.MQPRI_PRIORITY_AS_Q_DEF or persistence == C.MQPER_PERSISTENCE_AS_Q_DEF:
+            default_priority, default_persistent = self.definition(queue)
+            if priority == C.MQPRI_PRIORITY_AS_Q_DEF:
+                buf[PRIORITY_OFFSET:PRIORITY_OFFSET + 4] = default_priority.to_bytes(4, order)
+            if persistence == C.MQPER_PERSISTENCE_AS_Q_DEF:
+                buf[PERSISTENCE_OFFSET:PERSISTENCE_OFFSET + 4] = int(default_persistent).to_bytes(4, order)
         if msg_id == C.MQMI_NONE:
             msg_id = self._new_msg_id()
             buf[MSGID_OFFSET:MSGID_OFFSET + MSGID_LENGTH] = msg_id
@@ -146,7 +163,7 @@ class QueueStore:
         rows = []
         ids = []
         for queue, data in items:
-            stamped, msg_id = self._stamp(data, now)
+            stamped, msg_id = self._stamp(queue, data, now)
             rows.append((queue, msg_id, stamped, now))
             ids.append(msg_id)
         with self._txn() as db:
@@ -287,14 +304,13 @@ def open_store(data_dir: Path) -> QueueStore:
 
 # -- the embedded store as a route's target and source ------------------------------------------------
 
-FORMAT_OFFSET = 32
-PRIORITY_OFFSET = 40
-PERSISTENCE_OFFSET = 44
+def _mqmd_order(data: bytes) -> Literal["little", "big"]:
+    """The MQMD's integer byte order, read from its Version field (1 or 2)."""
+    return "little" if int.from_bytes(data[4:8], "little") in (1, 2) else "big"
 
 
 def _mqmd_int(data: bytes, offset: int) -> int:
-    order = "little" if int.from_bytes(data[4:8], "little") in (1, 2) else "big"
-    return int.from_bytes(data[offset:offset + 4], order, signed=True)
+    return int.from_bytes(data[offset:offset + 4], _mqmd_order(data), signed=True)
 
 
 class EmbeddedTarget(Target):
