@@ -253,3 +253,20 @@ def test_as_queue_default_is_resolved_at_put_from_the_queue_definition(
     md = decode_message(store.browse("MQTT.IN")[1].data).md
     store.close()
     assert (md.priority, md.persistence) == (6, C.MQPER_PERSISTENT)
+
+
+def test_a_route_cannot_forge_a_dollar_topic(gateway: GatewayProcess, clients: Callable[..., PahoClient]) -> None:
+    """An MQ message whose mqps/Top is $SYS/broker/uptime was delivered as a forged statistic: a route's
+    publication to a '$' topic goes to the backout queue with the reason instead."""
+    sub = clients(gateway.port).connect()
+    sub.subscribe("$SYS/broker/uptime", 0)
+    sub.subscribe("after/forgery", 1)
+    store = _queue(gateway)
+    store.put("MQTT.OUT", good_message("$SYS/broker/uptime", b"forged 999999 seconds"))
+    store.put("MQTT.OUT", good_message("after/forgery", b"ok"))
+    wait_for(lambda: any(m.topic == "after/forgery" for m in sub.messages), 10, what="the message after it")
+    wait_for(lambda: store.depth("BACKOUT.mq_to_mqtt") == 1, 10, what="the forgery on the backout queue")
+    folder = decode_message(store.browse("BACKOUT.mq_to_mqtt")[0].data).rfh2_folder("mqbridge")
+    store.close()
+    assert folder is not None and "'$'" in (folder.value("Reason") or "")
+    assert not [m for m in sub.messages if m.payload == b"forged 999999 seconds"]

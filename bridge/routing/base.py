@@ -72,11 +72,16 @@ def override_jms(jms: JmsMessage, opts: RouteOptions) -> JmsMessage:
 # -- names ---------------------------------------------------------------------------------------------
 
 def checked_topic(topic: str) -> str:
-    """A rendered ``to.mqtt`` topic, refused (MappingError) when it is not a valid topic name."""
+    """A rendered ``to.mqtt`` topic, refused (MappingError) when it is not a valid topic name, or when it
+    starts with ``$``: those are the broker's own ($SYS statistics, listener control), which a message
+    from a route must not forge (the message goes to the route's backout destination with the reason)."""
     try:
         validate_topic_name(topic)
     except TopicError as exc:
         raise MappingError(str(exc), structure="route", field="to.mqtt") from None
+    if topic.startswith("$"):
+        raise MappingError(f"{topic!r}: topics starting with '$' are the broker's own; a route may not publish "
+                           "there", structure="route", field="to.mqtt")
     return topic
 
 

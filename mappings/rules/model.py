@@ -219,6 +219,8 @@ def check_topic_template(template: str) -> None:
     literal = TEMPLATE_FIELD.sub("x", template)
     if "+" in literal or "#" in literal or not literal:
         raise ValueError(f"to.mqtt: {template!r} must be a topic name (no wildcards)")
+    if template.startswith("$"):
+        raise ValueError(f"to.mqtt: {template!r}: topics starting with '$' are the broker's own")
 
 
 def render_topic(template: str, *, topic: str = "", dest: str = "", client: str = "") -> str:
