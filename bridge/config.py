@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -131,8 +131,8 @@ class BrokerConfig(_Model):
     listeners: list[ListenerConfig] = Field(default_factory=lambda: [ListenerConfig()])
     limits: LimitsConfig = LimitsConfig()
     durability: DurabilityConfig = DurabilityConfig()
-    # client ids allowed to publish $SYS/SCADA/MQIsdpListener/<port>|all ON/OFF
-    listener_control_clients: list[str] = Field(default_factory=list)
+    # authenticated user names allowed to publish $SYS/SCADA/MQIsdpListener/<port>|all ON/OFF
+    listener_control_users: list[str] = Field(default_factory=list)
     sys_interval: float = Field(10.0, ge=0)    # seconds between $SYS/broker updates; 0 disables
     # None: anonymous clients only on loopback listeners and only while no users are configured (as
     # mosquitto 2 allows them only in its local-only mode); a listener's own setting wins
@@ -148,6 +148,14 @@ class BrokerConfig(_Model):
             if problem:
                 raise ValueError(f"user {user!r}: {problem}")
         return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "listener_control_clients" in data:
+            raise ValueError("listener_control_clients was replaced by listener_control_users: listener control "
+                             "needs an authenticated user name, since a client chooses its own client id")
+        return data
 
     @model_validator(mode="after")
     def _unique_ports(self) -> BrokerConfig:

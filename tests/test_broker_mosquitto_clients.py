@@ -198,7 +198,8 @@ def test_listener_control_with_mosquitto_pub(gateway_factory, version):
     p1, p2 = free_port(), free_port()
     gw = gateway_factory({"broker": {"listeners": [{"host": "127.0.0.1", "port": p1},
                                                    {"host": "127.0.0.1", "port": p2}],
-                                     "listener_control_clients": ["scada-op"]}})
+                                     "allow_anonymous": True, "users": {"scada-op": make_hash(b"s3cret").encode()},
+                                     "listener_control_users": ["scada-op"]}})
 
     def running() -> dict[int, bool]:
         return {lst["port"]: lst["running"] for lst in gw.admin("/status")[1]["listeners"]}
@@ -207,10 +208,12 @@ def test_listener_control_with_mosquitto_pub(gateway_factory, version):
     assert r.returncode == 0
     wait_for(lambda: "may not control listeners" in gw.log(), 5, what="refusal logged")
     assert running() == {p1: True, p2: True}
-    pub_ok(p1, f"$SYS/SCADA/MQIsdpListener/{p2}", "OFF", version=version, client_id="scada-op", qos=1)
+    pub_ok(p1, f"$SYS/SCADA/MQIsdpListener/{p2}", "OFF", version=version, client_id="scada-op", qos=1,
+           extra=("-u", "scada-op", "-P", "s3cret"))
     wait_for(lambda: running() == {p1: True, p2: False}, 5, what=f"{p2} stopped")
     r = mosquitto_pub(p2, "mo/x", "x", version=version)
     assert r.returncode != 0
-    pub_ok(p1, f"$SYS/SCADA/MQIsdpListener/{p2}", "ON", version=version, client_id="scada-op", qos=1)
+    pub_ok(p1, f"$SYS/SCADA/MQIsdpListener/{p2}", "ON", version=version, client_id="scada-op", qos=1,
+           extra=("-u", "scada-op", "-P", "s3cret"))
     wait_for(lambda: running() == {p1: True, p2: True}, 5, what=f"{p2} started")
     pub_ok(p2, "mo/x", "x", version=version)

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from bridge.mqtt import packets as P
+from bridge.mqtt.passwords import make_hash
 from tests.support import shared_gateway
 from tests.support.gateway import GatewayProcess, free_port, wait_for
 from tests.support.mosquitto import AVAILABLE as MOSQUITTO
@@ -50,20 +51,23 @@ def can_connect(port: int) -> bool:
 
 # -- listener control -----------------------------------------------------------------------------
 
+# listener control needs an authenticated user listed for it (a client id is the client's own choice)
+OPERATOR = {"users": {"operator": make_hash(b"op-secret").encode()}, "listener_control_users": ["operator"]}
+
 
 @pytest.fixture
 def two_listeners(gateway_factory):
     p1, p2 = free_port(), free_port()
     gw = gateway_factory({"broker": {
         "listeners": [{"host": "127.0.0.1", "port": p1}, {"host": "127.0.0.1", "port": p2}],
-        "listener_control_clients": ["operator"], "sys_interval": 1.0}})
+        "allow_anonymous": True, **OPERATOR, "sys_interval": 1.0}})
     assert gw.listener_ports == [p1, p2]
     return gw, p1, p2
 
 
 def test_listener_control_by_port(two_listeners, clients, proto):
     gw, p1, p2 = two_listeners
-    op = clients(p1, "operator", protocol=proto).connect()
+    op = clients(p1, "operator", protocol=proto, username="operator", password="op-secret").connect()
     stays = RawClient(p2)
     assert stays.connect("on-p2", LEVEL[proto]).return_code == 0
     op.publish(f"$SYS/SCADA/MQIsdpListener/{p2}", b"OFF", qos=1)
@@ -83,7 +87,7 @@ def test_listener_control_by_port(two_listeners, clients, proto):
 
 def test_listener_control_all(two_listeners, clients, proto):
     gw, p1, p2 = two_listeners
-    op = clients(p1, "operator", protocol=proto).connect()
+    op = clients(p1, "operator", protocol=proto, username="operator", password="op-secret").connect()
     op.publish("$SYS/SCADA/MQIsdpListener/all", b"OFF", qos=1)
     wait_for(lambda: not any(s["running"] for s in listener_state(gw).values()), 5, what="all stopped")
     assert not can_connect(p1) and not can_connect(p2)
@@ -97,11 +101,15 @@ def test_listener_control_ignored_from_other_clients(two_listeners, clients, pro
     intruder = clients(p1, "intruder", protocol=proto).connect()
     intruder.publish(f"$SYS/SCADA/MQIsdpListener/{p2}", b"OFF", qos=1)
     intruder.publish("$SYS/SCADA/MQIsdpListener/all", b"OFF", qos=1)
-    wait_for(lambda: gw.log().count("may not control listeners") >= 2, 5, what="refusals logged")
+    # a client that takes the operator's client id (anonymously) is not the operator
+    impostor = clients(p1, "operator", protocol=proto).connect()
+    impostor.publish(f"$SYS/SCADA/MQIsdpListener/{p2}", b"OFF", qos=1)
+    impostor.client.disconnect()
+    wait_for(lambda: gw.log().count("may not control listeners") >= 3, 5, what="refusals logged")
     assert all(s["running"] for s in listener_state(gw).values())
     assert can_connect(p1) and can_connect(p2)
     # a bad payload from the operator changes nothing either
-    op = clients(p1, "operator", protocol=proto).connect()
+    op = clients(p1, "operator", protocol=proto, username="operator", password="op-secret").connect()
     op.publish(f"$SYS/SCADA/MQIsdpListener/{p2}", b"MAYBE", qos=1)
     wait_for(lambda: "payload must be ON or OFF" in gw.log(), 5, what="bad payload logged")
     assert can_connect(p2)
@@ -409,12 +417,12 @@ def test_listener_configured_off_is_started_by_listener_control(gateway_factory,
     p1, p2 = free_port(), free_port()
     gw = gateway_factory({"broker": {
         "listeners": [{"host": "127.0.0.1", "port": p1}, {"host": "127.0.0.1", "port": p2, "start": False}],
-        "listener_control_clients": ["operator"]}})
+        "allow_anonymous": True, **OPERATOR}})
     assert listener_state(gw)[p2]["running"] is False
     assert not can_connect(p2)
     r = gw.cli("status", "-c", str(gw.config_path))
     assert f"mqtt:127.0.0.1:{p2}" in r.stdout and "stopped" in r.stdout
-    op = clients(p1, "operator", protocol=proto).connect()
+    op = clients(p1, "operator", protocol=proto, username="operator", password="op-secret").connect()
     op.publish(f"$SYS/SCADA/MQIsdpListener/{p2}", b"ON", qos=1)
     wait_for(lambda: listener_state(gw)[p2]["running"], 5, what=f"listener {p2} started")
     assert can_connect(p2)

@@ -83,6 +83,8 @@ class Connections:
         conn.keepalive = packet.keepalive
         conn.clean_session = packet.clean_session
         conn.username = packet.username
+        # a user name is authenticated when a password database checked it (else it is only what the client said)
+        conn.authenticated = packet.username is not None and bool(self.auth.users)
         conn.will = packet.will
         conn.connected_at = now
         conn.trace = client_id in self.trace_clients

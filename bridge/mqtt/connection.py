@@ -32,6 +32,7 @@ class ClientConnection:
         self.keepalive = 0
         self.clean_session = True
         self.username: str | None = None
+        self.authenticated = False   # ``username`` was checked against a password (connect.py)
         self.will: P.Will | None = None
         self.session: Session | None = None
         self.closed = False      # the socket ended

@@ -200,9 +200,10 @@ class Publisher:
         if topic.startswith(LISTENER_CONTROL_PREFIX):
             target = topic[len(LISTENER_CONTROL_PREFIX):]
             command = packet.payload.strip().upper()
-            if conn.client_id not in self.config.listener_control_clients:
-                log.warning("client %s may not control listeners (%s %r): ignored", conn.client_id,
-                            topic, packet.payload[:16])
+            if not conn.authenticated or conn.username not in self.config.listener_control_users:
+                log.warning("client %s (user %s%s) may not control listeners (%s %r): ignored", conn.client_id,
+                            conn.username, "" if conn.authenticated else ", not authenticated", topic,
+                            packet.payload[:16])
                 return
             if command not in (b"ON", b"OFF") or self.listener_control is None:
                 log.warning("listener control from %s: payload must be ON or OFF, got %r",
