@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import signal
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -91,18 +92,20 @@ class Gateway:
         out: dict[str, object] = {}
         if self.router is not None:
             out["routes"] = self.router.status()
+            out["kept_route_sessions"] = self.router.kept.status()   # of routes that are gone
         if self.queues is not None:
             out["queues"] = [{"queue": q, "depth": d} for q, d, _ in self.queues.queues()]
         if self.convlog is not None:
             out["convlog"] = {"written": self.convlog.written, "dropped": self.convlog.dropped}
         return out
 
-    async def reload(self) -> tuple[bool, list[str]]:
-        """Re-read the rules file; validate everything first, then swap routes without losing a message."""
+    async def reload(self, discard: Sequence[str] = ()) -> tuple[bool, list[str]]:
+        """Re-read the rules file; validate everything first, then swap routes without losing a message.
+        ``discard``: removed routes whose kept messages are dropped (``mqbridge reload --discard``)."""
         try:
             rules = load_rules(self.config.rules)
             assert self.router is not None
-            changes = await self.router.apply(rules)
+            changes = await self.router.apply(rules, discard)
         except RulesError as exc:
             log.error("reload refused, rules are invalid:\n%s", exc)
             return False, exc.problems
