@@ -146,6 +146,8 @@ def test_a_removed_route_keeps_its_messages_until_a_route_matches_them(
     assert "its broker session keeps 300 queued message(s) no route matches (topics amq/k/0, amq/k/1" in gw.log()
     status = gw.cli("status", "--admin", f"http://127.0.0.1:{gw.admin_port}")
     assert "kept   to-amq" in status.stdout and "300 queued message(s) no route matches" in status.stdout
+    code, body = gw.admin("/sessions/$route:to-amq", "DELETE")   # would drop them unlogged: refused
+    assert code == 409 and "reload --discard to-amq" in body["error"]
     assert gw.stop() == 0
     gw.start()
     assert kept(gw) == {"to-amq": 300}   # a restart keeps it too
@@ -245,3 +247,33 @@ def test_sigkill_right_after_a_rename_loses_nothing_acknowledged(
     gw.start()
     assert sorted(bodies(gw, "SECOND", 400, timeout=60)) == sorted(sent)
     assert kept(gw) == {}
+
+
+def test_removing_a_route_that_holds_its_publisher_lets_the_publisher_go(
+    gateway_factory: Callable[..., GatewayProcess], clients: Callable[..., PahoClient], tmp_path: Path,
+) -> None:
+    """A stuck route past its max_queued holds its publisher (broker.md "Route backpressure"). Removed, it
+    lets the publisher go and keeps what it had acknowledged; what the publisher sends afterwards has no
+    route (as for any topic nobody subscribes to)."""
+    rules = tmp_path / "rules.yaml"
+    gw = start(gateway_factory, rules, {**STUCK, "options": {"max_queued": 10}})
+    pub = clients(gw.port, "held-pub")
+    pub.connect()
+    n = 600   # past the route's in-flight window (256) and its max_queued
+    infos = [pub.publish(f"amq/h/{i}", b"h", qos=1, wait=False) for i in range(n)]
+
+    def held() -> int:
+        (route,) = gw.admin("/status")[1]["routes"]
+        acked = sum(i.is_published() for i in infos)
+        if route["held_publishers"] == 1 and acked == route["queued"] + route["inflight"]:
+            return acked
+        return 0
+
+    acked = wait_for(held, 20, what="the publisher held, every PUBACK it got in")
+    assert acked < n
+    write_rules(rules)
+    r = reload(gw)
+    assert r.returncode == 0, r.stderr
+    wait_for(lambda: all(i.is_published() for i in infos), 20, what="the rest of the PUBACKs")
+    assert kept(gw) == {"to-amq": acked}
+    assert r.stdout.strip() == f"reloaded: stopped to-amq, to-amq: kept {acked} queued (no route matches)"

@@ -100,8 +100,8 @@ class KeptSessions:
                                                          Status.DROPPED, now, reason=reason))
         self.broker.drop_retired_route_session(cid)
         self._last_kept.pop(cid, None)
-        log.warning("route %s: %d kept message(s) discarded on request (--discard), each in the conversion log",
-                    name, len(outs))
+        log.warning("route %s: %d kept message(s) discarded on request (--discard)%s", name, len(outs),
+                    ", each in the conversion log" if self.convlog is not None else " (the conversion log is off)")
         return f"{name}: discarded {len(outs)}"
 
     def status(self) -> list[dict[str, object]]:
