@@ -254,6 +254,7 @@ class Router:
         self.workers: dict[str, RouteWorker] = {}
         self._lines = RecordLines(gateway_id)
         self.kept = KeptSessions(broker, convlog, self._lines)   # the sessions of routes that are gone
+        self._applying = asyncio.Lock()
 
     # -- building ---------------------------------------------------------------------------------
 
@@ -322,13 +323,17 @@ class Router:
         is built (validated) before any running one is touched. The broker sessions of routes that are
         gone are retired and their messages handed to the routes that match them, or kept (kept.py);
         ``discard`` names routes whose kept messages are dropped instead. Returns what changed."""
+        async with self._applying:   # a SIGHUP and an admin reload at once run one after the other
+            return await self._apply(rules, discard)
+
+    async def _apply(self, rules: RulesFile, discard: Iterable[str]) -> list[str]:
         wanted = {r.name: r for r in rules.routes if r.enabled}
         changed = [name for name, r in wanted.items()
                    if name not in self.workers or self.workers[name].route != r]
-        built = {name: self.build(rules, wanted[name]) for name in changed}
-        removed = [name for name in self.workers if name not in wanted]
         reading_mqtt = {name for name, r in wanted.items() if isinstance(r.source, MqttEndpoint)}
         discarding = self.kept.check_discard(discard, reading_mqtt)
+        built = {name: self.build(rules, wanted[name]) for name in changed}
+        removed = [name for name in self.workers if name not in wanted]
         summary = []
         for name in removed + [n for n in changed if n in self.workers]:
             worker = self.workers.pop(name)
