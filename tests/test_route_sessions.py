@@ -118,3 +118,19 @@ def test_a_subscription_keeps_its_since_across_a_restart(tmp_path: Path) -> None
     store.close()
     assert _rows(db, "SELECT key, value FROM meta WHERE key LIKE 'route_since %'") == [
         ('route_since ["$route:r", "t/#"]', str(new))]
+
+
+def test_a_route_of_the_same_name_takes_its_kept_session_back(tmp_path: Path) -> None:
+    store, broker = _open(tmp_path / "s.db")
+    _attach(broker, "r", "k/#")
+    broker.sessions["$route:r"].max_inflight = 0   # nothing in flight: all three stay queued
+    for i in range(3):
+        broker.publish(Message(f"k/{i}", str(i).encode(), 1))
+    broker.sessions["$route:r"].detach()
+    broker.retire_route_sessions(["$route:r"])
+    (settled,) = broker.settle_route_sessions()
+    assert settled.kept == 3 and broker.sessions["$route:r"].subscriptions == {}
+    got = _attach(broker, "r", "k/#")   # disabled, then enabled again
+    assert got == ["0", "1", "2"]
+    assert broker.routes.retired == {} and broker.settle_route_sessions() == []
+    store.close()

@@ -109,7 +109,7 @@ class RouteSessions:
         """A route of the same name takes its retired session back: what was handed elsewhere goes."""
         session = self.retired.pop(client_id, None)
         if session is not None:
-            session.withdraw(set(self._handed.pop(client_id, {})))
+            session.withdraw({out for out, given in self._handed.pop(client_id, {}).items() if given})
 
     def _hand(self, retired: Session, targets: list[tuple[Session, str, int]]) -> None:
         handed = self._handed.setdefault(retired.client_id, {})
@@ -122,7 +122,7 @@ class RouteSessions:
                 continue
             for session, flt, first in targets:
                 if mid >= first or not topic_matches(flt, msg.topic):
-                    continue   # it reached that subscription when it was published
+                    continue   # stored after the subscription was made: it had its own copy
                 given = handed.setdefault(out, [])
                 if session.client_id in given:
                     continue
