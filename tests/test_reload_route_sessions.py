@@ -7,24 +7,29 @@ from __future__ import annotations
 import json
 import signal
 import sqlite3
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from bridge.connectors.embedded import QueueStore, default_path
 from bridge.convlog import log_files
 from mappings.mq.message import decode_message
+from tests.support.activemq import BrokerEndpoints
 from tests.support.gateway import GatewayProcess, free_port, wait_for
+from tests.support.jmstool import JmsTool
 from tests.support.mqtt_clients import PahoClient
+from tests.support.tcpproxy import TcpProxy
 
 DOWN_PORT = free_port()   # nothing listens here: the route's STOMP target stays down
 STUCK = {"name": "to-amq", "from": {"mqtt": "amq/#"}, "to": {"connector": "down", "queue": "Q"}}
 
 
-def write_rules(path: Path, *routes: dict[str, Any]) -> None:
+def write_rules(path: Path, *routes: dict[str, Any], port: int = DOWN_PORT) -> None:
     path.write_text(json.dumps({
-        "connectors": {"down": {"type": "jms", "host": "127.0.0.1", "port": DOWN_PORT,
-                                "reconnect_max_seconds": 1.0}},
+        "connectors": {"down": {"type": "jms", "host": "127.0.0.1", "port": port, "reconnect_max_seconds": 1.0}},
         "routes": list(routes)}, indent=1))
 
 
@@ -110,6 +115,41 @@ def test_a_renamed_route_gets_what_the_old_name_held(
     assert "to-amq: handed 600 to amq-to-queue" in r.stdout
     assert kept(gw) == {}
     assert "route to-amq is gone: its queued messages were handed over: 600 to amq-to-queue" in gw.log()
+
+
+@pytest.fixture
+def proxy(activemq: BrokerEndpoints) -> Iterator[TcpProxy]:
+    """ActiveMQ's STOMP port behind a forwarder, down to begin with: the route's target is down."""
+    p = TcpProxy(free_port(), (activemq.host, activemq.stomp_port))
+    try:
+        yield p
+    finally:
+        p.down()
+
+
+@pytest.mark.activemq
+def test_renamed_while_its_activemq_target_is_down_every_message_arrives_once_it_is_up(
+    gateway_factory: Callable[..., GatewayProcess], clients: Callable[..., PahoClient], tmp_path: Path,
+    proxy: TcpProxy, jmstool: JmsTool,
+) -> None:
+    """The issue's case: a route to an ActiveMQ queue whose STOMP target is down holds 500 acknowledged
+    QoS 1 publications and is renamed by reload; once ActiveMQ is reachable all 500 are on the queue."""
+    rules = tmp_path / "rules.yaml"
+    queue = f"RENAME.{uuid.uuid4().hex[:10]}"
+    route = {**STUCK, "to": {"connector": "down", "queue": queue}}
+    write_rules(rules, route, port=proxy.port)
+    gw = gateway_factory({"rules": str(rules)})
+    sent = topics("amq/r", 500)
+    publish(clients, gw, sent)
+    wait_held(gw, "to-amq", 500)
+    write_rules(rules, {**route, "name": "renamed"}, port=proxy.port)
+    r = reload(gw)
+    assert r.returncode == 0, r.stderr
+    wait_held(gw, "renamed", 500)
+    proxy.up()
+    got = [m["body"] for m in jmstool.receive(f"queue://{queue}", 500, timeout=60)]
+    assert sorted(got) == sorted(sent)
+    assert "to-amq: handed 500 to renamed" in r.stdout
 
 
 def test_a_route_renamed_while_the_gateway_was_stopped_hands_over_at_start(
