@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import sqlite3
 import uuid
 from collections.abc import Callable, Iterator
@@ -23,7 +24,11 @@ from tests.support.jmstool import JmsTool
 from tests.support.mqtt_clients import PahoClient
 from tests.support.tcpproxy import TcpProxy
 
-DOWN_PORT = free_port()   # nothing listens here: the route's STOMP target stays down
+# bound and never listening, for the whole module: connections to it are refused, and no other process
+# can take the port, so the route's STOMP target stays down
+_DOWN = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+_DOWN.bind(("127.0.0.1", 0))
+DOWN_PORT = int(_DOWN.getsockname()[1])
 STUCK = {"name": "to-amq", "from": {"mqtt": "amq/#"}, "to": {"connector": "down", "queue": "Q"}}
 
 
