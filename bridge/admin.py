@@ -1,6 +1,6 @@
 """Admin and monitoring channel: a small JSON-over-HTTP server on loopback, used by `mqbridge status`
 and `mqbridge admin`. Read-mostly views of the broker plus a few actions (disconnect a client,
-delete a persistent session, toggle a packet trace)."""
+delete a persistent session, toggle a packet trace, reload the rules: POST /reload?discard=ROUTE)."""
 from __future__ import annotations
 
 import asyncio
@@ -22,7 +22,7 @@ MAX_REQUEST = 64 * 1024
 class AdminServer:
     def __init__(self, broker: Broker, server: MqttServer, gateway_id: str,
                  extra_status: Callable[[], dict[str, Any]] | None = None,
-                 reload: Callable[[], Awaitable[tuple[bool, list[str]]]] | None = None) -> None:
+                 reload: Callable[[list[str]], Awaitable[tuple[bool, list[str]]]] | None = None) -> None:
         self.reload = reload
         self.broker = broker
         self.server = server
@@ -50,8 +50,11 @@ class AdminServer:
                 raise ValueError("request too large")
             request_line = head.split(b"\r\n", 1)[0].decode("latin-1")
             method, target, _ = request_line.split(" ", 2)
-            if method.upper() == "POST" and target.rstrip("/") == "/reload" and self.reload is not None:
-                ok, lines = await self.reload()
+            url = urllib.parse.urlsplit(target)
+            if method.upper() == "POST" and url.path.rstrip("/") == "/reload" and self.reload is not None:
+                # ?discard=ROUTE (repeatable): drop what a removed route's session keeps
+                discard = [v for k, v in urllib.parse.parse_qsl(url.query) if k == "discard"]
+                ok, lines = await self.reload(discard)
                 status, body = (200 if ok else 400), ({"reloaded": lines} if ok else {"error": lines})
             else:
                 status, body = self.dispatch(method.upper(), target)
@@ -92,6 +95,10 @@ class AdminServer:
             if head == "connections":
                 return self.disconnect(parts[1])
             if head == "sessions":
+                if parts[1].startswith(ROUTE_CLIENT_PREFIX):   # its messages are logged when dropped
+                    name = parts[1][len(ROUTE_CLIENT_PREFIX):]
+                    return 409, {"error": f"{parts[1]!r} is a route's session: `mqbridge reload --discard {name}` "
+                                          "drops what a removed route keeps"}
                 reason = self.broker.delete_session(parts[1])
                 if reason:
                     return (409 if "connected" in reason else 404), {"error": reason}

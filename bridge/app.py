@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import signal
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -93,21 +94,23 @@ class Gateway:
         out: dict[str, object] = {}
         if self.router is not None:
             out["routes"] = self.router.status()
+            out["kept_route_sessions"] = self.router.kept.status()   # of routes that are gone
         if self.queues is not None:
             out["queues"] = [{"queue": q, "depth": d} for q, d, _ in self.queues.queues()]
         if self.convlog is not None:
             out["convlog"] = {"written": self.convlog.written, "dropped": self.convlog.dropped}
         return out
 
-    async def reload(self) -> tuple[bool, list[str]]:
+    async def reload(self, discard: Sequence[str] = ()) -> tuple[bool, list[str]]:
         """Re-read the rules file and the password file; validate everything first, then swap routes without
-        losing a message."""
+        losing a message. ``discard``: removed routes whose kept messages are dropped (``mqbridge reload
+        --discard``)."""
         assert self.broker is not None
         try:
             users = self.broker.connects.auth.read_users()
             rules = load_rules(self.config.rules)
             assert self.router is not None
-            changes = await self.router.apply(rules)
+            changes = await self.router.apply(rules, discard)
             changes += self.broker.connects.auth.install(users)
         except PasswordFileError as exc:
             log.error("reload refused, the password file is invalid:\n%s", exc)

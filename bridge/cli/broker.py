@@ -181,6 +181,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"  route {r['route']:<28} moved {r['moved']}  filtered {r.get('filtered', 0)}  "
               f"dropped {r.get('dropped', 0)}  backout {r['backout']}  delivery failures {r['delivery_failures']}"
               f"{queue}{error}")
+    for k in s.get("kept_route_sessions", []):   # a removed route's broker session (docs/rules.md)
+        print(f"  kept   {k['route']:<28} {k['kept']} queued message(s) no route matches (topics "
+              f"{', '.join(k['topics'])}): `mqbridge reload --discard {k['route']}` drops them")
     if conns:
         print(f"\n  {'CLIENT':<30} {'PEER':<22} {'PROTO':<6} {'IN/s':>8} {'OUT/s':>8} "
               f"{'INFL':>5} {'QUEUE':>6}")

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 import time
+import urllib.parse
 from pathlib import Path
 
 from bridge.cli.broker import AdminUnavailable, admin_request
@@ -34,6 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--config", "-c", type=Path)
     p.add_argument("--data-dir", type=Path)
     p.add_argument("--admin", metavar="URL")
+    p.add_argument("--discard", metavar="ROUTE", action="append", default=[],
+                   help="drop (each logged) the queued messages a removed route's broker session keeps")
     p.set_defaults(func=cmd_reload)
 
     q = sub.add_parser("queue", help="the embedded queue store: list, browse, put, get, clear")
@@ -142,7 +145,8 @@ def _describe(ep: object) -> str:
 
 def cmd_reload(args: argparse.Namespace) -> int:
     try:
-        code, body = admin_request(args, "POST", "/reload")
+        query = urllib.parse.urlencode([("discard", name) for name in args.discard])
+        code, body = admin_request(args, "POST", "/reload" + (f"?{query}" if query else ""))
     except AdminUnavailable as exc:
         print(f"mqbridge: {exc}", file=sys.stderr)
         return 3

@@ -59,6 +59,17 @@ async def relieved(broker: Broker, session: Session) -> None:
         await fut
 
 
+def inbound_of(msg: Message, qos: int) -> Inbound:
+    """A publication as a route would have taken it, for a record of what never reached the route (a
+    drop, a removed route's message discarded): its message key is the one the route would have used."""
+    kid = msg.key()
+    key = f"mqtt:{kid}" if kid is not None and qos else f"mqtt:{_boot}:{next(_qos0_keys)}"
+    pub = MqttPublication(topic=msg.topic, payload=msg.payload, qos=qos, client_id=msg.origin, username=msg.username)
+    return Inbound(key=key, protocol="mqtt", message=pub, source_type="publish", size=len(msg.payload),
+                   destination=msg.topic, received=msg.ts, client_id=msg.origin, qos=qos,
+                   redelivery_count=msg.redelivery)
+
+
 class MqttSource(Source):
     def __init__(self, broker: Broker, route: str, topic_filter: str, max_inflight: int = 256,
                  max_queued: int | None = None) -> None:
@@ -146,14 +157,8 @@ class MqttSource(Source):
         self._enqueue(msg, msg.topic, msg.payload, 0, retain, False, None, f"mqtt:{_boot}:{next(_qos0_keys)}")
 
     def _dropped(self, msg: Message, qos: int, reason: str) -> None:
-        if self.on_drop is None:
-            return
-        kid = msg.key()
-        key = f"mqtt:{kid}" if kid is not None and qos else f"mqtt:{_boot}:{next(_qos0_keys)}"
-        pub = MqttPublication(topic=msg.topic, payload=msg.payload, qos=qos, client_id=msg.origin,
-                              username=msg.username)
-        self.on_drop(Inbound(key=key, protocol="mqtt", message=pub, source_type="publish", size=len(msg.payload),
-                             destination=msg.topic, received=msg.ts, client_id=msg.origin, qos=qos), reason)
+        if self.on_drop is not None:
+            self.on_drop(inbound_of(msg, qos), reason)
 
     def _on_delivery(self, out: OutMsg, dup: bool, durable: bool) -> None:
         if durable:   # QoS 2: the packet id is committed first (see Session._send_new)

@@ -4,9 +4,10 @@ Nothing here owns a socket or an event loop: the server feeds decoded packets fr
 ``ClientConnection`` in (``handle``, ``connection_lost``) and the rooms write back through it. The rooms:
 connect (CONNECT, takeover, connection end), wills, publish (PUBLISH/PUBREL, routing to sessions),
 subscribe (SUBSCRIBE/UNSUBSCRIBE), retained, messages (stored publications, id reservation), sessions
-(open, end, expiry, recovery), flow (route sessions pushing back on publishers); store.py has every
-statement on the broker's tables. The gateway's routes use the public API below
-(``attach_route_session``, ``publish``, ``deliver_to_client``, ``take_pressing``, ``when_relieved``).
+(open, end, expiry, recovery), flow (route sessions pushing back on publishers), route_sessions (those of
+routes that are gone); store.py has every statement on the broker's tables. The gateway's routes use the
+public API below (``attach_route_session``, ``publish``, ``deliver_to_client``, ``take_pressing``,
+``when_relieved``, ``retire_route_sessions``, ``settle_route_sessions``).
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from bridge.mqtt.flow import FlowControl
 from bridge.mqtt.messages import StoredMessages
 from bridge.mqtt.publish import Publisher
 from bridge.mqtt.retained import RetainedMessages
+from bridge.mqtt.route_sessions import RouteSessions
 from bridge.mqtt.session import Link, Message, OutMsg, Session
 from bridge.mqtt.sessions import SessionTable
 from bridge.mqtt.stats import BrokerStats
@@ -59,6 +61,8 @@ class Broker:
         self.connects = Connections(config, self.table, self.publisher, self.flow, self.stats, clock,
                                     self.trace_clients)
         self.connections: dict[str, ClientConnection] = self.connects.connections
+        self.routes = RouteSessions(ROUTE_CLIENT_PREFIX, self.sessions, store, self.subscriptions, self.messages,
+                                    self.table, self.flow)
         # the hot path's handlers, resolved once
         self._pressing = self.flow.pressing
         self._hold = self.flow.hold
@@ -76,6 +80,9 @@ class Broker:
         self.when_relieved = self.flow.when_relieved
         self.held_publishers = self.flow.held_publishers
         self.expire_sessions = self.table.expire
+        self.retire_route_sessions = self.routes.retire
+        self.settle_route_sessions = self.routes.settle
+        self.drop_retired_route_session = self.routes.drop
 
     @property
     def listener_control(self) -> Callable[[str, bool], list[str]] | None:
@@ -90,6 +97,7 @@ class Broker:
         """Rebuild sessions, queues and retained messages from the store after a (re)start."""
         self.retained.recover(state.retained)
         restored = self.table.recover(state)
+        self.routes.recover(state.route_since)
         log.info("recovered %d persistent sessions, %d queued/in-flight deliveries, %d retained",
                  len(state.sessions), restored, len(self.retained))
 
@@ -161,15 +169,16 @@ class Broker:
         re-sent (DUP) and its queue resumed."""
         session, _present = self.table.open(client_id, clean=False, level=P.MQTT_311, expiry_seconds=0,
                                             now=self.clock())
+        self.routes.revive(client_id)
         session.max_inflight = max_inflight
         session.max_queued = max_queued
         self.flow.enable(session)
         session.check_relief()
-        subscriptions = self.subscriptions
+        routes = self.routes
         for old in [f for f in session.subscriptions if f != topic_filter]:
-            subscriptions.remove(session, old)
+            routes.unsubscribe(session, old)
         if session.subscriptions.get(topic_filter) != 2:
-            subscriptions.add(session, topic_filter, 2)
+            routes.subscribe(session, topic_filter)   # given what retired route sessions hold for it
         session.direct = direct
         session.direct_out = direct_out
         self.connections.pop(client_id, None)

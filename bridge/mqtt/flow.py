@@ -35,6 +35,14 @@ class FlowControl:
         session.soft_limit = True
         session.on_flow = self._on_flow
 
+    def disable(self, session: Session) -> None:
+        """``session`` no longer belongs to a running route: it lets go of the publishers it holds."""
+        if session.pushing_back:
+            session.pushing_back = False
+            self._on_flow(session, False)
+        session.soft_limit = False
+        session.on_flow = None
+
     def _on_flow(self, session: Session, pushing: bool) -> None:
         cid = session.client_id
         if pushing:

@@ -38,6 +38,11 @@ class StoredMessages:
             if msg.refs == 0:
                 self._store.delete_message(msg.store_id)
 
+    @property
+    def next_id(self) -> int:
+        """The id the next stored message gets: every message stored so far has a smaller one."""
+        return self._next_id
+
     def store(self, msg: Message) -> None:
         mid = self._next_id
         self._next_id += 1

@@ -340,6 +340,26 @@ class Session:
 
     # -- teardown -----------------------------------------------------------------------------------
 
+    def deliveries(self) -> list[OutMsg]:
+        """Every queued and in-flight delivery, in-flight first (in send order), then the queue."""
+        return list(self.inflight.values()) + list(self.queue)
+
+    def withdraw(self, outs: set[OutMsg]) -> None:
+        """Take these deliveries out (a removed route's, handed to other routes or discarded): their rows
+        are deleted and each message released once no other delivery refers to it."""
+        for pid, out in list(self.inflight.items()):
+            if out in outs:
+                del self.inflight[pid]
+                self._finish(out)
+        if any(out in outs for out in self.queue):
+            kept: deque[OutMsg] = deque()
+            for out in self.queue:
+                if out in outs:
+                    self._finish(out)
+                else:
+                    kept.append(out)
+            self.queue = kept
+
     def discard_messages(self) -> None:
         """Drop every queued and in-flight delivery (clean session, expiry, admin delete)."""
         for out in list(self.inflight.values()) + list(self.queue):

@@ -10,6 +10,7 @@ it leaves only once the message is committed, and many messages share one commit
 """
 from __future__ import annotations
 
+import json
 import logging
 import sqlite3
 import threading
@@ -126,6 +127,8 @@ class RecoveredState:
     messages: dict[int, StoredMessage]
     retained: dict[str, tuple[bytes, int, str | None]]
     next_message_id: int
+    # (route session id, topic filter) -> the first message id stored after it subscribed
+    route_since: dict[tuple[str, str], int] = field(default_factory=dict)
 
 
 # The statements of the named operations (module constants: the writer batches runs of one statement
@@ -149,6 +152,10 @@ _SAVE_INBOUND_QOS2 = "INSERT OR REPLACE INTO inbound_qos2 VALUES (?, ?, ?, ?, ?)
 _DELETE_INBOUND_QOS2 = "DELETE FROM inbound_qos2 WHERE client_id=? AND packet_id=?"
 _SAVE_INBOUND_QOS1 = "INSERT OR REPLACE INTO inbound_qos1 VALUES (?, ?, ?, ?, ?)"
 _DELETE_INBOUND_QOS1 = "DELETE FROM inbound_qos1 WHERE client_id=? AND packet_id=?"
+# a route subscription's first message id (meta rows keyed ROUTE_SINCE + JSON [client id, filter])
+ROUTE_SINCE = "route_since "
+_SAVE_ROUTE_SINCE = "INSERT OR REPLACE INTO meta VALUES (?, ?)"
+_DELETE_ROUTE_SINCE = "DELETE FROM meta WHERE key=?"
 _SAVE_RETAINED = "INSERT OR REPLACE INTO retained VALUES (?, ?, ?, ?, ?)"
 _DELETE_RETAINED = "DELETE FROM retained WHERE topic=?"
 
@@ -375,7 +382,12 @@ class StoreWriter:
             next_id = max(next_id, int(reserved[0]))
         row = conn.execute("SELECT MAX(key_id) FROM inbound_qos1").fetchone()
         next_id = max(next_id, (row[0] or 0) + 1)
-        return RecoveredState(sessions, messages, retained, next_id)
+        since: dict[tuple[str, str], int] = {}
+        for key, value in conn.execute("SELECT key, value FROM meta WHERE substr(key, 1, ?) = ?",
+                                       (len(ROUTE_SINCE), ROUTE_SINCE)):
+            cid, flt = json.loads(key[len(ROUTE_SINCE):])
+            since[(cid, flt)] = int(value)
+        return RecoveredState(sessions, messages, retained, next_id, since)
 
 
 class Store(StoreWriter):
@@ -456,11 +468,22 @@ class Store(StoreWriter):
     def delete_inbound_qos1(self, client_id: str, packet_id: int) -> Op:
         return self.write(_DELETE_INBOUND_QOS1, (client_id, packet_id))
 
+    def save_route_since(self, client_id: str, topic_filter: str, first_id: int) -> Op:
+        """A route session subscribed to ``topic_filter``: messages from id ``first_id`` on reached it."""
+        return self.write(_SAVE_ROUTE_SINCE, (_since_key(client_id, topic_filter), str(first_id)))
+
+    def delete_route_since(self, client_id: str, topic_filter: str) -> Op:
+        return self.write(_DELETE_ROUTE_SINCE, (_since_key(client_id, topic_filter),))
+
     def save_retained(self, topic: str, payload: bytes, qos: int, origin: str | None, updated: float) -> Op:
         return self.write(_SAVE_RETAINED, (topic, payload, qos, origin, updated))
 
     def delete_retained(self, topic: str) -> Op:
         return self.write(_DELETE_RETAINED, (topic,))
+
+
+def _since_key(client_id: str, topic_filter: str) -> str:
+    return ROUTE_SINCE + json.dumps([client_id, topic_filter])
 
 
 def _migrate(conn: sqlite3.Connection, version: int) -> None:

@@ -9,18 +9,20 @@ import logging
 import re
 import time
 from collections import deque
+from collections.abc import Iterable
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
 from bridge.connectors.base import ConnectorError, Inbound, Outbound, Source, Target
 from bridge.connectors.embedded import EmbeddedSource, EmbeddedTarget, QueueStore
-from bridge.connectors.mqtt_internal import MqttSource, MqttTarget, route_client_id
+from bridge.connectors.mqtt_internal import MqttSource, MqttTarget
 from bridge.connectors.registry import CONNECTOR_FACTORIES, RouteSetupError
 from bridge.convlog import ConversionLog, RecordLines
 from bridge.mqtt.broker import Broker
 from bridge.routing.base import Converter, target_protocol
 from bridge.routing.convert import RouteConverter, backout_message
 from bridge.routing.envelope import EnvelopeConverter
+from bridge.routing.kept import KeptSessions
 from mappings.convlog_schema import Direction, Status
 from mappings.errors import MappingError
 from mappings.report import ConversionReport
@@ -251,6 +253,8 @@ class Router:
         self.rules = RulesFile()
         self.workers: dict[str, RouteWorker] = {}
         self._lines = RecordLines(gateway_id)
+        self.kept = KeptSessions(broker, convlog, self._lines)   # the sessions of routes that are gone
+        self._applying = asyncio.Lock()
 
     # -- building ---------------------------------------------------------------------------------
 
@@ -314,26 +318,35 @@ class Router:
 
     # -- lifecycle --------------------------------------------------------------------------------
 
-    async def apply(self, rules: RulesFile) -> list[str]:
+    async def apply(self, rules: RulesFile, discard: Iterable[str] = ()) -> list[str]:
         """Start, stop or restart routes so that the running set matches ``rules``. Every new worker
-        is built (validated) before any running one is touched. Returns what changed."""
+        is built (validated) before any running one is touched. The broker sessions of routes that are
+        gone are retired and their messages handed to the routes that match them, or kept (kept.py);
+        ``discard`` names routes whose kept messages are dropped instead. Returns what changed."""
+        async with self._applying:   # a SIGHUP and an admin reload at once run one after the other
+            return await self._apply(rules, discard)
+
+    async def _apply(self, rules: RulesFile, discard: Iterable[str]) -> list[str]:
         wanted = {r.name: r for r in rules.routes if r.enabled}
         changed = [name for name, r in wanted.items()
                    if name not in self.workers or self.workers[name].route != r]
+        reading_mqtt = {name for name, r in wanted.items() if isinstance(r.source, MqttEndpoint)}
+        discarding = self.kept.check_discard(discard, reading_mqtt)
         built = {name: self.build(rules, wanted[name]) for name in changed}
         removed = [name for name in self.workers if name not in wanted]
         summary = []
         for name in removed + [n for n in changed if n in self.workers]:
-            await self.workers.pop(name).stop()
-        for name in removed:
-            cid = route_client_id(name)
-            if cid in self.broker.sessions:
-                self.broker.delete_session(cid)
-            summary.append(f"stopped {name}")
+            worker = self.workers.pop(name)
+            await worker.stop()
+            self.kept.target_protocols[name] = worker.converter.target_protocol
+        summary += [f"stopped {name}" for name in removed]
+        self.kept.retire(reading_mqtt)   # before any new route subscribes: what they hold goes to it
         for name, worker in built.items():
             await worker.start()
             self.workers[name] = worker
             summary.append(f"started {name}")
+        summary += self.kept.settle(discarding)
+        summary += [self.kept.discard(name) for name in discarding]
         self.rules = rules
         return summary
 
