@@ -53,7 +53,7 @@ class ConnectionDriver:
         self.conn = ClientConnection(
             peer=peer, listener=listener, max_packet_size=limits.max_message_size, now=now, write=write,
             abort=abort, after_commit=broker.store.after_commit, write_buffer_size=write_buffer_size,
-            qos0_buffer_limit=limits.qos0_buffer_bytes)
+            qos0_buffer_limit=limits.qos0_buffer_bytes, max_connect_size=limits.max_connect_size)
         self.paused = False
         self._final = final
 
