@@ -55,17 +55,19 @@ MB = 1_000_000
 class Mqbridge(Broker):
     """``mqbridge serve`` with its default limits, run by this interpreter from ``code``."""
 
-    def __init__(self, workdir: Path, code: Path, label: str) -> None:
+    def __init__(self, workdir: Path, code: Path, label: str, limits: dict[str, Any]) -> None:
         super().__init__(workdir)
         self.code = code
         self.label = label
+        self.limits = limits
 
     def start(self) -> None:
         data = self.dir / "data"
         cfg = self.dir / "mqbridge.yaml"
         cfg.write_text(json.dumps({
             "data_dir": str(data),
-            "broker": {"listeners": [{"host": "127.0.0.1", "port": self.port}], "sys_interval": 0},
+            "broker": {"listeners": [{"host": "127.0.0.1", "port": self.port}], "sys_interval": 0,
+                       "limits": self.limits},
             "admin": {"enabled": False},
             "logging": {"level": "WARNING"},
         }))
@@ -168,7 +170,7 @@ def preconnect_flood(port: int, first: int, *, connections: int, announce: int,
     return {"connections": connections, "announced_bytes": announce,
             "closed_by_broker": len(closed_after),
             "closed_within_64k": sum(1 for n in closed_after if n <= 65536),
-            "body_bytes_taken_max": max(closed_after, default=0),
+            "body_bytes_sent_before_close_max": max(closed_after, default=0),
             "body_bytes_sent_total": sum(sent.values()), "seconds": round(fed, 2)}
 
 
@@ -280,10 +282,11 @@ def probes(connections: int, announce: int) -> dict[str, Callable[[int], dict[st
 # ------------------------------------------------------------------------------------------------
 
 
-def run_one(name: str, probe: Callable[[int], dict[str, Any]], label: str, code: Path) -> dict[str, Any]:
+def run_one(name: str, probe: Callable[[int], dict[str, Any]], label: str, code: Path,
+            limits: dict[str, Any]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix=f"mqb-limits-{label}-") as tmp:
         broker: Broker = (Mosquitto(Path(tmp), persistence=False, default=True) if label == "mosquitto"
-                          else Mqbridge(Path(tmp), code, label))
+                          else Mqbridge(Path(tmp), code, label, limits))
         broker.start()
         try:
             time.sleep(0.5)
@@ -309,6 +312,8 @@ def main() -> int:
                     help="another source tree to run as broker mqbridge@NAME")
     ap.add_argument("--connections", type=int, default=150)
     ap.add_argument("--announce", type=int, default=10 * MB, help="bytes each pre-CONNECT flood packet announces")
+    ap.add_argument("--limits", type=json.loads, default={}, metavar="JSON",
+                    help='mqbridge broker.limits overrides, e.g. \'{"max_queued": 1000}\'')
     ap.add_argument("--out", type=Path, default=HERE / "results" / "limits-latest.json")
     args = ap.parse_args()
     trees = {"": ROOT}
@@ -322,14 +327,14 @@ def main() -> int:
     for name in chosen:
         for label in brokers:
             code = trees[label.partition("@")[2]] if label.startswith("mqbridge") else ROOT
-            res = run_one(name, table[name], label, code)
+            res = run_one(name, table[name], label, code, args.limits if label.startswith("mqbridge") else {})
             results.append(res)
             extra = {k: v for k, v in res.items() if k not in ("probe", "broker", "idle_rss_mib", "peak_rss_mib",
                                                                 "growth_mib", "after_rss_mib")}
             print(f"{name:<20} {label:<16} idle {res['idle_rss_mib']:>7} MiB  peak {res['peak_rss_mib']:>7} MiB  "
                   f"(+{res['growth_mib']})  after {res['after_rss_mib']:>7} MiB  {extra}", flush=True)
     args.out.parent.mkdir(exist_ok=True)
-    args.out.write_text(json.dumps({"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    args.out.write_text(json.dumps({"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "limits": args.limits,
                                     "load_avg_1m": os.getloadavg()[0], "results": results}, indent=2) + "\n")
     return 0
 

@@ -243,3 +243,29 @@ def test_unreleased_qos2_bytes_are_bounded_by_max_queued_bytes(gateway_factory):
         pass
     assert len(recs) == 9
     assert "max_queued_bytes 100000" in gw.log()
+
+
+def test_memory_of_a_slow_consumers_queue_is_given_back_when_its_session_ends(gateway_factory):
+    """A slow consumer's full queue of 1 KiB messages (~23 MiB of RSS) is freed when its clean session
+    ends, and the gateway's RSS comes back near where it was (glibc kept it before: malloc_trim)."""
+    gw = gateway_factory({"broker": {"sys_interval": 0}})
+    assert gw.proc is not None
+    pid = gw.proc.pid
+    sub = RawClient(gw.port)
+    sub.connect("mem-sub")
+    sub.subscribe("mem/t", 1)
+    pub = RawClient(gw.port)
+    pub.connect("mem-pub")
+    rss0 = vm_kib(pid, "VmRSS")
+    n = 20_000
+    for start in range(1, n + 1, 1000):   # a window of 1,000 unacknowledged
+        for i in range(start, start + 1000):
+            pub.publish("mem/t", b"k" * 1024, qos=1, packet_id=i % 65535 + 1)
+        for _ in range(1000):
+            pub.recv()
+    grown = vm_kib(pid, "VmRSS") - rss0
+    assert grown > 12 * 1024, f"the queue should hold ~16 MiB; RSS grew by {grown} KiB"
+    sub.sock.close()
+    wait_for(lambda: all(s["client_id"] != "mem-sub" for s in gw.admin("/sessions")[1]), 5, what="session gone")
+    wait_for(lambda: vm_kib(pid, "VmRSS") - rss0 < 8 * 1024, 5,
+             what=f"RSS back within 8 MiB of {rss0} KiB (grew by {grown} KiB)")

@@ -1,9 +1,10 @@
 """Giving freed memory back to the operating system.
 
-glibc's malloc keeps the memory of freed small blocks (a dropped session's queued payloads) in its
-heap for reuse, so the process's RSS stays at its peak after a slow consumer's queue is gone.
-``malloc_trim(0)`` releases what is free; the broker calls it after dropping a session that held a lot.
-Elsewhere (no glibc, e.g. musl or macOS) ``trim`` does nothing.
+glibc's malloc keeps the memory of freed blocks (a dropped session's queued payloads, the buffers of
+connections refused before CONNECT) in its heap for reuse, so the process's RSS would stay at its peak.
+The broker notes what it frees in bulk (``freed``) and the server's periodic sweep calls ``trim_if_due``,
+which runs ``malloc_trim(0)`` once at least TRIM_AFTER_BYTES were noted: one call per burst, not one
+per connection. Without glibc (musl, macOS) nothing is trimmed.
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import ctypes
 import ctypes.util
 from collections.abc import Callable
 
-TRIM_AFTER_BYTES = 4 * 1024 * 1024   # worth a trim: a session that held at least this much is gone
+TRIM_AFTER_BYTES = 4 * 1024 * 1024
 
 
 def _malloc_trim() -> Callable[[int], int] | None:
@@ -28,11 +29,20 @@ def _malloc_trim() -> Callable[[int], int] | None:
 
 
 _TRIM = _malloc_trim()
+_freed = 0
 
 
-def trim() -> bool:
-    """Return free heap memory to the operating system; False where that is not available."""
-    if _TRIM is None:
+def freed(nbytes: int) -> None:
+    """About ``nbytes`` of buffers or messages were just released."""
+    global _freed
+    _freed += nbytes
+
+
+def trim_if_due() -> bool:
+    """Trim when enough was freed since the last trim; True when it trimmed."""
+    global _freed
+    if _freed < TRIM_AFTER_BYTES or _TRIM is None:
         return False
+    _freed = 0
     _TRIM(0)
     return True

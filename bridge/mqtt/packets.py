@@ -436,6 +436,10 @@ class PacketReader:
     def buffered(self) -> int:
         return len(self._buf)
 
+    def clear(self) -> None:
+        """Forget what is buffered (the connection is closing)."""
+        self._buf = bytearray()
+
 
 # ----------------------------------------------------------------------------------------------
 # Encoding

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Callable
 
 from bridge.config import LimitsConfig
-from bridge.mqtt.memory import TRIM_AFTER_BYTES, trim
+from bridge.mqtt import memory
 from bridge.mqtt.messages import StoredMessages
 from bridge.mqtt.session import Message, OutMsg, Session
 from bridge.mqtt.store import RecoveredState, Store
@@ -79,10 +79,8 @@ class SessionTable:
         """End ``session``: its subscriptions, deliveries and (persistent) store rows."""
         cid = session.client_id
         self.subscriptions.remove_all(session)
-        held = session.queued_bytes + session.inbound_bytes
+        memory.freed(session.queued_bytes + session.inbound_bytes)   # given back to the OS (memory.py)
         session.discard_messages()
-        if held >= TRIM_AFTER_BYTES:
-            trim()   # a slow consumer's queue is gone: give its memory back (memory.py)
         if self.sessions.get(cid) is session:
             del self.sessions[cid]
         if session.persistent:
