@@ -233,7 +233,7 @@ def test_unreleased_qos2_bytes_are_bounded_by_max_queued_bytes(gateway_factory):
     gw = gateway_factory({"broker": {"limits": {"max_queued_bytes": 100_000}}})
     c = RawClient(gw.port)
     c.connect("q2-bytes")
-    for pid in range(1, 20):   # 10 KiB each: the 10th would pass 100,000 bytes
+    for pid in range(1, 11):   # 10,245 bytes each with the topic: the 10th would pass 100,000 bytes
         c.publish("q2/b", b"b" * 10_240, qos=2, packet_id=pid)
     recs = []
     try:
