@@ -181,7 +181,8 @@ class Mqbridge(Broker):
         cfg = self.dir / "mqbridge.yaml"
         cfg.write_text(json.dumps({   # JSON is YAML
             "data_dir": str(data),
-            "broker": {"listeners": [{"host": "127.0.0.1", "port": self.port}], "sys_interval": 0,
+            "broker": {"listeners": [{"host": "127.0.0.1", "port": self.port, "max_connections": 0}],  # idle: 10,000
+                       "sys_interval": 0,
                        "durability": {"synchronous": self.synchronous}},
             "admin": {"enabled": True, "port": self.admin_port},   # loopback; read once after the run
             "logging": {"level": "WARNING"},

@@ -13,6 +13,7 @@ from typing import Any
 from bridge import __version__
 from bridge.mqtt.broker import ROUTE_CLIENT_PREFIX, Broker
 from bridge.mqtt.server import MqttServer
+from bridge.mqtt.session import Session
 
 log = logging.getLogger("mqbridge.admin")
 
@@ -144,6 +145,7 @@ class AdminServer:
                          "sent": sum(s.stats.sent for s in sessions),
                          "dropped": sum(s.stats.dropped for s in sessions),
                          "queued": sum(len(s.queue) for s in sessions),
+                         "queued_bytes": sum(s.queued_bytes for s in sessions),
                          "inflight": sum(len(s.inflight) for s in sessions),
                          # a persistent publisher's QoS 1 re-sends (DUP, same packet id and content)
                          # routed again under the first publication's message key
@@ -151,6 +153,8 @@ class AdminServer:
             "rates": {"received_per_s": round(sum(s.stats.rate_in for s in sessions), 1),
                       "sent_per_s": round(sum(s.stats.rate_out for s in sessions), 1)},
             "protocol_errors": b.stats.protocol_errors,
+            "inbound_qos2_refused": b.stats.inbound_qos2_refused,
+            "top_queued": self.top_queued(sessions),
             "store": {"commits": b.store.commits, "ops": b.store.ops_written,
                       "last_commit_ms": round(b.store.last_commit_seconds * 1000, 2),
                       "failed": str(b.store.failed) if b.store.failed else None},
@@ -158,6 +162,16 @@ class AdminServer:
         if self.extra_status is not None:
             out.update(self.extra_status())
         return out
+
+    def top_queued(self, sessions: list[Session], n: int = 5) -> list[dict[str, Any]]:
+        """The ``n`` sessions holding the most queued bytes (the memory a slow or absent client costs)."""
+        top = sorted((s for s in sessions if s.queued_bytes or s.inbound_bytes),
+                     key=lambda s: s.queued_bytes + s.inbound_bytes, reverse=True)[:n]
+        limits = self.broker.limits
+        return [{"client_id": s.client_id, "connected": s.link is not None, "queued": len(s.queue),
+                 "queued_bytes": s.queued_bytes, "inflight": len(s.inflight), "inbound_qos2_bytes": s.inbound_bytes,
+                 "dropped": s.stats.dropped, "max_queued": s.max_queued, "max_queued_bytes": limits.max_queued_bytes}
+                for s in top]
 
     def connections(self) -> list[dict[str, Any]]:
         out = []
@@ -174,6 +188,7 @@ class AdminServer:
                 "rate_in": round(s.stats.rate_in, 1) if s else 0.0,
                 "rate_out": round(s.stats.rate_out, 1) if s else 0.0,
                 "inflight": len(s.inflight) if s else 0, "queued": len(s.queue) if s else 0,
+                "queued_bytes": s.queued_bytes if s else 0,
                 "trace": conn.trace,
             })
         return out
@@ -182,7 +197,8 @@ class AdminServer:
         return [{
             "client_id": s.client_id, "persistent": s.persistent, "connected": s.link is not None,
             "protocol_level": s.protocol_level, "subscriptions": dict(s.subscriptions),
-            "queued": len(s.queue), "inflight": len(s.inflight), "inbound_qos2": len(s.inbound_qos2),
+            "queued": len(s.queue), "queued_bytes": s.queued_bytes, "inflight": len(s.inflight),
+            "inbound_qos2": len(s.inbound_qos2), "inbound_qos2_bytes": s.inbound_bytes,
             "last_seen": s.last_seen, "expiry_seconds": s.expiry_seconds,
             "received": s.stats.received, "sent": s.stats.sent, "dropped": s.stats.dropped,
         } for s in self.broker.sessions.values() if not s.client_id.startswith(ROUTE_CLIENT_PREFIX)]

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from bridge.mqtt.packets import MAX_CONNECT_LENGTH
 from bridge.mqtt.passwords import HashError, check_user_name, parse_hash
 from mappings.rules.yaml_lines import line_of
 
@@ -63,7 +64,7 @@ class ListenerConfig(_Model):
     host: str = "127.0.0.1"
     port: int = Field(1883, ge=0, le=65535)   # 0: pick a free port (tests)
     tls: TlsConfig | None = None
-    max_connections: int = Field(0, ge=0)     # 0: unlimited
+    max_connections: int = Field(1000, ge=0)  # open connections on this listener; 0: unlimited
     allow: list[str] = Field(default_factory=list)   # CIDRs or addresses; empty: everyone
     deny: list[str] = Field(default_factory=list)
     start: bool = True                         # started at boot (listener control can change it)
@@ -95,9 +96,19 @@ class ListenerConfig(_Model):
 
 
 class LimitsConfig(_Model):
+    """Per-client limits; docs/broker.md "Resource limits" gives each one's memory cost."""
+
     max_message_size: int = Field(10 * 1024 * 1024, ge=64)     # bytes of remaining length
+    # remaining length of the first packet, the CONNECT (and nothing else is taken before it); the
+    # default is the largest CONNECT the protocol allows (a 65,535-byte will message included)
+    max_connect_size: int = Field(MAX_CONNECT_LENGTH, ge=12, le=MAX_CONNECT_LENGTH)
     max_inflight: int = Field(128, ge=1, le=65535)              # QoS 1/2 in flight per client
     max_queued: int = Field(100_000, ge=0)   # QoS 1/2 queued per session: beyond, dropped (routes: held)
+    # the same in bytes (payload + topic of the queued deliveries), whichever is reached first; it also
+    # bounds one client's unreleased QoS 2 publications
+    max_queued_bytes: int = Field(16 * 1024 * 1024, ge=1024)
+    # QoS 2 publications a client sent and has not released (PUBREL): beyond, the connection is closed
+    max_inbound_qos2: int = Field(1024, ge=1, le=65535)
     connect_timeout: float = Field(10.0, gt=0)                  # seconds from TCP accept to CONNECT
     # failed logins from one address (twice as many for one user name) before each further failure locks
     # that address (user name) out, for 1 s doubling up to login_lockout_max (bridge/mqtt/auth.py)

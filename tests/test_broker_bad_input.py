@@ -38,7 +38,7 @@ EXPECTED_LOG = {
     "bad PUBACK flags": "flags",
     "truncated topic string": "declares 9 bytes",
     "invalid UTF-8 topic": "not valid UTF-8",
-    "packet before CONNECT": "packet before CONNECT",
+    "packet before CONNECT": "PINGREQ before CONNECT",
     "publish before CONNECT": "PUBLISH before CONNECT",
     "second CONNECT": "second CONNECT",
     "unknown packet type 15": "unknown packet type 15",

@@ -257,3 +257,33 @@ def test_subscribe_errors() -> None:
 def test_fixed_length_packets_checked() -> None:
     assert "remaining length 3" in _err(bytes([0x40, 3, 0, 1, 0])).reason
     assert "remaining length 1" in _err(bytes([0xC0, 1, 0])).reason
+
+
+def test_server_reader_takes_only_a_connect_of_at_most_connect_max_first():
+    """A server's reader (``connect_max``) refuses a first byte other than CONNECT's as soon as it arrives,
+    and a CONNECT announcing more than ``connect_max`` once its length is read; after the CONNECT,
+    ``max_size`` applies."""
+    with pytest.raises(P.ProtocolError, match="PUBLISH before CONNECT"):
+        P.PacketReader(1000, connect_max=100).feed(b"\x30")
+    with pytest.raises(P.ProtocolError, match="type 0 before CONNECT"):
+        P.PacketReader(1000, connect_max=100).feed(b"\x00")
+    with pytest.raises(P.PacketTooLarge, match="before CONNECT, remaining length 101 exceeds the limit of 100"):
+        P.PacketReader(1000, connect_max=100).feed(b"\x10" + P.encode_length(101))
+    connect = P.encode(P.Connect(P.MQTT_311, "c"))
+    publish = P.encode(P.Publish("t", b"x" * 500))
+    reader = P.PacketReader(1000, connect_max=100)
+    assert reader.feed(connect[:3]) == []
+    assert reader.feed(connect[3:] + publish) == [P.Connect(P.MQTT_311, "c"), P.Publish("t", b"x" * 500)]
+    assert reader.connect_max is None
+    with pytest.raises(P.PacketTooLarge):
+        reader.feed(P.encode(P.Publish("t", b"x" * 1000)))
+    # a client's reader expects no CONNECT first
+    assert P.PacketReader().feed(publish) == [P.Publish("t", b"x" * 500)]
+
+
+def test_largest_connect_fits_max_connect_length():
+    will = P.Will("w" * 65_535, b"m" * 65_535)
+    data = P.encode(P.Connect(P.MQTT_31, "i" * 65_535, True, 60, will, "u" * 65_535, b"p" * 65_535))
+    reader = P.PacketReader(10 * 1024 * 1024, level=P.MQTT_31, connect_max=P.MAX_CONNECT_LENGTH)
+    (packet,) = reader.feed(data)
+    assert isinstance(packet, P.Connect) and len(data) - 1 - 3 == P.MAX_CONNECT_LENGTH

@@ -143,6 +143,10 @@ def admin_request(args: argparse.Namespace, method: str, path: str) -> tuple[int
         raise AdminUnavailable(f"no gateway answers at {url}: {getattr(exc, 'reason', exc)}") from None
 
 
+def _mib(n: int) -> str:
+    return f"{n / (1024 * 1024):.1f}"
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     try:
         code, status = admin_request(args, "GET", "/status")
@@ -171,6 +175,14 @@ def cmd_status(args: argparse.Namespace) -> int:
           f"publisher re-sends {msgs.get('resends', 0)}")
     print(f"  rates  in {s['rates']['received_per_s']}/s  out {s['rates']['sent_per_s']}/s   "
           f"store commits {s['store']['commits']}")
+    top = s.get("top_queued") or []
+    if top:
+        print("  top sessions by queued bytes:")
+        for q in top:
+            state = "connected" if q["connected"] else "offline"
+            print(f"    {q['client_id']:<30} {_mib(q['queued_bytes'])} MiB of {_mib(q['max_queued_bytes'])} "
+                  f"({q['queued']}/{q['max_queued']} queued, {q['inflight']} in flight, "
+                  f"{_mib(q['inbound_qos2_bytes'])} MiB unreleased QoS 2)  dropped {q['dropped']}  {state}")
     for r in s.get("routes", []):   # filtered: not matched by the route's selector (acknowledged, not logged)
         error = f"  last error: {r['last_error']}" if r.get("last_error") else ""
         queue = ""

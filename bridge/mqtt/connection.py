@@ -20,10 +20,14 @@ class ClientConnection:
     def __init__(self, *, peer: str, listener: str, max_packet_size: int, now: float,
                  write: Callable[[bytes], None], abort: Callable[[], None],
                  after_commit: Callable[[Callable[[], None]], None],
-                 write_buffer_size: Callable[[], int], qos0_buffer_limit: int) -> None:
+                 write_buffer_size: Callable[[], int], qos0_buffer_limit: int,
+                 max_connect_size: int | None = None) -> None:
+        """``max_connect_size``: what the connection may buffer before it has connected (a CONNECT of
+        at most that remaining length, nothing else first); None: no such check."""
         self.peer = peer
         self.listener = listener
-        self.reader = P.PacketReader(max_packet_size)
+        connect_max = None if max_connect_size is None else min(max_connect_size, max_packet_size)
+        self.reader = P.PacketReader(max_packet_size, connect_max=connect_max)
         self.created = now
         self.last_activity = now
         self.connected_at: float | None = None   # set when CONNECT is accepted
@@ -119,6 +123,16 @@ class ClientConnection:
 
     def can_take_qos0(self) -> bool:
         return self._buffer_size() < self._qos0_limit
+
+    def abort_after_commit(self, reason: str) -> None:
+        """Close like ``abort``, but only once the acknowledgements waiting for a store commit have left
+        (what they acknowledge is stored); nothing more from the client is processed meanwhile."""
+        if not self._held:
+            self.abort(reason)
+            return
+        self.close_reason = self.close_reason or reason
+        self.closing = True
+        self._after_commit(lambda: self.abort(reason))
 
     def abort(self, reason: str) -> None:
         """Flush what is queued (e.g. a final acknowledgement) and close."""

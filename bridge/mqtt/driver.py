@@ -12,6 +12,7 @@ import enum
 import logging
 from collections.abc import Callable
 
+from bridge.mqtt import memory
 from bridge.mqtt import packets as P
 from bridge.mqtt.broker import Broker
 from bridge.mqtt.connection import ClientConnection
@@ -53,7 +54,7 @@ class ConnectionDriver:
         self.conn = ClientConnection(
             peer=peer, listener=listener, max_packet_size=limits.max_message_size, now=now, write=write,
             abort=abort, after_commit=broker.store.after_commit, write_buffer_size=write_buffer_size,
-            qos0_buffer_limit=limits.qos0_buffer_bytes)
+            qos0_buffer_limit=limits.qos0_buffer_bytes, max_connect_size=limits.max_connect_size)
         self.paused = False
         self._final = final
 
@@ -132,8 +133,10 @@ class ConnectionDriver:
         conn.closed = True
         if conn.client_id is not None:
             log.info("client %s (%s) disconnected: %s", conn.client_id, conn.peer, reason)
-        elif conn.close_reason:
-            log.warning("connection from %s closed before CONNECT: %s", conn.peer, reason)
+        else:
+            memory.freed(conn.bytes_in)   # a refused pre-CONNECT flood's buffers: given back (memory.py)
+            if conn.close_reason:
+                log.warning("connection from %s closed before CONNECT: %s", conn.peer, reason)
         self.broker.connection_lost(conn, reason)
 
     def timed_out(self, now: float) -> str | None:
@@ -178,6 +181,7 @@ class ConnectionDriver:
 
     def _protocol_error(self, exc: P.ProtocolError) -> None:
         conn = self.conn
+        conn.reader.clear()   # what it sent after the broken packet is not kept until the socket is gone
         self.broker.stats.protocol_errors += 1
         who = conn.client_id or "(not connected)"
         log.warning("client %s (%s): protocol error, closing: %s", who, conn.peer, exc)

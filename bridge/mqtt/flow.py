@@ -47,9 +47,9 @@ class FlowControl:
         cid = session.client_id
         if pushing:
             self._pushing_since[cid] = time.monotonic()
-            log.warning("%s: %d queued, its limit (max_queued %d): pushing back, publishers that reach it are "
-                        "held until it is down to %d", cid, len(session.queue), session.max_queued,
-                        session.low_water())
+            log.warning("%s: %d queued (%d bytes), its limit (max_queued %d, max_queued_bytes %d): pushing back, "
+                        "publishers that reach it are held until it is down to 90 %% of both", cid, len(session.queue),
+                        session.queued_bytes, session.max_queued, session.max_queued_bytes)
             return
         for callback in self._relief_waiters.pop(cid, []):
             callback()

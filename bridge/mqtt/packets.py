@@ -39,6 +39,11 @@ PROTOCOL_NAMES = {MQTT_31: "MQIsdp", MQTT_311: "MQTT"}
 
 MAX_REMAINING_LENGTH = 268_435_455  # 4 bytes of 7 bits
 SUBACK_FAILURE = 0x80               # 3.1.1 only
+# The largest CONNECT the 3.1 layout allows (3.1.1's is 2 bytes shorter): variable header 12 bytes
+# (protocol name "MQIsdp" with its length, level, flags, keep alive), then client id, will topic, will
+# message, user name and password, each a 2-byte length and at most 65,535 bytes
+MAX_CONNECT_LENGTH = 12 + 5 * (2 + 65_535)
+LARGE_BODY = 64 * 1024              # PacketReader copies a body at least this large through a memoryview
 
 
 class ConnackCode(IntEnum):
@@ -365,15 +370,19 @@ class PacketReader:
 
     The protocol level (3 or 4) decides which fixed-header flags are legal; set ``level`` after
     CONNECT. ``max_size`` bounds the remaining length: a larger packet raises PacketTooLarge
-    before its body is buffered.
+    before its body is buffered. A server's reader sets ``connect_max``: until a CONNECT has been
+    decoded, the first byte must be CONNECT's (else ProtocolError at that byte) and its remaining
+    length at most ``connect_max``, so a connection that has not connected buffers at most that much.
     """
 
-    __slots__ = ("_buf", "level", "max_size")
+    __slots__ = ("_buf", "level", "max_size", "connect_max")
 
-    def __init__(self, max_size: int = MAX_REMAINING_LENGTH, level: int = MQTT_311) -> None:
+    def __init__(self, max_size: int = MAX_REMAINING_LENGTH, level: int = MQTT_311,
+                 connect_max: int | None = None) -> None:
         self._buf = bytearray()
         self.max_size = max_size
         self.level = level
+        self.connect_max = connect_max   # None: no CONNECT expected first (a client's reader, or connected)
 
     def feed(self, data: bytes) -> list[Packet]:
         buf = self._buf
@@ -382,8 +391,16 @@ class PacketReader:
         pos = 0
         n = len(buf)
         try:
-            while n - pos >= 2:
+            while pos < n:
                 first = buf[pos]
+                limit = self.max_size
+                connect_max = self.connect_max
+                if connect_max is not None:
+                    if first >> 4 != CONNECT:   # its flags: decode_body (3.1 leaves them unused)
+                        name = PACKET_NAMES.get(first >> 4, f"type {first >> 4}")
+                        raise ProtocolError(f"{name} before CONNECT (fixed header byte {first:#04x}): the first "
+                                            "packet must be CONNECT", offset=0)
+                    limit = connect_max
                 # remaining length: 1..4 bytes, 7 bits each, little end first
                 length = 0
                 mult = 1
@@ -399,22 +416,34 @@ class PacketReader:
                     if i - pos - 1 == 4:
                         raise ProtocolError("remaining length has more than 4 bytes", offset=i - pos)
                     mult <<= 7
-                if length > self.max_size:
-                    raise PacketTooLarge(f"remaining length {length} exceeds the limit of {self.max_size}",
+                if length > limit:
+                    what = "before CONNECT, " if connect_max is not None else ""
+                    raise PacketTooLarge(f"{what}remaining length {length} exceeds the limit of {limit}",
                                          packet=PACKET_NAMES.get(first >> 4), offset=1)
                 if n - i < length:
                     return out
-                body = bytes(buf[i:i + length])
+                if length < LARGE_BODY:
+                    body = bytes(buf[i:i + length])
+                else:   # one copy, not two (a bytearray slice, then bytes of it)
+                    with memoryview(buf) as view:
+                        body = bytes(view[i:i + length])
                 pos = i + length
                 out.append(decode_body(first >> 4, first & 0x0F, body, self.level))
+                if connect_max is not None:
+                    self.connect_max = None   # connected: max_size from the next packet on
             return out
         finally:
             if pos:
+                # CPython gives a bytearray's memory back when it shrinks below half its allocation
                 del buf[:pos]
 
     @property
     def buffered(self) -> int:
         return len(self._buf)
+
+    def clear(self) -> None:
+        """Forget what is buffered (the connection is closing)."""
+        self._buf = bytearray()
 
 
 # ----------------------------------------------------------------------------------------------

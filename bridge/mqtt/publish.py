@@ -99,13 +99,31 @@ class Publisher:
             conn.send(ack)   # a re-sent PUBLISH (DUP): acknowledge again, publish nothing
             return
         msg = Message(topic, packet.payload, 2, packet.retain, conn.client_id, username=conn.username)
-        session.inbound_qos2[pid] = msg
+        if not self._may_hold_inbound(conn, session, msg):
+            return
+        session.hold_inbound(pid, msg)
         if session.persistent:
             session.inbound_ops[pid] = self.store.save_inbound_qos2(session.client_id, pid, topic, packet.payload,
                                                                     packet.retain)
             conn.send_durable(ack)
         else:
             conn.send(ack)
+
+    def _may_hold_inbound(self, conn: ClientConnection, session: Session, msg: Message) -> bool:
+        """A client may leave at most max_inbound_qos2 QoS 2 publications (and max_queued_bytes of them)
+        unreleased. One more closes the connection, unacknowledged: no PUBREC, so the client still owns
+        it (it sends it again after reconnecting to a persistent session). MQTT 5 calls this "Receive
+        Maximum exceeded"; 3.1.1 has no code for it."""
+        limits = self.config.limits
+        held = len(session.inbound_qos2)
+        if held < limits.max_inbound_qos2 and session.inbound_bytes + msg.size() <= limits.max_queued_bytes:
+            return True
+        self.stats.inbound_qos2_refused += 1
+        reason = (f"{held} QoS 2 publications ({session.inbound_bytes} bytes) not released (no PUBREL): limits "
+                  f"max_inbound_qos2 {limits.max_inbound_qos2}, max_queued_bytes {limits.max_queued_bytes}")
+        log.warning("client %s (%s): closing: %s", conn.client_id, conn.peer, reason)
+        conn.abort_after_commit(reason)   # the PUBRECs of the ones it holds leave first
+        return False
 
     def _publish_qos1_persistent(self, session: Session, msg: Message, pid: int, dup: bool) -> bool:
         """A QoS 1 publication from a persistent session. MQTT 3.1.1 §4.4: after a reconnect the client
@@ -140,7 +158,7 @@ class Publisher:
         return writes
 
     def on_pubrel(self, conn: ClientConnection, session: Session, pid: int) -> None:
-        msg = session.inbound_qos2.pop(pid, None)
+        msg = session.release_inbound(pid)
         writes = False
         if msg is not None:
             writes = self.publish(msg)

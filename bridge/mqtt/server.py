@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from bridge import __version__
 from bridge.config import ListenerConfig
+from bridge.mqtt import memory
 from bridge.mqtt.broker import Broker
 from bridge.mqtt.connection import ClientConnection
 from bridge.mqtt.driver import ConnectionDriver, Read
@@ -323,6 +324,7 @@ class MqttServer:
         if mono - self._last_expiry >= min(60.0, self.broker.limits.session_expiry_hours * 1800):
             self._last_expiry = mono
             self.broker.expire_sessions()
+        memory.trim_if_due()   # give what a refused flood or a dropped queue held back to the OS
         if self.sys_interval and mono - self._last_sys >= self.sys_interval:
             self._last_sys = mono
             self.publish_sys()

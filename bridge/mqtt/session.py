@@ -11,6 +11,7 @@ there is one) and journals through a ``Journal`` (the broker's store, for persis
 """
 from __future__ import annotations
 
+import logging
 import time
 from collections import deque
 from collections.abc import Callable
@@ -18,6 +19,8 @@ from typing import Protocol
 
 from bridge.mqtt import packets as P
 from bridge.mqtt.store import QUEUED, RELEASED, SENT
+
+log = logging.getLogger("mqbridge.broker")
 
 
 class Link(Protocol):
@@ -68,6 +71,10 @@ class Message:
     def key(self) -> int | None:
         """The id in this publication's message key (``mqtt:<id>``): the first publication's store id."""
         return self.key_id if self.key_id is not None else self.store_id
+
+    def size(self) -> int:
+        """What max_queued_bytes counts for this publication: payload and topic bytes."""
+        return len(self.payload) + len(self.topic_b)
 
     def qos0_bytes(self) -> bytes:
         """QoS 0 delivery is the same bytes for every subscriber: encode once."""
@@ -120,13 +127,17 @@ class SessionStats:
 class Session:
     def __init__(self, client_id: str, *, persistent: bool, protocol_level: int,
                  journal: Journal | None, max_inflight: int, max_queued: int,
-                 on_release: Callable[[Message], None]) -> None:
+                 on_release: Callable[[Message], None], max_queued_bytes: int = 1 << 62) -> None:
         self.client_id = client_id
         self.persistent = persistent
         self.protocol_level = protocol_level
         self.journal = journal if persistent else None
         self.max_inflight = max_inflight
         self.max_queued = max_queued
+        self.max_queued_bytes = max_queued_bytes   # also bounds the unreleased inbound QoS 2 (Publisher)
+        self.queued_bytes = 0                      # Message.size() of what is in ``queue``
+        self.inbound_bytes = 0                     # Message.size() of what is in ``inbound_qos2``
+        self._dropping = False                     # logged that the queue is full; reset once it drains
         self._on_release = on_release     # called when a stored message loses its last reference
         self.subscriptions: dict[str, int] = {}
         self.queue: deque[OutMsg] = deque()
@@ -174,9 +185,12 @@ class Session:
             else:
                 link.send(msg.qos0_bytes())
             return
-        if len(self.queue) >= self.max_queued:
+        queue = self.queue
+        size = msg.size()
+        direct = link is not None and not queue and len(self.inflight) < self.max_inflight
+        if len(queue) >= self.max_queued or (not direct and self.queued_bytes + size > self.max_queued_bytes):
             if not self.soft_limit:
-                self.stats.dropped += 1
+                self._drop(msg)
                 return
             if not self.pushing_back:
                 self.pushing_back = True
@@ -186,10 +200,22 @@ class Session:
         self._next_seq += 1
         if self.journal is not None:
             self._journal_new(out)
-        if link is not None and not self.queue and len(self.inflight) < self.max_inflight:
+        if direct and link is not None:
             self._send_new(out, link)
         else:
-            self.queue.append(out)
+            queue.append(out)
+            self.queued_bytes += size
+
+    def _drop(self, msg: Message) -> None:
+        """A client session's queue is full (max_queued or max_queued_bytes): the delivery is dropped and
+        counted; logged once until the queue has drained to its low-water mark."""
+        self.stats.dropped += 1
+        if not self._dropping:
+            self._dropping = True
+            log.warning("session %s: queue full (%d deliveries, %d bytes; max_queued %d, max_queued_bytes %d): "
+                        "QoS 1/2 deliveries to it are dropped and counted until it drains (first: %s, %d bytes)",
+                        self.client_id, len(self.queue), self.queued_bytes, self.max_queued, self.max_queued_bytes,
+                        msg.topic, len(msg.payload))
 
     def _journal_new(self, out: OutMsg) -> None:
         journal = self.journal
@@ -246,23 +272,51 @@ class Session:
             return
         queue = self.queue
         while queue and len(self.inflight) < self.max_inflight:
-            self._send_new(queue.popleft(), link)
-        if self.pushing_back and len(queue) <= self.low_water():
+            out = queue.popleft()
+            self.queued_bytes -= out.msg.size()
+            self._send_new(out, link)
+        if (self.pushing_back or self._dropping) and self.below_low_water():
             self._relieved()
 
     def low_water(self) -> int:
-        """Where a route's session stops pushing back: 90 % of max_queued."""
+        """Where a route's session stops pushing back: 90 % of max_queued (and of max_queued_bytes)."""
         return self.max_queued * 9 // 10
+
+    def below_low_water(self) -> bool:
+        return len(self.queue) <= self.low_water() and self.queued_bytes <= self.max_queued_bytes * 9 // 10
 
     def check_relief(self) -> None:
         """After max_queued changed (a route reloaded with another limit): stop pushing back if under it."""
-        if self.pushing_back and len(self.queue) <= self.low_water():
+        if self.pushing_back and self.below_low_water():
             self._relieved()
 
     def _relieved(self) -> None:
+        if self._dropping:
+            self._dropping = False
+            log.info("session %s: queue drained to %d deliveries, %d bytes (%d dropped so far)", self.client_id,
+                     len(self.queue), self.queued_bytes, self.stats.dropped)
+        if not self.pushing_back:
+            return
         self.pushing_back = False
         if self.on_flow is not None:
             self.on_flow(self, False)
+
+    # -- inbound QoS 2 --------------------------------------------------------------------------------
+
+    def hold_inbound(self, pid: int, msg: Message) -> None:
+        """A QoS 2 publication received and acknowledged (PUBREC): kept until the client's PUBREL."""
+        old = self.inbound_qos2.get(pid)
+        if old is not None:
+            self.inbound_bytes -= old.size()
+        self.inbound_qos2[pid] = msg
+        self.inbound_bytes += msg.size()
+
+    def release_inbound(self, pid: int) -> Message | None:
+        """PUBREL: the held publication, now to be published (None: not held, e.g. released before)."""
+        msg = self.inbound_qos2.pop(pid, None)
+        if msg is not None:
+            self.inbound_bytes -= msg.size()
+        return msg
 
     def _finish(self, out: OutMsg) -> None:
         journal = self.journal
@@ -336,6 +390,7 @@ class Session:
             out.state = QUEUED
             out.packet_id = None
             self.queue.append(out)
+            self.queued_bytes += out.msg.size()   # restored beyond max_queued_bytes too: nothing acknowledged is lost
         self._next_seq = max(self._next_seq, out.seq + 1)
 
     # -- teardown -----------------------------------------------------------------------------------
@@ -370,8 +425,10 @@ class Session:
                     self._on_release(msg)
         self.inflight.clear()
         self.queue.clear()
+        self.queued_bytes = 0
         self.inbound_qos2.clear()
+        self.inbound_bytes = 0
         self.inbound_ops.clear()
-        if self.pushing_back:
+        if self.pushing_back or self._dropping:
             self._relieved()
         self.inbound_qos1.clear()

@@ -10,6 +10,7 @@ import logging
 from collections.abc import Callable
 
 from bridge.config import LimitsConfig
+from bridge.mqtt import memory
 from bridge.mqtt.messages import StoredMessages
 from bridge.mqtt.session import Message, OutMsg, Session
 from bridge.mqtt.store import RecoveredState, Store
@@ -34,7 +35,7 @@ class SessionTable:
         return Session(client_id, persistent=persistent, protocol_level=level,
                        journal=self.store if persistent else None,
                        max_inflight=self.limits.max_inflight, max_queued=self.limits.max_queued,
-                       on_release=self.messages.release)
+                       max_queued_bytes=self.limits.max_queued_bytes, on_release=self.messages.release)
 
     def open(self, client_id: str, *, clean: bool, level: int, expiry_seconds: int,
              now: float) -> tuple[Session, bool]:
@@ -78,6 +79,7 @@ class SessionTable:
         """End ``session``: its subscriptions, deliveries and (persistent) store rows."""
         cid = session.client_id
         self.subscriptions.remove_all(session)
+        memory.freed(session.queued_bytes + session.inbound_bytes)   # given back to the OS (memory.py)
         session.discard_messages()
         if self.sessions.get(cid) is session:
             del self.sessions[cid]
@@ -120,7 +122,7 @@ class SessionTable:
                 session.restore_outbound(out)
                 restored += 1
             for pid, (topic, payload, retain) in stored.inbound_qos2.items():
-                session.inbound_qos2[pid] = Message(topic, payload, 2, retain, cid)
+                session.hold_inbound(pid, Message(topic, payload, 2, retain, cid))
             session.inbound_qos1.update(stored.inbound_qos1)
             self.sessions[cid] = session
         self.messages.recover(state.next_message_id, messages.values())

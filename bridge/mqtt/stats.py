@@ -15,3 +15,5 @@ class BrokerStats:
     # a persistent publisher's QoS 1 re-sends (DUP=1, same packet id and digest as the last one stored):
     # routed again as redeliveries under the first one's message key
     resends_recognised: int = 0
+    # connections closed for leaving more than max_inbound_qos2 (or max_queued_bytes of) QoS 2 unreleased
+    inbound_qos2_refused: int = 0
