@@ -103,7 +103,9 @@ class LimitsConfig(_Model):
     # default is the largest CONNECT the protocol allows (a 65,535-byte will message included)
     max_connect_size: int = Field(MAX_CONNECT_LENGTH, ge=12, le=MAX_CONNECT_LENGTH)
     max_inflight: int = Field(128, ge=1, le=65535)              # QoS 1/2 in flight per client
-    max_queued: int = Field(100_000, ge=0)   # QoS 1/2 queued per session: beyond, dropped (routes: held)
+    # QoS 1/2 queued per client session: beyond, dropped (mosquitto's max_queued_messages default); route
+    # sessions have their own (options.max_queued, ROUTE_MAX_QUEUED) and push back instead
+    max_queued: int = Field(1000, ge=0)
     # the same in bytes (payload + topic of the queued deliveries), whichever is reached first; it also
     # bounds one client's unreleased QoS 2 publications
     max_queued_bytes: int = Field(16 * 1024 * 1024, ge=1024)

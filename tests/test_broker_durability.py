@@ -61,7 +61,8 @@ def _client(port: int, cid: str, rec: Recorder) -> mqtt.Client:
 def test_sigkill_under_load_loses_nothing_acknowledged(
     gateway_factory: Callable[..., GatewayProcess], synchronous: str
 ) -> None:
-    gw = gateway_factory({"broker": {"durability": {"synchronous": synchronous}, "sys_interval": 0}})
+    gw = gateway_factory({"broker": {"limits": {"max_queued": 100_000},   # more queued than the client default
+                                     "durability": {"synchronous": synchronous}, "sys_interval": 0}})
 
     sub_rec, pub_rec = Recorder(), Recorder()
     sub = _client(gw.port, "durable-sub", sub_rec)

@@ -247,8 +247,9 @@ def test_unreleased_qos2_bytes_are_bounded_by_max_queued_bytes(gateway_factory):
 
 def test_memory_of_a_slow_consumers_queue_is_given_back_when_its_session_ends(gateway_factory):
     """A slow consumer's full queue of 1 KiB messages (~23 MiB of RSS) is freed when its clean session
-    ends, and the gateway's RSS comes back near where it was (glibc kept it before: malloc_trim)."""
-    gw = gateway_factory({"broker": {"sys_interval": 0}})
+    ends, and the gateway's RSS comes back near where it was (glibc kept it before: malloc_trim). The queue
+    is bounded by max_queued_bytes here, not by the default max_queued of 1,000 messages."""
+    gw = gateway_factory({"broker": {"limits": {"max_queued": 100_000}, "sys_interval": 0}})
     assert gw.proc is not None
     pid = gw.proc.pid
     sub = RawClient(gw.port)

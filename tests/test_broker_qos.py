@@ -124,8 +124,9 @@ def test_packet_ids_nonzero_and_unique_in_flight(gateway_factory, clients, proto
 
 
 @pytest.mark.slow
-def test_packet_ids_wrap_around_without_zero(gateway, proto):
+def test_packet_ids_wrap_around_without_zero(gateway_factory, proto):
     """More than 65,535 QoS 1 deliveries to one client: ids wrap from 65535 to 1, never 0."""
+    gateway = gateway_factory({"broker": {"limits": {"max_queued": 100_000}}})
     n = 65_600
     raw = raw_subscriber(gateway, proto, "wrap-sub", "wrap/t", 1)
     pub = RawClient(gateway.port)
@@ -304,7 +305,8 @@ def test_qos2_outbound_exactly_once_across_sigkill(gateway_factory, clients, syn
     restart every message arrives, none twice. (The publisher is done before the kill, so only the
     broker -> subscriber flow is under test.)"""
     n = 3000
-    gw = gateway_factory({"broker": {"durability": {"synchronous": synchronous}, "sys_interval": 0}})
+    gw = gateway_factory({"broker": {"limits": {"max_queued": 100_000},   # more queued than the client default
+                                     "durability": {"synchronous": synchronous}, "sys_interval": 0}})
     sub = clients(gw.port, "x2-sub", clean_session=False).connect()
     sub.subscribe("x2/#", 2)
     sub.disconnect()

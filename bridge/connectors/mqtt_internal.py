@@ -70,6 +70,9 @@ def inbound_of(msg: Message, qos: int) -> Inbound:
                    redelivery_count=msg.redelivery)
 
 
+#: a route session's queue before it pushes back on its publishers (a soft limit: nothing is dropped)
+ROUTE_MAX_QUEUED = 100_000
+
 class MqttSource(Source):
     def __init__(self, broker: Broker, route: str, topic_filter: str, max_inflight: int = 256,
                  max_queued: int | None = None) -> None:
@@ -78,7 +81,7 @@ class MqttSource(Source):
         self.topic_filter = topic_filter
         self.client_id = route_client_id(route)
         self.max_inflight = max_inflight
-        self.max_queued = max_queued if max_queued is not None else max(1, broker.limits.max_queued)
+        self.max_queued = max_queued if max_queued is not None else ROUTE_MAX_QUEUED
         self._queue = Inbox()
         self._reader = P.PacketReader()
         self._session: Session | None = None

@@ -148,7 +148,7 @@ class RouteOptions(_Model):
     swiftmq_properties: bool = True                                   # JMSXUserID, client id, QoS
     mqtt_format: Literal["payload", "envelope"] = "payload"   # envelope: JMS message JSON (docs/json-forms.md)
     # from an MQTT topic filter: QoS 1/2 publications the route's broker session queues while its target is
-    # stuck before it holds their publishers (backpressure); default: the broker's limits.max_queued
+    # stuck before it holds their publishers (backpressure); default 100,000
     max_queued: int | None = Field(None, ge=1)
 
     @field_validator("selector")
