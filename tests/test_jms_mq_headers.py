@@ -45,8 +45,13 @@ def test_message_id():
 
 def test_correlation_id_forms():
     hex_id = bytes_to_id(MSG_ID)
-    mq, r = to_mq(msg(correlation_id=hex_id))
-    assert mq.md.correl_id == MSG_ID and folder(mq, "jms")["Cid"] == (hex_id, None) and r.findings == []
+    mq, r = to_mq(msg(correlation_id=hex_id))     # the ID: form goes to CorrelId only (IBM out)
+    assert mq.md.correl_id == MSG_ID and "Cid" not in folder(mq, "jms") and r.findings == []
+    assert to_jms(mq)[0].headers.correlation_id == hex_id
+    for kept in ("ID:" + hex_id[3:].upper(), "ID:" + "0" * 48):   # CorrelId cannot give these back
+        mq, r = to_mq(msg(correlation_id=kept))
+        assert folder(mq, "jms")["Cid"] == (kept, None) and r.findings == []
+        assert to_jms(mq)[0].headers.correlation_id == kept
     mq, r = to_mq(msg(correlation_id="order-17"))
     assert mq.md.correl_id == b"order-17" + bytes(16) and folder(mq, "jms")["Cid"][0] == "order-17"
     long_id = "x" * 30 + "\u00e9"
@@ -238,8 +243,11 @@ def test_ibm_mqmd_properties():
     mq, r = to_mq(msg(reply_to=Destination.queue("R"), properties=(("JMS_IBM_MsgType", jint(C.MQMT_REQUEST)),)))
     assert mq.md.msg_type == C.MQMT_REQUEST and names(r) == ["JMS_IBM_MsgType"]    # the default: not read back
     assert "JMS_IBM_MsgType" not in to_jms(mq)[0].properties
+    # a String of digits converts as getIntProperty would (STOMP carries every property as a String)
+    mq, r = to_mq(msg(properties=(("JMS_IBM_Feedback", jstring("7")),)))
+    assert mq.md.feedback == 7 and names(r, Change.COERCED) == ["JMS_IBM_Feedback"]
     with pytest.raises(MappingError, match="JMS_IBM_Feedback"):
-        to_mq(msg(properties=(("JMS_IBM_Feedback", jstring("7")),)))
+        to_mq(msg(properties=(("JMS_IBM_Feedback", jstring("7x")),)))
 
 
 def test_jms_type():

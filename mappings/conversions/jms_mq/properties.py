@@ -2,7 +2,7 @@
 (mappings.jms.typed_xml), what is dropped or coerced on the way."""
 from __future__ import annotations
 
-from mappings.conversions.jms_mq.rules import ToJms, ToMq
+from mappings.conversions.jms_mq.context import ToJms, ToMq
 from mappings.conversions.jms_mq.spec import (
     MAPPED_PROPERTIES,
     USR,
