@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from mappings.conversions.jms_mq import bytes_to_id, id_to_bytes, put_date_time
-from mappings.conversions.jms_mq.spec import BODY_TABLE, JAVA_CHARSETS, REPORT_PROPERTIES
+from mappings.conversions.jms_mq.spec import BODY_TABLE, JAVA_CHARSETS, MSD_TO_BODY, REPORT_PROPERTIES, mcd_uri
 from mappings.jms.model import (
     BytesBody,
     DeliveryMode,
@@ -100,6 +100,28 @@ def _exact_provider_properties(draw: st.DrawFn, body: object) -> list[tuple[str,
     return pairs
 
 
+# mcd:// JMSTypes: canonical ones (what MQ -> JMS writes for a non-JMS Msd) and other spellings JMS -> MQ splits
+_mcd_domains = st.from_regex(r"[A-Za-z][A-Za-z0-9_]{0,6}", fullmatch=True).filter(
+    lambda d: not d.lower().startswith("jms_") and d.lower() not in MSD_TO_BODY)
+_mcd_part = st.none() | st.text(alphabet=js.xml_chars.filter(lambda c: c not in "/?"), min_size=1, max_size=8)
+_mcd_type_part = st.none() | st.text(alphabet=js.xml_chars.filter(lambda c: c != "?"), min_size=1, max_size=8).filter(
+    lambda t: not t.endswith("/"))
+canonical_mcd_types = st.builds(mcd_uri, _mcd_domains, _mcd_part, _mcd_type_part,
+                                st.none() | js.xml_text.filter(bool))
+mcd_types = canonical_mcd_types | st.sampled_from(["mcd://MRM/s/t/", "mcd://MRM/s/t/?format=f", "mcd://MRM/set/",
+                                                   "mcd://MRM//t", "mcd://xmlnsc/", "mcd://x?format=", "mcd://",
+                                                   "mcd://jms_text", "mcd://MRM/s/t?fmt=x", "mcd://1x"])
+
+
+@st.composite
+def with_mcd_type(draw: st.DrawFn, messages: st.SearchStrategy[JmsMessage]) -> JmsMessage:
+    message = draw(messages)
+    h = message.headers
+    headers = JmsHeaders(h.destination, h.delivery_mode, h.expiration, h.priority, h.timestamp, h.message_id,
+                         h.correlation_id, h.reply_to, draw(mcd_types), h.redelivered)
+    return JmsMessage(headers, message.properties, message.body)
+
+
 @st.composite
 def representable(draw: st.DrawFn) -> JmsMessage:
     """Messages whose every field the MQ form carries exactly (the report must be empty)."""
@@ -115,7 +137,7 @@ def representable(draw: st.DrawFn) -> JmsMessage:
         message_id=draw(st.none() | _hex_id),
         correlation_id=draw(st.none() | _hex_id | _short_text),
         reply_to=draw(st.none() | queue),
-        type=draw(st.none() | js.xml_text.filter(lambda t: not t.lower().startswith("mcd://"))),
+        type=draw(st.none() | js.xml_text.filter(lambda t: not t.lower().startswith("mcd://")) | canonical_mcd_types),
         redelivered=count > 1,
     )
     pairs = [("JMSXDeliveryCount", jint(count))]

@@ -45,7 +45,7 @@ from mappings.mq import constants as C
 from mappings.mq.message import decode_message, encode_message
 from mappings.mq.mqmd import Mqmd, encode_mqmd
 from tests import jms_strategies as js
-from tests.jms_mq_strategies import mq_messages, representable, with_provider_properties
+from tests.jms_mq_strategies import mq_messages, representable, with_mcd_type, with_provider_properties
 
 NOW = 1_700_000_000_000
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -93,7 +93,7 @@ nows = st.just(NOW) | st.integers(-(2**63), 2**63 - 1)
 # JMS -> MQ
 # ==================================================================================================
 @SETTINGS
-@given(with_provider_properties(js.messages), to_mq_options, nows)
+@given(with_provider_properties(js.messages | with_mcd_type(js.messages)), to_mq_options, nows)
 def test_jms_to_mq_any_message_same_bytes_findings_or_error(message: JmsMessage, options: JmsToMqOptions,
                                                            now_ms: int) -> None:
     assert public_to_mq(message, now_ms, options) == general_to_mq(message, now_ms, options)
@@ -186,7 +186,7 @@ def test_jms_to_mq_fast_path_declines_what_it_does_not_handle() -> None:
 # MQ -> JMS
 # ==================================================================================================
 @SETTINGS
-@given(with_provider_properties(js.messages), to_mq_options,
+@given(with_provider_properties(js.messages | with_mcd_type(js.messages)), to_mq_options,
        st.sampled_from([MqToJmsOptions(), MqToJmsOptions(default_ccsid=819)]))
 def test_mq_to_jms_of_any_jms_to_mq_output(message: JmsMessage, options: JmsToMqOptions,
                                            back: MqToJmsOptions) -> None:
@@ -229,7 +229,8 @@ _good = {
             "<Cid>ID:" + "ab" * 24 + "</Cid>", "<Rto>queue://QM1/R</Rto>", "<Rto>queue:///R</Rto>", "<Gid>g1</Gid>",
             "<Seq>3</Seq>"],
     "mcd": ["<Msd>jms_text</Msd>", "<Msd>jms_bytes</Msd>", "<Msd>jms_map</Msd>", "<Msd>jms_none</Msd>",
-            "<Msd>xmlnsc</Msd>", "<Type>quote</Type>", "<Set>s</Set>", "<Fmt>f</Fmt>"],
+            "<Msd>xmlnsc</Msd>", "<Msd>MRM</Msd>", "<Type>quote</Type>", "<Set>s</Set>", "<Fmt>f</Fmt>",
+            "<Type>{ns}:a/b</Type>", "<Set></Set>", "<Type></Type>"],
     "usr": ["<color>blue</color>", "<color>red</color>", "<n dt='i4'>3</n>", '<n dt="i4">-3</n>',
             "<ok dt='boolean'>1</ok>", "<big dt='i8'>1099511627776</big>", "<f dt='r8'>2.5</f>",
             "<b dt='bin.hex'>0AFF</b>", "<s dt='string'>t</s>",

@@ -12,7 +12,10 @@ from mappings.conversions.jms_mq import (
     put_epoch_ms,
 )
 from mappings.errors import MappingError
+from mappings.jms.domain import Domain, McdType
+from mappings.jms.domain import parse_mcd_uri as parse_domain_uri
 from mappings.jms.model import (
+    BytesBody,
     DeliveryMode,
     Destination,
     JmsHeaders,
@@ -260,5 +263,27 @@ def test_jms_type():
     assert j.headers.type == "mcd://xmlnsc/set1/Order?format=XML1" and j.body == TextBody("<a/>")
     mq, _ = to_mq(msg(MapBody(), type="mcd://xml"))         # a Map keeps jms_map: the URI is a plain type
     assert folder(mq, "mcd") == {"Msd": ("jms_map", None), "Type": ("mcd://xml", None)}
-    mq, _ = to_mq(msg(TextBody("x"), type="mcd://MRM/s/t/"))  # not canonical: kept verbatim
-    assert folder(mq, "mcd")["Type"] == ("mcd://MRM/s/t/", None) and to_jms(mq)[0].headers.type == "mcd://MRM/s/t/"
+    mq, r = to_mq(msg(TextBody("x"), type="mcd://MRM/s/t/"))   # the WMB form with a trailing '/': split too
+    assert folder(mq, "mcd") == {"Msd": ("MRM", None), "Set": ("s", None), "Type": ("t", None)}
+    assert names(r, Change.COERCED) == ["JMSType"] and to_jms(mq)[0].headers.type == "mcd://MRM/s/t"
+
+
+def test_mcd_uri_one_rule_both_ways():
+    """An MQ message with Msd MRM and Set/Type/Fmt gives the URI, which splits back into the same elements and
+    which the domain derivation reads as the same set, type and format; empty parts write no element."""
+    mcd = F("mcd", ("Msd", "MRM"), ("Set", "SWIFT2005"), ("Type", "{http://swift}:Document"), ("Fmt", "XML1"))
+    j, r = to_jms(with_rfh2(got(), (mcd,), b"<Document/>"))
+    uri = "mcd://MRM/SWIFT2005/{http://swift}:Document?format=XML1"
+    assert j.headers.type == uri and j.body == TextBody("<Document/>") and r.findings == []
+    mq, r = to_mq(j)
+    assert folder(mq, "mcd") == {e.name: (e.value, None) for e in mcd.elements} and r.findings == []
+    assert parse_domain_uri(uri) == McdType(Domain.MRM, "SWIFT2005", "{http://swift}:Document", "XML1")
+    assert parse_domain_uri("mcd://MRM/SWIFT2005/{http://swift}:Document/?format=XML1") == parse_domain_uri(uri)
+    for jms_type, elements, back in (
+            ("mcd://MRM/set/", {"Msd": "MRM", "Set": "set"}, "mcd://MRM/set"),
+            ("mcd://MRM//t", {"Msd": "MRM", "Type": "t"}, "mcd://MRM//t"),
+            ("mcd://xmlnsc?format=", {"Msd": "xmlnsc"}, "mcd://xmlnsc")):
+        mq, r = to_mq(msg(BytesBody(b"x"), type=jms_type))
+        assert {n: v for n, (v, _dt) in folder(mq, "mcd").items()} == elements, jms_type
+        assert to_jms(mq)[0].headers.type == back
+        assert names(r) == ([] if back == jms_type else ["JMSType"])

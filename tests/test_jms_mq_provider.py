@@ -137,3 +137,11 @@ def test_point_to_point_group_fields_go_to_the_mqmd_only():
     assert "Gid" not in folder(mq, "jms") and "Seq" not in folder(mq, "jms") and r.findings == []
     j, _ = to_jms(mq)
     assert (j.properties["JMSXGroupID"], j.properties["JMSXGroupSeq"]) == (jstring(gid), jint(3))
+
+
+def test_mcd_type_stays_whole_when_the_format_would_change_the_class():
+    source = msg(BytesBody(b"x"), type="mcd://MRM/s/t", properties=(("JMS_IBM_Format", jstring("MQSTR")),))
+    mq, r = to_mq(source)
+    assert folder(mq, "mcd") == {"Msd": ("jms_bytes", None), "Type": ("mcd://MRM/s/t", None)} and r.findings == []
+    j, _ = to_jms(mq)
+    assert j.body == BytesBody(b"x") and j.headers.type == "mcd://MRM/s/t"

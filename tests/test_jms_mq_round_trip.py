@@ -25,6 +25,7 @@ from tests.jms_mq_strategies import (
     mqmd_only,
     representable,
     with_delivery_count,
+    with_mcd_type,
     with_provider_properties,
 )
 from tests.jms_mq_support import NOW, folder, same, to_jms, to_mq
@@ -47,7 +48,8 @@ def _exact_or_reported(message: JmsMessage, via_bytes: bool) -> tuple[JmsMessage
 
 
 @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow], deadline=None)
-@given(with_provider_properties(js.messages.map(with_delivery_count)))
+@given(with_provider_properties(js.messages.map(with_delivery_count)
+                                | with_mcd_type(js.messages.map(with_delivery_count))))
 def test_any_message_comes_back_equal_unless_reported(message):
     # About one example in eight has an empty report (measured): those must come back equal; the rest
     # exercise the report itself.

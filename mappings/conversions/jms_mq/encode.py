@@ -134,7 +134,10 @@ def _mcd_folder(body_type: BodyType, jms_type: str | None) -> bytes:
         return found
     mcd = {"Msd": BODY_TABLE[body_type][0]}
     if jms_type is not None:
-        mcd.update(mcd_type_elements(jms_type, body_type))
+        elements, back = mcd_type_elements(jms_type, body_type)
+        if back is not None:
+            raise Fallback                 # reported (coerced)
+        mcd.update(elements)
     inner = "".join(f"<{n}>{_escape(mcd[n])}</{n}>" for n in MCD_ORDER if n in mcd)
     return _mcd_cache.put(key, _pad4(f"<mcd>{inner}</mcd>".encode()))
 

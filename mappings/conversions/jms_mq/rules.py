@@ -17,6 +17,7 @@ from mappings.conversions.jms_mq.provider import (
 )
 from mappings.conversions.jms_mq.spec import (
     DELIVERY_MODE_FOR,
+    FORMAT_PROPERTY,
     GROUP_FLAGS,
     ID_HEX48,
     JMS,
@@ -407,7 +408,12 @@ def _group_to_jms(ctx: ToJms) -> None:
 def _type_to_mq(ctx: ToMq) -> None:
     jms_type = ctx.message.headers.type
     if jms_type is not None:
-        ctx.mcd.update(mcd_type_elements(jms_type, ctx.message.body_type))
+        fmt = ctx.message.properties.get(FORMAT_PROPERTY)       # checked and written by provider.body_description
+        body_format = fmt.value[:8].ljust(8) if fmt is not None and isinstance(fmt.value, str) else None
+        elements, back = mcd_type_elements(jms_type, ctx.message.body_type, body_format)
+        ctx.mcd.update(elements)
+        if back is not None:
+            ctx.report.coerced("JMSType", f"written as mcd elements: reads back as {back!r}")
 
 
 def _type_to_jms(ctx: ToJms) -> None:

@@ -45,9 +45,10 @@ DECISIONS: tuple[str, ...] = (
     "JMSXGroupID: 'ID:'+48 hex -> GroupId; any other string -> its UTF-8 bytes cut/padded to 24 in GroupId and "
     "the whole string in jms/Gid. JMSXGroupSeq -> MsgSeqNumber (jms/Seq when < 1). Either sets MQMF_MSG_IN_GROUP;"
     " JMS_IBM_Last_Msg_In_Group true sets MQMF_LAST_MSG_IN_GROUP.",
-    "JMSType: a canonical 'mcd://domain[/set[/type]][?format=fmt]' on a Text or Bytes message fills mcd "
-    "Msd/Set/Type/Fmt (IBM out); any other JMSType goes verbatim to mcd/Type. A received non-jms_* Msd gives the "
-    "JMSType URI back and the message class from Format.",
+    "JMSType: an 'mcd://domain[/[set][/[type][/]]][?format=fmt]' on a Text or Bytes message fills mcd "
+    "Msd/Set/Type/Fmt (IBM out), empty parts writing no element; any other JMSType (or one whose JMS_IBM_Format "
+    "would change the class) goes verbatim to mcd/Type. A received non-jms_* Msd gives the canonical URI (no "
+    "trailing '/') back and the message class from Format.",
     "Text bodies: a null text is written as an empty body and reads back as '' (coerced). Object bodies: a null "
     "object is an empty body; the class name is not carried (dropped).",
     "Properties: usr holds names that are Java identifiers and XML names (ASCII letters, digits, '_') not "
@@ -323,40 +324,48 @@ LAST_IN_GROUP = "JMS_IBM_Last_Msg_In_Group"
 
 # JMSType <-> mcd/Type (or mcd Msd/Set/Type/Fmt for an mcd:// URI). IBM out JMSType row, IBM in "JMSType comes from
 # mcd.Type/Set/Fmt". The body class side of mcd (Msd) is in _body_to_mq / _body_class.
-# The type segment may hold '/' ({namespace}/name) but may not end with one: the WMB docs' MRM form with a
-# trailing slash ("mcd://MRM/set/type/", mappings.jms.domain) is not canonical here and is kept verbatim.
-_MCD_URI = re.compile(r"mcd://([A-Za-z][A-Za-z0-9_]*)(?:/([^/?]*)(?:/((?:[^?]*[^?/])?))?)?(?:\?format=(.*))?",
-                      re.DOTALL)
+# One URI rule for both directions: ``mcd://domain[/[set][/[type][/]]][?format=fmt]``. The type segment may hold '/'
+# ({namespace}/name); the WMB docs' MRM form ends the type with '/' ("mcd://MRM/set/type/?format=fmt",
+# mappings.jms.domain reads both). An empty segment is no element (no empty <Set/> or <Type/>). MQ -> JMS writes
+# the canonical form (mcd_uri: no trailing '/'), which JMS -> MQ splits back into the same elements.
+_MCD_URI = re.compile(r"mcd://([A-Za-z][A-Za-z0-9_]*)(?:/([^/?]*)(?:/([^?]*?)/?)?)?(?:\?format=(.*))?", re.DOTALL)
 
 
 def mcd_uri(domain: str, mset: str | None, mtype: str | None, fmt: str | None) -> str:
-    """``mcd://domain[/set[/type]][?format=fmt]`` (the canonical form)."""
+    """``mcd://domain[/set[/type]][?format=fmt]`` (the canonical form; empty parts are left out)."""
     uri = f"mcd://{domain}"
-    if mset is not None or mtype is not None:
+    if mset or mtype:
         uri += "/" + (mset or "")
-    if mtype is not None:
+    if mtype:
         uri += "/" + mtype
-    if fmt is not None:
+    if fmt:
         uri += "?format=" + fmt
     return uri
 
 
 def parse_mcd_uri(jms_type: str) -> tuple[str, str | None, str | None, str | None] | None:
-    """(domain, set, type, format) of a canonical mcd:// JMSType whose domain is not a jms_* one."""
+    """(domain, set, type, format) of an mcd:// JMSType whose domain is not a jms_* one, empty parts None."""
     m = _MCD_URI.fullmatch(jms_type)
     if m is None or m.group(1).lower().startswith("jms_") or m.group(1).lower() in MSD_TO_BODY:
         return None
-    parts = m.groups()
-    return parts if mcd_uri(*parts) == jms_type else None
+    domain, mset, mtype, fmt = m.groups()
+    return domain, mset or None, mtype or None, fmt or None
 
 
-def mcd_type_elements(jms_type: str, body_type: BodyType) -> dict[str, str]:
-    """The mcd elements a JMSType writes: a canonical mcd:// URI on a Text or Bytes message fills
-    Msd/Set/Type/Fmt (IBM out, replacing the body table's Msd), any other JMSType goes verbatim to Type."""
+def mcd_type_elements(jms_type: str, body_type: BodyType, body_format: str | None = None
+                      ) -> tuple[dict[str, str], str | None]:
+    """The mcd elements a JMSType writes: an mcd:// URI on a Text or Bytes message fills Msd/Set/Type/Fmt (IBM out,
+    replacing the body table's Msd), any other JMSType goes verbatim to Type; and the JMSType they read back as
+    when that is not ``jms_type`` (a trailing '/', an empty part), else None. The URI stays whole in Type when the
+    body's Format (``body_format``, JMS_IBM_Format) is not the body table's: the class would not read back."""
     uri = parse_mcd_uri(jms_type)
-    if uri is None or body_type not in (BodyType.TEXT, BodyType.BYTES):
-        return {"Type": jms_type}
-    return {name: value for name, value in zip(MCD_ORDER, uri, strict=True) if value is not None}
+    default_format = BODY_TABLE[body_type][1]
+    if (uri is None or body_type not in (BodyType.TEXT, BodyType.BYTES)
+            or body_format is not None and body_format != default_format):
+        return {"Type": jms_type}, None
+    back = mcd_uri(*uri)
+    elements = {name: value for name, value in zip(MCD_ORDER, uri, strict=True) if value is not None}
+    return elements, None if back == jms_type else back
 
 
 INT_RE = re.compile(r"[+-]?[0-9]+", re.ASCII)
