@@ -152,3 +152,36 @@ def test_mcd_jms_type_uri_one_rule_through_the_gateway(
     assert [mq_bytes_to_jms(raw, now_ms=0)[0].headers.type for raw in raws] == [uri, uri, "mcd://MRM/SWIFT2005"]
     recs = egress(gw, "j2q", 3)
     assert sorted(("coerced", "JMSType") in changes(r) for r in recs) == [False, True, True]
+
+
+@activemq
+def test_an_out_of_range_dt_value_backs_out_by_default_and_is_dropped_with_the_route_option(
+    gateway_factory: Callable[..., GatewayProcess], activemq: BrokerEndpoints, jmstool: JmsTool, tmp_path: Path,
+    tag: str,
+) -> None:
+    """<n dt='i1'>300</n> in the usr folder: the default route backs the message out; a route with
+    ``bad_property: drop`` delivers it without ``n``, with a ``dropped`` finding in the conversion log."""
+    kept_q, dropped_q = f"q2j.strict.{tag}", f"q2j.drop.{tag}"
+    gw = start(gateway_factory, tmp_path, [
+        {"name": "strict", "from": {"queue": "STRICT"}, "to": {"connector": "amq", "queue": kept_q}},
+        {"name": "lenient", "from": {"queue": "LENIENT"}, "to": {"connector": "amq", "queue": dropped_q},
+         "options": {"bad_property": "drop"}}], activemq)
+    md = Mqmd(version=2, encoding=C.MQENC_NORMAL, coded_char_set_id=C.CCSID_UTF8, persistence=C.MQPER_PERSISTENT,
+              priority=4)
+    rfh = Rfh2(encoding=C.MQENC_NORMAL, coded_char_set_id=C.CCSID_UTF8, folders=(
+        RfhFolder("mcd", (RfhElement("Msd", "jms_text"),)),
+        RfhFolder("usr", (RfhElement("n", "300", "i1"), RfhElement("color", "blue")))))
+    data = encode_message(build_message(md, (rfh,), b"hello", body_format=C.MQFMT_STRING))
+    store = store_of(gw)
+    try:
+        store.put("STRICT", data)
+        store.put("LENIENT", data)
+        (got,) = jmstool.receive(f"queue://{dropped_q}", 1, timeout=20)
+        wait_for(lambda: store.depth("BACKOUT.strict") == 1, 20, what="the strict route's message in its backout queue")
+        assert store.depth("STRICT") == 0 and store.depth("LENIENT") == 0
+    finally:
+        store.close()
+    assert got["body"] == "hello" and "n" not in got["properties"]
+    assert got["properties"]["color"] == {"type": STRING, "value": "blue"}
+    (rec,) = egress(gw, "lenient", 1)
+    assert rec["status"] == "ok" and ("dropped", "usr/n") in changes(rec)

@@ -306,9 +306,9 @@ def raw_messages(draw: st.DrawFn) -> bytes:
 
 
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(raw_messages())
-def test_mq_to_jms_of_folder_text_as_other_writers_send_it(data: bytes) -> None:
-    assert public_to_jms(data) == general_to_jms(data)
+@given(raw_messages(), st.sampled_from([MqToJmsOptions(), MqToJmsOptions(drop_bad_properties=True)]))
+def test_mq_to_jms_of_folder_text_as_other_writers_send_it(data: bytes, options: MqToJmsOptions) -> None:
+    assert public_to_jms(data, NOW, options) == general_to_jms(data, NOW, options)
 
 
 @SETTINGS

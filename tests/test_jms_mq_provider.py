@@ -145,3 +145,14 @@ def test_mcd_type_stays_whole_when_the_format_would_change_the_class():
     assert folder(mq, "mcd") == {"Msd": ("jms_bytes", None), "Type": ("mcd://MRM/s/t", None)} and r.findings == []
     j, _ = to_jms(mq)
     assert j.body == BytesBody(b"x") and j.headers.type == "mcd://MRM/s/t"
+
+
+def test_a_bad_usr_value_refuses_the_message_or_is_dropped_by_option():
+    md = got()
+    bad = with_rfh2(md, (F("usr", ("n", "300", "i1"), ("ok", "1", "boolean"), ("b", "2", "boolean")),), b"x")
+    with pytest.raises(MappingError) as exc:
+        to_jms(bad)
+    assert exc.value.field == "n"
+    j, r = mq_bytes_to_jms(encode_message(bad), now_ms=NOW, options=MqToJmsOptions(drop_bad_properties=True))
+    assert "n" not in j.properties and "b" not in j.properties and j.properties["ok"].value is True
+    assert names(r, Change.DROPPED) == ["usr/n", "usr/b"] and "option drop_bad_properties" in r.findings[0].detail

@@ -147,6 +147,8 @@ class RouteOptions(_Model):
     # from an MQTT topic filter: QoS 1/2 publications the route's broker session queues while its target is
     # stuck before it holds their publishers (backpressure); default: the broker's limits.max_queued
     max_queued: int | None = Field(None, ge=1)
+    # MQ -> JMS: a usr property value its dt= cannot hold backs the whole message out, or is dropped (a finding)
+    bad_property: Literal["backout", "drop"] = "backout"
 
     @field_validator("selector")
     @classmethod

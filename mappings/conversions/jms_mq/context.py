@@ -96,6 +96,7 @@ class ToJms:
     body_ccsid: int = C.CCSID_UTF8
     body_encoding: int = C.MQENC_NORMAL
     encoding_default: int = C.MQENC_NORMAL             # the encoding before the body's header (JMS_IBM_Encoding)
+    drop_bad_properties: bool = False                  # MqToJmsOptions.drop_bad_properties
 
     def folder_value(self, folder: str, name: str) -> tuple[bool, str | None]:
         values = {JMS: self.jms, MCD: self.mcd, MQPS: self.mqps}[folder]

@@ -144,7 +144,7 @@ def mq_to_jms(msg: MqMessage, *, now_ms: int,
     ctx = ToJms(msg.md, now_ms, report, _folder_values(folders.get(JMS), JMS, report),
                 _folder_values(folders.get(MCD), MCD, report), _folder_values(folders.get(MQPS), MQPS, report),
                 body_format=msg.body_format, body_ccsid=ccsid if ccsid > 0 else options.default_ccsid,
-                body_encoding=msg.body_encoding,
+                body_encoding=msg.body_encoding, drop_bad_properties=options.drop_bad_properties,
                 encoding_default=(msg.headers[-2] if len(msg.headers) > 1 else msg.md).encoding if msg.headers
                 else C.MQENC_NORMAL)
     for rule in RULES:

@@ -82,6 +82,9 @@ class JmsToMqOptions:
 @dataclass(frozen=True, slots=True)
 class MqToJmsOptions:
     default_ccsid: int = C.CCSID_UTF8         # body text CCSID when the message says MQCCSI_Q_MGR (0)
+    # a usr folder value its dt= cannot hold (<n dt='i1'>300</n>, <b dt='boolean'>2</b>): False refuses the
+    # message (a MappingError, the gateway backs it out), True drops that property with a `dropped` finding
+    drop_bad_properties: bool = False
 
 
 # --------------------------------------------------------------------------------------------------
@@ -141,7 +144,7 @@ def mqchar_form(value: str, length: int) -> str:
 def correl_id_alone(cid: str) -> bool:
     """True when MQMD.CorrelId alone gives the JMSCorrelationID back (``ID:`` + 48 lower-case hex digits, not all
     zero): IBM MQ classes for JMS then write no jms/Cid (IBM out JMSCorrelationID row)."""
-    return (ID_HEX48.fullmatch(cid) is not None and cid[3:] == cid[3:].lower()
+    return (len(cid) == 51 and ID_HEX48.fullmatch(cid) is not None and cid[3:] == cid[3:].lower()
             and cid != "ID:000000000000000000000000000000000000000000000000")
 
 
