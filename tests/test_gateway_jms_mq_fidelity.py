@@ -178,7 +178,8 @@ def test_an_out_of_range_dt_value_backs_out_by_default_and_is_dropped_with_the_r
         store.put("LENIENT", data)
         (got,) = jmstool.receive(f"queue://{dropped_q}", 1, timeout=20)
         wait_for(lambda: store.depth("BACKOUT.strict") == 1, 20, what="the strict route's message in its backout queue")
-        assert store.depth("STRICT") == 0 and store.depth("LENIENT") == 0
+        wait_for(lambda: store.depth("STRICT") == 0 and store.depth("LENIENT") == 0, 10,
+                 what="both MQ messages to be confirmed (removed)")
     finally:
         store.close()
     assert got["body"] == "hello" and "n" not in got["properties"]

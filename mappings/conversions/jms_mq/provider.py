@@ -56,7 +56,7 @@ _REPORT_NAMES = {value: name for name, value in vars(C).items() if name.startswi
 
 
 def body_default_finding(prop: str, value: object, what: str) -> Finding:
-    """A JMS_IBM_* property holding what the MQ message says without it (also encode's)."""
+    """A JMS_IBM_* property holding what the MQ message says without it: it does not read back."""
     return Finding(Change.DROPPED, prop, f"{value!r} is {what} without it: reads back as absent")
 
 
