@@ -5,11 +5,13 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from mappings.conversions.jms_mq import bytes_to_id, id_to_bytes, put_date_time
+from mappings.conversions.jms_mq.spec import BODY_TABLE, JAVA_CHARSETS, MSD_TO_BODY, REPORT_PROPERTIES, mcd_uri
 from mappings.jms.model import (
     BytesBody,
     DeliveryMode,
     Destination,
     JavaType,
+    JavaValue,
     JmsHeaders,
     JmsMessage,
     MapBody,
@@ -47,6 +49,79 @@ _usr_values = js.java_values().filter(lambda v: v.type is not JavaType.CHAR)
 _short_text = js.xml_text.filter(lambda s: len(s.encode()) <= 24)
 
 
+# JMS_IBM_Report_*, JMS_IBM_Format, JMS_IBM_Character_Set, JMS_IBM_Encoding (the IBM provider-specific properties)
+_report_values = st.sampled_from([0, 1, 2, 4, 64, 128, 256, 512, 768, 1792, 2048, 6144, 14336, 2097152, 6291456,
+                                  16777216, 117440512, 134217728, -1])
+_formats = st.sampled_from(["MQSTR", "MQADMIN", "", "XML", "MQHRF2", "MQSTR ", "TOOLONGFMT", "\u00e9t\u00e9"])
+_charsets = st.sampled_from(["UTF-8", "ISO-8859-1", "iso-8859-1", "IBM037", "UTF-16", "819", "1208", "4242", "Cp1252",
+                             "nope", ""])
+_encodings = st.sampled_from([273, 546, 785, 0, -1])
+
+
+def _int_or_string(values: st.SearchStrategy[int]) -> st.SearchStrategy[JavaValue]:
+    return st.one_of(values.map(jint), values.map(lambda v: jstring(str(v))), st.just(jstring("x")))
+
+
+def provider_properties() -> st.SearchStrategy[list[tuple[str, JavaValue]]]:
+    """Any mix of the provider-specific properties JMS -> MQ maps to the MQMD/RFH2: valid values, ints as Strings
+    (as STOMP delivers them), defaults, and values it refuses."""
+    pairs = st.one_of(
+        st.tuples(st.sampled_from([p for p, _m, _v in REPORT_PROPERTIES]), _int_or_string(_report_values)),
+        st.tuples(st.just("JMS_IBM_Format"), st.builds(jstring, _formats)),
+        st.tuples(st.just("JMS_IBM_Character_Set"), st.builds(jstring, _charsets)),
+        st.tuples(st.just("JMS_IBM_Encoding"), _int_or_string(_encodings)))
+    return st.lists(pairs, max_size=4, unique_by=lambda kv: kv[0])
+
+
+@st.composite
+def with_provider_properties(draw: st.DrawFn, messages: st.SearchStrategy[JmsMessage]) -> JmsMessage:
+    message = draw(messages)
+    extra = [(n, v) for n, v in draw(provider_properties()) if n not in message.properties]
+    return JmsMessage(message.headers, TypedMap((*message.properties.pairs, *extra), what="property"), message.body)
+
+
+def _exact_provider_properties(draw: st.DrawFn, body: object) -> list[tuple[str, JavaValue]]:
+    """Provider properties the MQ form gives back exactly for ``body``: a Report value per report type, a Format
+    other than the body table's, a charset other than UTF-8 (not for text bodies), an encoding other than 273."""
+    pairs: list[tuple[str, JavaValue]] = []
+    for prop, _mask, values in REPORT_PROPERTIES:
+        if draw(st.integers(0, 4)) == 0:
+            pairs.append((prop, jint(draw(st.sampled_from(sorted(values))))))
+    body_type = body.body_type  # type: ignore[attr-defined]
+    if draw(st.booleans()):
+        fmt = draw(st.sampled_from(["MQSTR", "MQADMIN", "", "XML"]))
+        if fmt.ljust(8) != BODY_TABLE[body_type][1]:
+            pairs.append(("JMS_IBM_Format", jstring(fmt)))
+    if draw(st.booleans()) and isinstance(body, BytesBody | ObjectBody | NoBody):
+        pairs.append(("JMS_IBM_Character_Set", jstring(draw(st.sampled_from(
+            [n for n in JAVA_CHARSETS.values() if n != "UTF-8"] + ["4242"])))))
+    if draw(st.booleans()):
+        pairs.append(("JMS_IBM_Encoding", jint(draw(st.sampled_from([546, 785])))))
+    return pairs
+
+
+# mcd:// JMSTypes: canonical ones (what MQ -> JMS writes for a non-JMS Msd) and other spellings JMS -> MQ splits
+_mcd_domains = st.from_regex(r"[A-Za-z][A-Za-z0-9_]{0,6}", fullmatch=True).filter(
+    lambda d: not d.lower().startswith("jms_") and d.lower() not in MSD_TO_BODY)
+_mcd_part = st.none() | st.text(alphabet=js.xml_chars.filter(lambda c: c not in "/?"), min_size=1, max_size=8)
+_mcd_type_part = st.none() | st.text(alphabet=js.xml_chars.filter(lambda c: c != "?"), min_size=1, max_size=8).filter(
+    lambda t: not t.endswith("/"))
+canonical_mcd_types = st.builds(mcd_uri, _mcd_domains, _mcd_part, _mcd_type_part,
+                                st.none() | js.xml_text.filter(bool))
+mcd_types = canonical_mcd_types | st.sampled_from(["mcd://MRM/s/t/", "mcd://MRM/s/t/?format=f", "mcd://MRM/set/",
+                                                   "mcd://MRM//t", "mcd://xmlnsc/", "mcd://x?format=", "mcd://",
+                                                   "mcd://jms_text", "mcd://MRM/s/t?fmt=x", "mcd://1x"])
+
+
+@st.composite
+def with_mcd_type(draw: st.DrawFn, messages: st.SearchStrategy[JmsMessage]) -> JmsMessage:
+    message = draw(messages)
+    h = message.headers
+    headers = JmsHeaders(h.destination, h.delivery_mode, h.expiration, h.priority, h.timestamp, h.message_id,
+                         h.correlation_id, h.reply_to, draw(mcd_types), h.redelivered)
+    return JmsMessage(headers, message.properties, message.body)
+
+
 @st.composite
 def representable(draw: st.DrawFn) -> JmsMessage:
     """Messages whose every field the MQ form carries exactly (the report must be empty)."""
@@ -62,7 +137,7 @@ def representable(draw: st.DrawFn) -> JmsMessage:
         message_id=draw(st.none() | _hex_id),
         correlation_id=draw(st.none() | _hex_id | _short_text),
         reply_to=draw(st.none() | queue),
-        type=draw(st.none() | js.xml_text.filter(lambda t: not t.lower().startswith("mcd://"))),
+        type=draw(st.none() | js.xml_text.filter(lambda t: not t.lower().startswith("mcd://")) | canonical_mcd_types),
         redelivered=count > 1,
     )
     pairs = [("JMSXDeliveryCount", jint(count))]
@@ -85,6 +160,7 @@ def representable(draw: st.DrawFn) -> JmsMessage:
         st.builds(BytesBody, st.binary(max_size=40)), st.builds(MapBody, js.typed_maps()),
         st.builds(StreamBody, st.lists(js.java_values(), max_size=6).map(tuple)),
         st.builds(ObjectBody, st.none() | st.binary(min_size=1, max_size=40))))
+    pairs += _exact_provider_properties(draw, body)
     return JmsMessage(headers, TypedMap(pairs, what="property"), body)
 
 
@@ -109,6 +185,7 @@ def mq_messages(draw: st.DrawFn) -> MqMessage:
         group_id=draw(st.binary(min_size=24, max_size=24).filter(any)) if flags else bytes(24),
         msg_seq_number=draw(st.integers(1, 2**31 - 1)) if flags else 1, msg_flags=flags,
         expiry=draw(st.just(-1) | st.integers(1, 2**31 - 1)),
+        report=sum(draw(st.sampled_from([0, *values])) for _p, _m, values in REPORT_PROPERTIES),
         coded_char_set_id=C.CCSID_UTF8, encoding=draw(st.sampled_from([273, 546])))
     usr = draw(st.lists(st.tuples(_usr_names, _usr_values), max_size=4, unique_by=lambda kv: kv[0]))
     body_text = draw(st.text(st.characters(blacklist_categories=("Cs",)), max_size=20))
@@ -121,7 +198,7 @@ def mq_messages(draw: st.DrawFn) -> MqMessage:
 def mqmd_only(message: JmsMessage) -> JmsMessage:
     """Strip what only the RFH2 carries, so that the MQMD alone holds the message exactly."""
     h = message.headers
-    keep = [(n, v) for n, v in message.properties.pairs if n.startswith("JMS")
+    keep = [(n, v) for n, v in message.properties.pairs if n.startswith("JMS") and n != "JMS_IBM_Format"
             and not (n == "JMSXGroupID" and id_to_bytes(v.value or "") is None)]
     if "JMSXGroupSeq" in dict(keep) and "JMSXGroupID" not in dict(keep):
         keep = [(n, v) for n, v in keep if n not in ("JMSXGroupSeq", "JMS_IBM_Last_Msg_In_Group")]

@@ -56,7 +56,7 @@ def native(md: Mqmd, body: bytes = b"", fmt: str = C.MQFMT_NONE) -> MqMessage:
 
 def with_rfh2(md: Mqmd, folders: tuple[RfhFolder, ...], body: bytes = b"", fmt: str = C.MQFMT_STRING,
               ccsid: int = C.CCSID_UTF8) -> MqMessage:
-    rfh = Rfh2(encoding=C.MQENC_NORMAL, coded_char_set_id=ccsid, folders=folders)
+    rfh = Rfh2(encoding=md.encoding, coded_char_set_id=ccsid, folders=folders)   # the body in the MQMD's encoding
     return build_message(md, (rfh,), body, body_format=fmt)
 
 

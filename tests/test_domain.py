@@ -93,7 +93,7 @@ def test_configured_mrm_takes_set_and_type_from_config_or_jmstype():
         ("mcd://MIME", McdType(Domain.MIME)),
         ("mcd://MRM", McdType(Domain.MRM, conforms=False)),
         ("mcd://MRM/onlyset", McdType(Domain.MRM, conforms=False)),
-        ("mcd://MRM/s/t?format=f", McdType(Domain.MRM, conforms=False)),
+        ("mcd://MRM/s/t?format=f", McdType(Domain.MRM, "s", "t", "f")),   # as MQ -> JMS writes it
         ("mcd://MRM/s/t/?fmt=f", McdType(Domain.MRM, conforms=False)),
         ("mcd://XML/extra", None),
         ("mcd://XML/?format=f", None),

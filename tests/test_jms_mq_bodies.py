@@ -53,10 +53,10 @@ def test_user_properties_every_type():
 
 
 def test_properties_the_usr_folder_cannot_carry():
-    mq, r = to_mq(msg(properties=(("JMS_IBM_Format", jstring("MQSTR")), ("JMSXOther", jint(1)), ("$x", jint(1)),
+    mq, r = to_mq(msg(properties=(("JMS_IBM_Other", jstring("MQSTR")), ("JMSXOther", jint(1)), ("$x", jint(1)),
                                   ("\u00e9t\u00e9", jint(2)), ("c", jchar("z")))))
     assert folder(mq, "usr") == {"c": ("z", None)}
-    assert names(r, Change.DROPPED) == ["JMS_IBM_Format", "JMSXOther", "$x", "\u00e9t\u00e9"]
+    assert names(r, Change.DROPPED) == ["JMS_IBM_Other", "JMSXOther", "$x", "\u00e9t\u00e9"]
     assert names(r, Change.COERCED) == ["c"]
     j, r = to_jms(with_rfh2(got(), (F("usr", ("a-b", "1"), ("ok", "1", "i4"), ("ok", "2", "i4"),
                                           ("JMSXUserID", "x")),)))
@@ -111,8 +111,8 @@ def test_mq_native_messages():
     assert j.body == TextBody("\u00e9")
     j, r = to_jms(native(got(), b"\x01\x02"))
     assert j.body == BytesBody(b"\x01\x02") and r.findings == []
-    j, r = to_jms(native(got(), b"x", "MQADMIN "))
-    assert j.body == BytesBody(b"x") and names(r) == ["Format"]
+    j, r = to_jms(native(got(), b"x", "MQADMIN "))    # JMS_IBM_Format carries the Format (IBM in)
+    assert j.body == BytesBody(b"x") and r.findings == [] and j.properties["JMS_IBM_Format"] == jstring("MQADMIN")
     with pytest.raises(MappingError, match="TextMessage body") as exc:
         to_jms(native(got(coded_char_set_id=C.CCSID_UTF8), b"ok\xff", C.MQFMT_STRING))
     assert exc.value.offset == 2
@@ -127,9 +127,10 @@ def test_unmapped_mq_parts_are_reported():
     mq = build_message(md, (Rfh1(pairs=(("a", "b"),)), rfh), b"z")
     j, r = to_jms(mq)
     assert j.body == BytesBody(b"z") and j.headers.destination == Destination.topic("a")
-    assert sorted(names(r)) == sorted(["MQRFH", "mcd/Fmt", "MQMD.report", "MQMD.appl_identity_data", "jms/Uci",
+    assert sorted(names(r)) == sorted(["MQRFH", "mcd/Fmt", "MQMD.appl_identity_data", "jms/Uci",
                                        "mqps/Ret", "mqtt folder"])
     assert j.properties["JMS_IBM_Feedback"] == jint(5) and j.properties["JMS_IBM_PutApplType"] == jint(28)
+    assert j.properties["JMS_IBM_Report_COA"] == jint(C.MQRO_COA)
     assert all(f.change is Change.DROPPED for f in r.findings)
 
 

@@ -45,7 +45,7 @@ from mappings.mq import constants as C
 from mappings.mq.message import decode_message, encode_message
 from mappings.mq.mqmd import Mqmd, encode_mqmd
 from tests import jms_strategies as js
-from tests.jms_mq_strategies import mq_messages, representable
+from tests.jms_mq_strategies import mq_messages, representable, with_mcd_type, with_provider_properties
 
 NOW = 1_700_000_000_000
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -93,7 +93,7 @@ nows = st.just(NOW) | st.integers(-(2**63), 2**63 - 1)
 # JMS -> MQ
 # ==================================================================================================
 @SETTINGS
-@given(js.messages, to_mq_options, nows)
+@given(with_provider_properties(js.messages | with_mcd_type(js.messages)), to_mq_options, nows)
 def test_jms_to_mq_any_message_same_bytes_findings_or_error(message: JmsMessage, options: JmsToMqOptions,
                                                            now_ms: int) -> None:
     assert public_to_mq(message, now_ms, options) == general_to_mq(message, now_ms, options)
@@ -186,7 +186,8 @@ def test_jms_to_mq_fast_path_declines_what_it_does_not_handle() -> None:
 # MQ -> JMS
 # ==================================================================================================
 @SETTINGS
-@given(js.messages, to_mq_options, st.sampled_from([MqToJmsOptions(), MqToJmsOptions(default_ccsid=819)]))
+@given(with_provider_properties(js.messages | with_mcd_type(js.messages)), to_mq_options,
+       st.sampled_from([MqToJmsOptions(), MqToJmsOptions(default_ccsid=819)]))
 def test_mq_to_jms_of_any_jms_to_mq_output(message: JmsMessage, options: JmsToMqOptions,
                                            back: MqToJmsOptions) -> None:
     try:
@@ -228,7 +229,8 @@ _good = {
             "<Cid>ID:" + "ab" * 24 + "</Cid>", "<Rto>queue://QM1/R</Rto>", "<Rto>queue:///R</Rto>", "<Gid>g1</Gid>",
             "<Seq>3</Seq>"],
     "mcd": ["<Msd>jms_text</Msd>", "<Msd>jms_bytes</Msd>", "<Msd>jms_map</Msd>", "<Msd>jms_none</Msd>",
-            "<Msd>xmlnsc</Msd>", "<Type>quote</Type>", "<Set>s</Set>", "<Fmt>f</Fmt>"],
+            "<Msd>xmlnsc</Msd>", "<Msd>MRM</Msd>", "<Type>quote</Type>", "<Set>s</Set>", "<Fmt>f</Fmt>",
+            "<Type>{ns}:a/b</Type>", "<Set></Set>", "<Type></Type>"],
     "usr": ["<color>blue</color>", "<color>red</color>", "<n dt='i4'>3</n>", '<n dt="i4">-3</n>',
             "<ok dt='boolean'>1</ok>", "<big dt='i8'>1099511627776</big>", "<f dt='r8'>2.5</f>",
             "<b dt='bin.hex'>0AFF</b>", "<s dt='string'>t</s>",
@@ -288,13 +290,15 @@ def raw_messages(draw: st.DrawFn) -> bytes:
               backout_count=pick([0, 2], [-1]), reply_to_q=reply, reply_to_q_mgr="QM1" if reply else "",
               msg_type=pick([1, 8, 2], []), put_date=put[0], put_time=put[1], msg_flags=pick([0, 8, 16], [2]),
               group_id=pick([bytes(24), b"\x07" * 24], []), user_identifier=pick(["", "app"], []),
-              appl_identity_data=pick([""], ["x"]))
+              appl_identity_data=pick([""], ["x"]), report=pick([0, C.MQRO_COA | C.MQRO_PASS_MSG_ID], [
+                  C.MQRO_ACTIVITY, 512, C.MQRO_EXCEPTION_WITH_FULL_DATA | C.MQRO_NAN | C.MQRO_DISCARD_MSG]))
     one_each = (lambda f: f[0]) if not odd else repr          # usual messages: one folder of each name
     folder_data = [_folder_bytes(f) for f in draw(st.lists(_folders(odd), max_size=4, unique_by=one_each))]
     folders = b"".join(struct.pack(order + "i", len(f)) + f for f in folder_data)
     body_format = pick([C.MQFMT_STRING, C.MQFMT_NONE], ["MQADMIN ", C.MQFMT_RF_HEADER_2])
     ccsid = pick([C.CCSID_UTF8, C.MQCCSI_INHERIT, 0, 819], [4242])
-    rfh = struct.pack(order + "4s4i8s2i", b"RFH ", 2, 36 + len(folders), encoding, ccsid, body_format.encode(), 0,
+    body_encoding = pick([encoding], [C.MQENC_NORMAL, C.MQENC_REVERSED, 785])
+    rfh = struct.pack(order + "4s4i8s2i", b"RFH ", 2, 36 + len(folders), body_encoding, ccsid, body_format.encode(), 0,
                       pick([C.CCSID_UTF8], [1200]))
     body = draw(st.sampled_from([b"", b"hello", "caf\u00e9".encode(), b"\xff\xfe",
                                  b"<map><elt name='a'>1</elt></map>"]))
@@ -302,9 +306,9 @@ def raw_messages(draw: st.DrawFn) -> bytes:
 
 
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(raw_messages())
-def test_mq_to_jms_of_folder_text_as_other_writers_send_it(data: bytes) -> None:
-    assert public_to_jms(data) == general_to_jms(data)
+@given(raw_messages(), st.sampled_from([MqToJmsOptions(), MqToJmsOptions(drop_bad_properties=True)]))
+def test_mq_to_jms_of_folder_text_as_other_writers_send_it(data: bytes, options: MqToJmsOptions) -> None:
+    assert public_to_jms(data, NOW, options) == general_to_jms(data, NOW, options)
 
 
 @SETTINGS

@@ -12,7 +12,10 @@ from mappings.conversions.jms_mq import (
     put_epoch_ms,
 )
 from mappings.errors import MappingError
+from mappings.jms.domain import Domain, McdType
+from mappings.jms.domain import parse_mcd_uri as parse_domain_uri
 from mappings.jms.model import (
+    BytesBody,
     DeliveryMode,
     Destination,
     JmsHeaders,
@@ -45,8 +48,13 @@ def test_message_id():
 
 def test_correlation_id_forms():
     hex_id = bytes_to_id(MSG_ID)
-    mq, r = to_mq(msg(correlation_id=hex_id))
-    assert mq.md.correl_id == MSG_ID and folder(mq, "jms")["Cid"] == (hex_id, None) and r.findings == []
+    mq, r = to_mq(msg(correlation_id=hex_id))     # the ID: form goes to CorrelId only (IBM out)
+    assert mq.md.correl_id == MSG_ID and "Cid" not in folder(mq, "jms") and r.findings == []
+    assert to_jms(mq)[0].headers.correlation_id == hex_id
+    for kept in ("ID:" + hex_id[3:].upper(), "ID:" + "0" * 48):   # CorrelId cannot give these back
+        mq, r = to_mq(msg(correlation_id=kept))
+        assert folder(mq, "jms")["Cid"] == (kept, None) and r.findings == []
+        assert to_jms(mq)[0].headers.correlation_id == kept
     mq, r = to_mq(msg(correlation_id="order-17"))
     assert mq.md.correl_id == b"order-17" + bytes(16) and folder(mq, "jms")["Cid"][0] == "order-17"
     long_id = "x" * 30 + "\u00e9"
@@ -238,8 +246,11 @@ def test_ibm_mqmd_properties():
     mq, r = to_mq(msg(reply_to=Destination.queue("R"), properties=(("JMS_IBM_MsgType", jint(C.MQMT_REQUEST)),)))
     assert mq.md.msg_type == C.MQMT_REQUEST and names(r) == ["JMS_IBM_MsgType"]    # the default: not read back
     assert "JMS_IBM_MsgType" not in to_jms(mq)[0].properties
+    # a String of digits converts as getIntProperty would (STOMP carries every property as a String)
+    mq, r = to_mq(msg(properties=(("JMS_IBM_Feedback", jstring("7")),)))
+    assert mq.md.feedback == 7 and names(r, Change.COERCED) == ["JMS_IBM_Feedback"]
     with pytest.raises(MappingError, match="JMS_IBM_Feedback"):
-        to_mq(msg(properties=(("JMS_IBM_Feedback", jstring("7")),)))
+        to_mq(msg(properties=(("JMS_IBM_Feedback", jstring("7x")),)))
 
 
 def test_jms_type():
@@ -252,5 +263,27 @@ def test_jms_type():
     assert j.headers.type == "mcd://xmlnsc/set1/Order?format=XML1" and j.body == TextBody("<a/>")
     mq, _ = to_mq(msg(MapBody(), type="mcd://xml"))         # a Map keeps jms_map: the URI is a plain type
     assert folder(mq, "mcd") == {"Msd": ("jms_map", None), "Type": ("mcd://xml", None)}
-    mq, _ = to_mq(msg(TextBody("x"), type="mcd://MRM/s/t/"))  # not canonical: kept verbatim
-    assert folder(mq, "mcd")["Type"] == ("mcd://MRM/s/t/", None) and to_jms(mq)[0].headers.type == "mcd://MRM/s/t/"
+    mq, r = to_mq(msg(TextBody("x"), type="mcd://MRM/s/t/"))   # the WMB form with a trailing '/': split too
+    assert folder(mq, "mcd") == {"Msd": ("MRM", None), "Set": ("s", None), "Type": ("t", None)}
+    assert names(r, Change.COERCED) == ["JMSType"] and to_jms(mq)[0].headers.type == "mcd://MRM/s/t"
+
+
+def test_mcd_uri_one_rule_both_ways():
+    """An MQ message with Msd MRM and Set/Type/Fmt gives the URI, which splits back into the same elements and
+    which the domain derivation reads as the same set, type and format; empty parts write no element."""
+    mcd = F("mcd", ("Msd", "MRM"), ("Set", "SWIFT2005"), ("Type", "{http://swift}:Document"), ("Fmt", "XML1"))
+    j, r = to_jms(with_rfh2(got(), (mcd,), b"<Document/>"))
+    uri = "mcd://MRM/SWIFT2005/{http://swift}:Document?format=XML1"
+    assert j.headers.type == uri and j.body == TextBody("<Document/>") and r.findings == []
+    mq, r = to_mq(j)
+    assert folder(mq, "mcd") == {e.name: (e.value, None) for e in mcd.elements} and r.findings == []
+    assert parse_domain_uri(uri) == McdType(Domain.MRM, "SWIFT2005", "{http://swift}:Document", "XML1")
+    assert parse_domain_uri("mcd://MRM/SWIFT2005/{http://swift}:Document/?format=XML1") == parse_domain_uri(uri)
+    for jms_type, elements, back in (
+            ("mcd://MRM/set/", {"Msd": "MRM", "Set": "set"}, "mcd://MRM/set"),
+            ("mcd://MRM//t", {"Msd": "MRM", "Type": "t"}, "mcd://MRM//t"),
+            ("mcd://xmlnsc?format=", {"Msd": "xmlnsc"}, "mcd://xmlnsc")):
+        mq, r = to_mq(msg(BytesBody(b"x"), type=jms_type))
+        assert {n: v for n, (v, _dt) in folder(mq, "mcd").items()} == elements, jms_type
+        assert to_jms(mq)[0].headers.type == back
+        assert names(r) == ([] if back == jms_type else ["JMSType"])

@@ -20,7 +20,14 @@ from mappings.mq.mqmd import Mqmd
 from mappings.mq.rfh2 import Rfh2, RfhElement, RfhFolder
 from mappings.report import ConversionReport
 from tests import jms_strategies as js
-from tests.jms_mq_strategies import mq_messages, mqmd_only, representable, with_delivery_count
+from tests.jms_mq_strategies import (
+    mq_messages,
+    mqmd_only,
+    representable,
+    with_delivery_count,
+    with_mcd_type,
+    with_provider_properties,
+)
 from tests.jms_mq_support import NOW, folder, same, to_jms, to_mq
 from tests.mq_support import mqmds, rfh2s
 
@@ -41,7 +48,8 @@ def _exact_or_reported(message: JmsMessage, via_bytes: bool) -> tuple[JmsMessage
 
 
 @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow], deadline=None)
-@given(js.messages.map(with_delivery_count))
+@given(with_provider_properties(js.messages.map(with_delivery_count)
+                                | with_mcd_type(js.messages.map(with_delivery_count))))
 def test_any_message_comes_back_equal_unless_reported(message):
     # About one example in eight has an empty report (measured): those must come back equal; the rest
     # exercise the report itself.
@@ -60,7 +68,7 @@ def test_representable_messages_round_trip_exactly(message, via_bytes):
 
 
 # MQ -> JMS -> MQ keeps every mapped field
-MAPPED_MQMD = ("feedback", "put_appl_type",
+MAPPED_MQMD = ("feedback", "put_appl_type", "report",
                "priority", "persistence", "msg_id", "correl_id", "backout_count", "reply_to_q", "reply_to_q_mgr",
                "msg_type", "user_identifier", "put_appl_name", "put_date", "put_time", "group_id", "msg_seq_number",
                "msg_flags", "expiry")
@@ -117,7 +125,7 @@ def test_any_mq_message_converts_or_raises_mapping_error(md, jms_folders, extra,
 # WMQ_TARGET_CLIENT=MQ (no RFH2)
 # ==================================================================================================
 @settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow], deadline=None)
-@given(js.messages.map(with_delivery_count) | representable().map(mqmd_only))
+@given(with_provider_properties(js.messages.map(with_delivery_count)) | representable().map(mqmd_only))
 def test_target_client_mq_report_is_complete(message):
     try:
         mq, report = to_mq(message, options=JmsToMqOptions(with_rfh2=False))

@@ -18,7 +18,7 @@ from bridge.routing.base import (
     rename_properties,
 )
 from bridge.routing.mqtt_stomp import MqttToStompEncoder, mqtt_to_jms_message
-from mappings.conversions.jms_mq import jms_to_mq_bytes, mq_bytes_to_jms
+from mappings.conversions.jms_mq import MqToJmsOptions, jms_to_mq_bytes, mq_bytes_to_jms
 from mappings.conversions.mqtt_jms import jms_to_mqtt
 from mappings.conversions.mqtt_mq import MqToMqttOptions, MqttToMqEncoder, MqttToMqOptions, UserIdSource, mq_to_mqtt
 from mappings.errors import MappingError
@@ -105,7 +105,8 @@ class RouteConverter:
     def _mq_to_jms(self, item: Inbound) -> Result:
         raw = item.message
         assert isinstance(raw, bytes)
-        jms, report = mq_bytes_to_jms(raw, now_ms=int(time.time() * 1000))
+        jms, report = mq_bytes_to_jms(raw, now_ms=int(time.time() * 1000), options=MqToJmsOptions(
+            drop_bad_properties=self.route.options.bad_property == "drop"))
         jms = override_jms(rename_properties(jms, self.route.options.property_map, report), self.route.options)
         target = self.route.target
         assert isinstance(target, QueueEndpoint)

@@ -137,10 +137,10 @@ def parse_mcd_uri(jms_type: str | None) -> McdType | None:
     if domain is None:
         return None
     if domain is Domain.MRM:
-        # mcd://MRM/[set]/[type]/[?format=fmt] — the type may contain '/' inside {namespace}.
+        # mcd://MRM/[set]/[type]/[?format=fmt] — the type may contain '/' inside {namespace}. The slash after the
+        # type is optional, also before ?format= : mcd://MRM/set/type?format=fmt is the JMSType the JMS <-> MQ
+        # mapping gives an MQ message with Msd MRM (one URI rule, mappings.conversions.jms_mq.spec).
         message_set, _, message_type = tail.partition("/")
-        if question and not message_type.endswith("/"):
-            query_ok = False
         message_type = message_type.removesuffix("/")
         if not (slash and message_set and message_type and query_ok):
             return McdType(Domain.MRM, conforms=False)

@@ -150,6 +150,8 @@ class RouteOptions(_Model):
     # from an MQTT topic filter: QoS 1/2 publications the route's broker session queues while its target is
     # stuck before it holds their publishers (backpressure); default 100,000
     max_queued: int | None = Field(None, ge=1)
+    # MQ -> JMS: a usr property value its dt= cannot hold backs the whole message out, or is dropped (a finding)
+    bad_property: Literal["backout", "drop"] = "backout"
 
     @field_validator("selector")
     @classmethod

@@ -3,12 +3,8 @@ CCSID, the class of a received body from mcd Msd or the Format (IBM MQ docs "Map
 fields")."""
 from __future__ import annotations
 
-from mappings.conversions.jms_mq.rules import ToMq
-from mappings.conversions.jms_mq.spec import (
-    MSD_TO_BODY,
-    XML_WS,
-    MqToJmsOptions,
-)
+from mappings.conversions.jms_mq.context import ToMq
+from mappings.conversions.jms_mq.spec import MqToJmsOptions, body_type_of
 from mappings.errors import MappingError
 from mappings.jms.bodies import decode_map, decode_stream, encode_map, encode_stream
 from mappings.jms.model import (
@@ -43,7 +39,7 @@ def _encode_text(text: str, ccsid: int, order: str, what: str) -> bytes:
 
 def body_to_mq(ctx: ToMq) -> bytes:
     body = ctx.message.body
-    ccsid, order = ctx.options.body_ccsid, C.integer_byte_order(ctx.options.encoding)
+    ccsid, order = ctx.body_ccsid, C.integer_byte_order(ctx.body_encoding)
     if isinstance(body, TextBody):
         if body.text is None:
             ctx.report.coerced("TextMessage body", "null text is written as an empty body: reads back as ''")
@@ -63,25 +59,9 @@ def body_to_mq(ctx: ToMq) -> bytes:
     return b""
 
 
-def body_type_of(msd: str | None, body_format: str) -> BodyType | None:
-    """The JMS message class: mcd Msd, else Format (MQSTR -> Text, blank -> Bytes), IBM in; None for
-    another Format (a BytesMessage, reported by body_class). Also decode's."""
-    if msd is not None:
-        found = MSD_TO_BODY.get(msd.strip(XML_WS).lower())
-        if found is not None:
-            return found
-    if body_format == C.MQFMT_STRING:
-        return BodyType.TEXT
-    return BodyType.BYTES if body_format == C.MQFMT_NONE else None
-
-
-def body_class(msd: str | None, body_format: str, report: ConversionReport) -> BodyType:
-    """body_type_of, reporting another Format: the body is passed as a BytesMessage."""
-    found = body_type_of(msd, body_format)
-    if found is None:
-        report.dropped("Format", f"{body_format!r}: the body is passed as a BytesMessage")
-        return BodyType.BYTES
-    return found
+def body_class(msd: str | None, body_format: str) -> BodyType:
+    """body_type_of; another Format is a BytesMessage (JMS_IBM_Format carries the Format)."""
+    return body_type_of(msd, body_format) or BodyType.BYTES
 
 
 def _decode_text(msg: MqMessage, options: MqToJmsOptions, what: str) -> str:

@@ -13,9 +13,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from mappings.conversions.jms_mq.bodies import body_type_of
 from mappings.conversions.jms_mq.spec import (
+    BODY_TABLE,
     DELIVERY_MODE_FOR,
+    ENCODING_PROPERTY,
     GROUP_FLAGS,
     INT_RE,
     JMS_FOLDER_ORDER,
@@ -27,6 +28,8 @@ from mappings.conversions.jms_mq.spec import (
     MSD_TO_BODY,
     XML_WS,
     MqToJmsOptions,
+    body_description,
+    body_type_of,
     bytes_to_id,
     correl_bytes,
     folder_int,
@@ -34,6 +37,7 @@ from mappings.conversions.jms_mq.spec import (
     mcd_uri,
     parse_uri,
     put_epoch_ms,
+    report_properties,
 )
 from mappings.conversions.jms_mq.wire import LONG, MQMD_V2, RFH2_FIXED, Bounded, Fallback, day_put_date
 from mappings.errors import MappingError
@@ -279,7 +283,7 @@ def _to_jms(data: bytes, now_ms: int, options: MqToJmsOptions) -> tuple[JmsMessa
      put_date, put_time, appl_origin, group_id, seq_number, offset, msg_flags,
      original_length) = MQMD_V2[order].unpack_from(data)
     # MQMD fields without a JMS field must hold their defaults (model._report_unused reports the rest)
-    if (report_opts or accounting != C.MQACT_NONE or offset or original_length != C.MQOL_UNDEFINED
+    if (accounting != C.MQACT_NONE or offset or original_length != C.MQOL_UNDEFINED
             or msg_flags & ~GROUP_FLAGS or appl_identity != _BLANK32 and _mq_text(appl_identity)
             or appl_origin != _BLANK4 and _mq_text(appl_origin)):
         raise Fallback
@@ -460,6 +464,19 @@ def _to_jms(data: bytes, now_ms: int, options: MqToJmsOptions) -> tuple[JmsMessa
         raise Fallback                     # reported
     if msg_flags & C.MQMF_LAST_MSG_IN_GROUP:
         props.append(("JMS_IBM_Last_Msg_In_Group", trusted_value(JavaType.BOOLEAN, True)))
+    # JMS_IBM_Report_* (provider.report_to_jms)
+    if report_opts:
+        found, rest = report_properties(report_opts)
+        if rest:
+            raise Fallback                 # reported
+        props += [(prop, trusted_value(_INT, value)) for prop, value in found]
+    # JMS_IBM_Format/Character_Set/Encoding (provider.body_description_to_jms)
+    body_type = body_type_of(msd, body_format) or BodyType.BYTES
+    text_ccsid = body_ccsid if body_ccsid > 0 else options.default_ccsid
+    encoding_default = encoding if fmt == C.MQFMT_RF_HEADER_2 else C.MQENC_NORMAL
+    if body_format != BODY_TABLE[body_type][1] or text_ccsid != C.CCSID_UTF8 or body_encoding != encoding_default:
+        for name, value in body_description(body_type, body_format, text_ccsid, body_encoding, encoding_default):
+            props.append((name, trusted_value(_INT if name == ENCODING_PROPERTY else _STRING, value)))
     # usr folder (properties.usr_to_properties)
     for name, dt, nil, value, junk in usr:
         if junk:
@@ -492,9 +509,6 @@ def _to_jms(data: bytes, now_ms: int, options: MqToJmsOptions) -> tuple[JmsMessa
                 made = decode_value(dt[1:-1], _unescape(value), name=name, structure="usr folder property")
         props.append((name, made))
     # body class and body (bodies.body_class, bodies.body_to_jms)
-    body_type = body_type_of(msd, body_format)
-    if body_type is None:
-        raise Fallback                     # reported: another Format
     jbody: Any
     if body_type is BodyType.BYTES:
         jbody = BytesBody(body)
@@ -505,8 +519,7 @@ def _to_jms(data: bytes, now_ms: int, options: MqToJmsOptions) -> tuple[JmsMessa
             raise Fallback                 # reported
         jbody = NoBody()
     else:
-        codec = codec_for(body_ccsid if body_ccsid > 0 else options.default_ccsid,
-                          C.integer_byte_order(body_encoding))
+        codec = codec_for(text_ccsid, C.integer_byte_order(body_encoding))
         if codec is None:
             raise Fallback
         try:

@@ -14,10 +14,10 @@ import re
 from typing import Any
 
 from mappings.conversions.jms_mq.properties import CHAR_AS_STRING
+from mappings.conversions.jms_mq.provider import ibm_default_finding
 from mappings.conversions.jms_mq.rules import (
     CID_CUT,
     backout_count,
-    ibm_default_finding,
     message_id_bytes,
 )
 from mappings.conversions.jms_mq.spec import (
@@ -29,6 +29,7 @@ from mappings.conversions.jms_mq.spec import (
     PERSISTENCE_FOR,
     JmsToMqOptions,
     correl_bytes,
+    correl_id_alone,
     mcd_type_elements,
     usr_problem,
 )
@@ -76,7 +77,7 @@ def _pad4(data: bytes) -> bytes:
 
 
 def _mqchar_field(value: str, length: int) -> bytes:
-    """The MQCHAR bytes of a value rules._mqchar writes without a finding; otherwise Fallback."""
+    """The MQCHAR bytes of a value context.mqchar writes without a finding; otherwise Fallback."""
     try:
         raw = value.encode("latin-1")
     except UnicodeEncodeError:
@@ -133,7 +134,10 @@ def _mcd_folder(body_type: BodyType, jms_type: str | None) -> bytes:
         return found
     mcd = {"Msd": BODY_TABLE[body_type][0]}
     if jms_type is not None:
-        mcd.update(mcd_type_elements(jms_type, body_type))
+        elements, back = mcd_type_elements(jms_type, body_type)
+        if back is not None:
+            raise Fallback                 # reported (coerced)
+        mcd.update(elements)
     inner = "".join(f"<{n}>{_escape(mcd[n])}</{n}>" for n in MCD_ORDER if n in mcd)
     return _mcd_cache.put(key, _pad4(f"<mcd>{inner}</mcd>".encode()))
 
@@ -333,7 +337,8 @@ def _to_mq(message: JmsMessage, now_ms: int, writer: _Writer) -> tuple[bytes, Co
     if cid is None:
         correl_id = C.MQCI_NONE
     elif cid.__class__ is str:
-        jms.append(f"<Cid>{_escape(cid)}</Cid>")  # type: ignore[arg-type]
+        if not correl_id_alone(cid):  # type: ignore[arg-type]
+            jms.append(f"<Cid>{_escape(cid)}</Cid>")  # type: ignore[arg-type]
         correl_id, cut = correl_bytes(cid)  # type: ignore[arg-type]
         if cut:
             findings.append(CID_CUT)

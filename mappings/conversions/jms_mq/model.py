@@ -6,8 +6,9 @@ the messages the bytes paths decline.
 from __future__ import annotations
 
 from mappings.conversions.jms_mq.bodies import body_class, body_to_jms, body_to_mq
+from mappings.conversions.jms_mq.context import ToJms, ToMq
 from mappings.conversions.jms_mq.properties import properties_to_usr, usr_to_properties
-from mappings.conversions.jms_mq.rules import RULES, ToJms, ToMq
+from mappings.conversions.jms_mq.rules import RULES
 from mappings.conversions.jms_mq.spec import (
     BODY_TABLE,
     GROUP_FLAGS,
@@ -75,6 +76,7 @@ def jms_to_mq(message: JmsMessage, *, now_ms: int,
     ctx.mcd["Msd"] = msd
     for rule in RULES:
         rule.to_mq(ctx)
+    body_format = ctx.body.get("format", body_format)
     usr = properties_to_usr(ctx)
     body = body_to_mq(ctx)
     folders = [RfhFolder(MCD, tuple(RfhElement(n, ctx.mcd[n]) for n in MCD_ORDER if n in ctx.mcd)),
@@ -84,7 +86,7 @@ def jms_to_mq(message: JmsMessage, *, now_ms: int,
     if not options.with_rfh2:
         return _without_rfh2(ctx, body, body_format), report
     md = Mqmd(encoding=options.encoding, **MQMD_CONSTANTS, **ctx.md)
-    rfh = Rfh2(encoding=options.encoding, coded_char_set_id=options.body_ccsid, format=body_format,
+    rfh = Rfh2(encoding=ctx.body_encoding, coded_char_set_id=ctx.body_ccsid, format=body_format,
                name_value_ccsid=C.CCSID_UTF8, folders=tuple(folders))
     return build_message(md, (rfh,), body, body_format=body_format), report
 
@@ -99,7 +101,7 @@ def _without_rfh2(ctx: ToMq, body: bytes, body_format: str) -> MqMessage:
     """WMQ_TARGET_CLIENT=MQ (IBM shape): the MQMD alone, describing the body. What only the RFH2 could carry is
     found by reading the result back with :func:`mq_to_jms` (the inverse is the one place that knows) and
     reported field by field."""
-    md = Mqmd(encoding=ctx.options.encoding, version=C.MQMD_VERSION_2, coded_char_set_id=ctx.options.body_ccsid,
+    md = Mqmd(encoding=ctx.body_encoding, version=C.MQMD_VERSION_2, coded_char_set_id=ctx.body_ccsid,
               format=body_format, **ctx.md)
     msg = MqMessage(md, (), body)
     back, _ = mq_to_jms(msg, now_ms=ctx.now_ms)
@@ -138,14 +140,19 @@ def mq_to_jms(msg: MqMessage, *, now_ms: int,
                 report.dropped(f"{f.name} folder", "a second folder of this name: the first one is used")
             else:
                 folders[f.name] = f
+    ccsid = msg.body_ccsid
     ctx = ToJms(msg.md, now_ms, report, _folder_values(folders.get(JMS), JMS, report),
-                 _folder_values(folders.get(MCD), MCD, report), _folder_values(folders.get(MQPS), MQPS, report))
+                _folder_values(folders.get(MCD), MCD, report), _folder_values(folders.get(MQPS), MQPS, report),
+                body_format=msg.body_format, body_ccsid=ccsid if ccsid > 0 else options.default_ccsid,
+                body_encoding=msg.body_encoding, drop_bad_properties=options.drop_bad_properties,
+                encoding_default=(msg.headers[-2] if len(msg.headers) > 1 else msg.md).encoding if msg.headers
+                else C.MQENC_NORMAL)
     for rule in RULES:
         rule.to_jms(ctx)
     if USR in folders:
         usr_to_properties(folders[USR], ctx)
     _, msd = ctx.folder_value(MCD, "Msd")
-    body_type = body_class(msd, msg.body_format, report)
+    body_type = body_class(msd, msg.body_format)
     body = body_to_jms(msg, body_type, options, report)
     _report_unused(msg, ctx, folders)
     try:

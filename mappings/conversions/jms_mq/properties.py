@@ -2,7 +2,7 @@
 (mappings.jms.typed_xml), what is dropped or coerced on the way."""
 from __future__ import annotations
 
-from mappings.conversions.jms_mq.rules import ToJms, ToMq
+from mappings.conversions.jms_mq.context import ToJms, ToMq
 from mappings.conversions.jms_mq.spec import (
     MAPPED_PROPERTIES,
     USR,
@@ -10,6 +10,7 @@ from mappings.conversions.jms_mq.spec import (
     XML_WS,
     usr_problem,
 )
+from mappings.errors import MappingError
 from mappings.jms.model import (
     NULLABLE_TYPES,
     RESERVED_WORDS,
@@ -64,6 +65,12 @@ def usr_to_properties(folder: RfhFolder, ctx: ToJms) -> None:
         if el.value is None and DT_TO_TYPE.get((el.dt or "string").strip(XML_WS).lower()) not in NULLABLE_TYPES:
             ctx.report.dropped(where, f"xsi:nil with dt={el.dt}: a JMS property cannot be a null primitive")
             continue
-        value = decode_value(el.dt, el.value, name=el.name, nil=el.value is None, structure="usr folder property")
+        try:
+            value = decode_value(el.dt, el.value, name=el.name, nil=el.value is None, structure="usr folder property")
+        except MappingError as exc:
+            if not ctx.drop_bad_properties:
+                raise
+            ctx.report.dropped(where, f"{exc.reason} (option drop_bad_properties)")
+            continue
         ctx.props.append((el.name, value))
 

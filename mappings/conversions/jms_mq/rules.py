@@ -5,13 +5,20 @@ the folders), and :data:`RULES`, the table both directions run. Tables and value
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
 
+from mappings.conversions.jms_mq.context import Rule, ToJms, ToMq, mqchar
+from mappings.conversions.jms_mq.provider import (
+    body_description_to_jms,
+    body_description_to_mq,
+    ibm_properties_to_jms,
+    ibm_properties_to_mq,
+    report_to_jms,
+    report_to_mq,
+)
 from mappings.conversions.jms_mq.spec import (
     DELIVERY_MODE_FOR,
+    FORMAT_PROPERTY,
     GROUP_FLAGS,
-    IBM_MQMD_PROPERTIES,
     ID_HEX48,
     JMS,
     LAST_IN_GROUP,
@@ -23,11 +30,9 @@ from mappings.conversions.jms_mq.spec import (
     MSD_TO_BODY,
     PERSISTENCE_FOR,
     XML_WS,
-    JmsToMqOptions,
     bytes_to_id,
     correl_bytes,
-    folder_int,
-    ibm_default,
+    correl_id_alone,
     id_to_bytes,
     mcd_type_elements,
     mcd_uri,
@@ -44,103 +49,9 @@ from mappings.jms.model import (
     DestinationKind,
     JavaType,
     JavaValue,
-    JmsMessage,
 )
 from mappings.mq import constants as C
-from mappings.mq.mqmd import Mqmd
-from mappings.report import Change, ConversionReport, Finding
-
-
-# --------------------------------------------------------------------------------------------------
-# Working state of one conversion
-# --------------------------------------------------------------------------------------------------
-@dataclass(slots=True)
-class ToMq:
-    """What JMS -> MQ builds: MQMD keyword arguments and folder elements, plus what it has used."""
-
-    message: JmsMessage
-    now_ms: int
-    options: JmsToMqOptions
-    report: ConversionReport
-    md: dict[str, Any] = field(default_factory=dict)
-    mcd: dict[str, str] = field(default_factory=dict)
-    jms: dict[str, str] = field(default_factory=dict)
-    used: set[str] = field(default_factory=set)        # property names a rule consumed
-
-    def prop(self, name: str, jtype: JavaType) -> Any:
-        """The value of the JMSX/JMS_IBM property ``name`` (None when absent); marks it used."""
-        value = self.message.properties.get(name)
-        if value is None:
-            return None
-        self.used.add(name)
-        if value.value is None:
-            self.report.dropped(name, "null: the MQMD has no null, it reads back as absent")
-            return None
-        if value.type is not jtype:
-            raise MappingError(f"must be a {jtype.value}, got {value.type.value} {value.value!r}",
-                               structure="JMS property", field=name)
-        return value.value
-
-
-@dataclass(slots=True)
-class ToJms:
-    """What MQ -> JMS reads (MQMD, folders) and builds (header keyword arguments, properties)."""
-
-    md: Mqmd
-    now_ms: int
-    report: ConversionReport
-    jms: dict[str, str | None]
-    mcd: dict[str, str | None]
-    mqps: dict[str, str | None]
-    headers: dict[str, Any] = field(default_factory=dict)
-    props: list[tuple[str, JavaValue]] = field(default_factory=list)
-    used: set[str] = field(default_factory=set)        # "folder/element" names a rule consumed
-
-    def folder_value(self, folder: str, name: str) -> tuple[bool, str | None]:
-        values = {JMS: self.jms, MCD: self.mcd, MQPS: self.mqps}[folder]
-        if name not in values:
-            return False, None
-        self.used.add(f"{folder}/{name}")
-        return True, values[name]
-
-    def folder_int(self, name: str, low: int, high: int) -> int | None:
-        """An integer element of the jms folder (IBM writes them without dt, MQRFH2 docs); None when absent."""
-        present, text = self.folder_value(JMS, name)
-        if not present:
-            return None
-        return folder_int(text, low, high, name)
-
-
-@dataclass(frozen=True, slots=True)
-class Rule:
-    """One row group of the WMB tables: the JMS field, the MQ fields, and both directions."""
-
-    jms_field: str
-    mqmd_fields: tuple[str, ...]
-    rfh2_fields: tuple[str, ...]
-    source: str                                        # the WMB rows / IBM lines it implements
-    to_mq: Callable[[ToMq], None]
-    to_jms: Callable[[ToJms], None]
-
-
-
-def _mqchar(ctx: ToMq, value: str, mqmd_field: str, length: int, name: str) -> str:
-    """A value for a single-byte MQCHAR field: '?' for other characters, cut to ``length`` bytes, cut at a
-    NUL; a value the MQMD cannot give back as it is (padding blanks are trimmed, IBM in) is reported."""
-    text = value.encode("latin-1", "replace").decode("latin-1")
-    if text != value:
-        ctx.report.coerced(name, f"characters outside one byte written as '?' in MQMD.{mqmd_field}")
-    if len(text) > length:
-        ctx.report.truncated(name, f"MQMD.{mqmd_field} holds {length} bytes")
-        text = text[:length]
-    cut = text.find("\x00")
-    if cut >= 0:
-        ctx.report.truncated(name, f"MQMD.{mqmd_field} text ends at a NUL")
-        text = text[:cut]
-    if text != text.strip(" "):
-        ctx.report.coerced(name, f"MQMD.{mqmd_field} is blank padded: reads back as {text.strip(' ')!r}")
-    return text
-
+from mappings.report import Change, Finding
 
 # --------------------------------------------------------------------------------------------------
 # The rules, one per field pair. Each cites its WMB rows and IBM lines.
@@ -192,7 +103,8 @@ def _correlation_id_to_mq(ctx: ToMq) -> None:
             ctx.report.truncated("JMSCorrelationID", "MQMD.CorrelId holds 24 bytes")
         ctx.report.coerced("JMSCorrelationID", "the bytes form goes to CorrelId and reads back as the 'ID:' string")
         return
-    ctx.jms["Cid"] = cid
+    if not correl_id_alone(cid):
+        ctx.jms["Cid"] = cid
     ctx.md["correl_id"], cut = correl_bytes(cid)
     if cut:
         ctx.report.findings.append(CID_CUT)
@@ -331,8 +243,8 @@ def _reply_to_to_mq(ctx: ToMq) -> None:
         return
     if dest.options:
         ctx.report.dropped("MQMD.ReplyToQ", "destination options travel in jms/Rto only")
-    ctx.md["reply_to_q"] = _mqchar(ctx, dest.name, "ReplyToQ", C.MQ_Q_NAME_LENGTH, "MQMD.ReplyToQ")
-    ctx.md["reply_to_q_mgr"] = _mqchar(ctx, dest.queue_manager, "ReplyToQMgr", C.MQ_Q_MGR_NAME_LENGTH,
+    ctx.md["reply_to_q"] = mqchar(ctx, dest.name, "ReplyToQ", C.MQ_Q_NAME_LENGTH, "MQMD.ReplyToQ")
+    ctx.md["reply_to_q_mgr"] = mqchar(ctx, dest.queue_manager, "ReplyToQMgr", C.MQ_Q_MGR_NAME_LENGTH,
                                        "MQMD.ReplyToQMgr")
 
 
@@ -352,27 +264,6 @@ def _reply_to_to_jms(ctx: ToJms) -> None:
             qm = ""
         ctx.headers["reply_to"] = Destination.queue(q, qm)
 
-
-
-def ibm_default_finding(prop: str, attr: str, value: int) -> Finding:
-    """A JMS_IBM_* property holding the value MQMD.attr has without it (also encode's)."""
-    return Finding(Change.DROPPED, prop, f"{value} is what MQMD.{attr} holds without it: reads back as absent")
-
-
-def _ibm_properties_to_mq(ctx: ToMq) -> None:
-    for prop, attr in IBM_MQMD_PROPERTIES:
-        default = ibm_default(attr, ctx.md.get("reply_to_q", ""))
-        value = ctx.prop(prop, JavaType.INT)
-        ctx.md[attr] = default if value is None else value
-        if value == default:
-            ctx.report.findings.append(ibm_default_finding(prop, attr, value))
-
-
-def _ibm_properties_to_jms(ctx: ToJms) -> None:
-    for prop, attr in IBM_MQMD_PROPERTIES:
-        value = getattr(ctx.md, attr)
-        if value != ibm_default(attr, ctx.md.reply_to_q):
-            ctx.props.append((prop, JavaValue(JavaType.INT, value)))
 
 
 # JMSDestination <-> jms/Dst. WMB JMS->jms folder "JMSDestination | Dst", jms folder->JMS "Dst |
@@ -437,7 +328,7 @@ def _mqchar_property_rule(prop: str, attr: str, mqmd_field: str, length: int) ->
         if value is not None:
             if value.strip(" ") == "":
                 ctx.report.dropped(prop, f"blank: MQMD.{mqmd_field} blank reads back as no {prop}")
-            ctx.md[attr] = _mqchar(ctx, value, mqmd_field, length, prop)
+            ctx.md[attr] = mqchar(ctx, value, mqmd_field, length, prop)
 
     def to_jms(ctx: ToJms) -> None:
         value = getattr(ctx.md, attr).strip(" ")
@@ -517,7 +408,12 @@ def _group_to_jms(ctx: ToJms) -> None:
 def _type_to_mq(ctx: ToMq) -> None:
     jms_type = ctx.message.headers.type
     if jms_type is not None:
-        ctx.mcd.update(mcd_type_elements(jms_type, ctx.message.body_type))
+        fmt = ctx.message.properties.get(FORMAT_PROPERTY)       # checked and written by provider.body_description
+        body_format = fmt.value[:8].ljust(8) if fmt is not None and isinstance(fmt.value, str) else None
+        elements, back = mcd_type_elements(jms_type, ctx.message.body_type, body_format)
+        ctx.mcd.update(elements)
+        if back is not None:
+            ctx.report.coerced("JMSType", f"written as mcd elements: reads back as {back!r}")
 
 
 def _type_to_jms(ctx: ToJms) -> None:
@@ -550,7 +446,7 @@ RULES: tuple[Rule, ...] = (
     Rule("JMSReplyTo", ("ReplyToQ", "ReplyToQMgr"), ("jms/Rto",), "WMB Rto rows; IBM out, IBM in",
          _reply_to_to_mq, _reply_to_to_jms),
     Rule("JMS_IBM_MsgType, JMS_IBM_Feedback, JMS_IBM_PutApplType", ("MsgType", "Feedback", "PutApplType"), (),
-         "IBM out JMS_IBM_* rows", _ibm_properties_to_mq, _ibm_properties_to_jms),
+         "IBM out JMS_IBM_* rows", ibm_properties_to_mq, ibm_properties_to_jms),
     Rule("JMSType", (), ("mcd/Type", "mcd/Set", "mcd/Fmt"), "IBM out JMSType row, IBM in", _type_to_mq, _type_to_jms),
     Rule("JMSRedelivered, JMSXDeliveryCount", ("BackoutCount",), (), "WMB BackoutCount rows; IBM in",
          _delivery_count_to_mq, _delivery_count_to_jms),
@@ -559,6 +455,11 @@ RULES: tuple[Rule, ...] = (
          _app_id_to_mq, _app_id_to_jms),
     Rule("JMSXGroupID, JMSXGroupSeq, JMS_IBM_Last_Msg_In_Group", ("GroupId", "MsgSeqNumber", "MsgFlags"),
          ("jms/Gid", "jms/Seq"), "WMB GroupId/MsgSeqNumber rows; IBM out, IBM in", _group_to_mq, _group_to_jms),
+    Rule("JMS_IBM_Report_*", ("Report",), (), "IBM MQ docs 'Mapping JMS provider-specific fields'",
+         report_to_mq, report_to_jms),
+    Rule("JMS_IBM_Format, JMS_IBM_Character_Set, JMS_IBM_Encoding", ("Format", "CodedCharSetId", "Encoding"), (),
+         "IBM MQ docs 'Mapping JMS provider-specific fields'; IBM in note 3", body_description_to_mq,
+         body_description_to_jms),
 )
 #: (JMS field, MQMD fields, RFH2 fields) written by JMS -> MQ, and read by MQ -> JMS, in rule order.
 JMS_TO_MQ: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = tuple(

@@ -38,22 +38,28 @@ DECISIONS: tuple[str, ...] = (
     "JMSXDeliveryCount: BackoutCount = JMSXDeliveryCount - 1 (WMB JMS->MQMD); without it BackoutCount is 1 "
     "when JMSRedelivered, else 0; on receive JMSXDeliveryCount = BackoutCount + 1 and JMSRedelivered = "
     "BackoutCount > 0 (WMB MQMD->JMS, IBM in).",
-    "JMSCorrelationID: always written to jms/Cid (WMB JMS->jms folder row); CorrelId holds the 24 bytes of an "
-    "'ID:'+48 hex value, else the UTF-8 bytes cut or NUL-padded to 24. The bytes form goes to CorrelId only and "
-    "reads back as the 'ID:' string (coerced).",
+    "JMSCorrelationID: CorrelId holds the 24 bytes of an 'ID:'+48 hex value, else the UTF-8 bytes cut or NUL-padded "
+    "to 24; jms/Cid is written only when CorrelId cannot give the value back (not 'ID:' + 48 lower-case hex digits, "
+    "or all zero), as IBM MQ classes for JMS write it (IBM out). The bytes form goes to CorrelId only and reads back "
+    "as the 'ID:' string (coerced).",
     "JMSXGroupID: 'ID:'+48 hex -> GroupId; any other string -> its UTF-8 bytes cut/padded to 24 in GroupId and "
     "the whole string in jms/Gid. JMSXGroupSeq -> MsgSeqNumber (jms/Seq when < 1). Either sets MQMF_MSG_IN_GROUP;"
     " JMS_IBM_Last_Msg_In_Group true sets MQMF_LAST_MSG_IN_GROUP.",
-    "JMSType: a canonical 'mcd://domain[/set[/type]][?format=fmt]' on a Text or Bytes message fills mcd "
-    "Msd/Set/Type/Fmt (IBM out); any other JMSType goes verbatim to mcd/Type. A received non-jms_* Msd gives the "
-    "JMSType URI back and the message class from Format.",
+    "JMSType: an 'mcd://domain[/[set][/[type][/]]][?format=fmt]' on a Text or Bytes message fills mcd "
+    "Msd/Set/Type/Fmt (IBM out), empty parts writing no element; any other JMSType (or one whose JMS_IBM_Format "
+    "would change the class) goes verbatim to mcd/Type. A received non-jms_* Msd gives the canonical URI (no "
+    "trailing '/') back and the message class from Format.",
     "Text bodies: a null text is written as an empty body and reads back as '' (coerced). Object bodies: a null "
     "object is an empty body; the class name is not carried (dropped).",
     "Properties: usr holds names that are Java identifiers and XML names (ASCII letters, digits, '_') not "
     "starting 'JMS' (MQRFH2 docs); char values go as String (coerced: dt=char is not an RFH2 property type).",
     "JMS_IBM_MsgType/Feedback/PutApplType <-> MsgType/Feedback/PutApplType (IBM out); on receive the property is set "
     "only when the MQMD value differs from what JMS -> MQ writes without it (MsgType: REQUEST with a reply-to queue, "
-    "else DATAGRAM; Feedback 0; PutApplType 0). Report, AccountingToken, ApplIdentityData, ApplOriginData, Offset, "
+    "else DATAGRAM; Feedback 0; PutApplType 0); a String of decimal digits is read as the int (JMS property value "
+    "conversion, coerced). JMS_IBM_Report_* <-> Report: each holds its MQRO_* value, 0 reads back as absent, "
+    "another value is an error. JMS_IBM_Format/Character_Set/Encoding <-> the body's Format/CCSID/Encoding (RFH2, "
+    "or MQMD alone), set on receive only when not what JMS -> MQ writes without them; the charset is a Java name, "
+    "or the CCSID digits where Java has none. AccountingToken, ApplIdentityData, ApplOriginData, Offset, "
     "OriginalLength and the segmentation flags have no JMS field (dropped when not default).",
     "MQMD character fields (UserIdentifier, PutApplName, ReplyToQ, ReplyToQMgr) are single-byte: other "
     "characters become '?' (coerced), longer values are cut (truncated).",
@@ -76,6 +82,9 @@ class JmsToMqOptions:
 @dataclass(frozen=True, slots=True)
 class MqToJmsOptions:
     default_ccsid: int = C.CCSID_UTF8         # body text CCSID when the message says MQCCSI_Q_MGR (0)
+    # a usr folder value its dt= cannot hold (<n dt='i1'>300</n>, <b dt='boolean'>2</b>): False refuses the
+    # message (a MappingError, the gateway backs it out), True drops that property with a `dropped` finding
+    drop_bad_properties: bool = False
 
 
 # --------------------------------------------------------------------------------------------------
@@ -92,6 +101,18 @@ BODY_TABLE: dict[BodyType, tuple[str, str]] = {
 }
 #: Msd (lower case) -> body type; "jms_byte" is the WMB V6.0 spelling, read for tolerance (mappings.jms.domain).
 MSD_TO_BODY: dict[str, BodyType] = {msd: t for t, (msd, _f) in BODY_TABLE.items()} | {"jms_byte": BodyType.BYTES}
+
+
+def body_type_of(msd: str | None, body_format: str) -> BodyType | None:
+    """The JMS message class: mcd Msd, else Format (MQSTR -> Text, blank -> Bytes), IBM in; None for
+    another Format (a BytesMessage whose Format JMS_IBM_Format carries)."""
+    if msd is not None:
+        found = MSD_TO_BODY.get(msd.strip(XML_WS).lower())
+        if found is not None:
+            return found
+    if body_format == C.MQFMT_STRING:
+        return BodyType.TEXT
+    return BodyType.BYTES if body_format == C.MQFMT_NONE else None
 
 # --------------------------------------------------------------------------------------------------
 # Value forms shared by the rules and the bytes paths
@@ -119,6 +140,13 @@ def mqchar_form(value: str, length: int) -> str:
     """What an MQCHAR field written by :func:`_mqchar` reads back as (blank-trimmed, IBM in)."""
     text = value.encode("latin-1", "replace").decode("latin-1")[:length]
     return text.split("\x00", 1)[0].strip(" ")
+
+def correl_id_alone(cid: str) -> bool:
+    """True when MQMD.CorrelId alone gives the JMSCorrelationID back (``ID:`` + 48 lower-case hex digits, not all
+    zero): IBM MQ classes for JMS then write no jms/Cid (IBM out JMSCorrelationID row)."""
+    return (len(cid) == 51 and ID_HEX48.fullmatch(cid) is not None and cid[3:] == cid[3:].lower()
+            and cid != "ID:000000000000000000000000000000000000000000000000")
+
 
 def correl_bytes(cid: str) -> tuple[bytes, bool]:
     """CorrelId for a JMSCorrelationID string: the ``ID:`` form's 24 bytes, else :func:`padded24`; (bytes, cut)."""
@@ -202,6 +230,93 @@ def ibm_default(attr: str, reply_to_q: str) -> int:
     return int(getattr(MQMD_DEFAULT, attr))
 
 
+# JMS_IBM_Report_* <-> MQMD.Report. IBM MQ docs "Mapping JMS provider-specific fields": each property holds the
+# MQRO_* value of its report type (MQRO_COA, MQRO_COA_WITH_DATA or MQRO_COA_WITH_FULL_DATA, ...), and the one
+# Report field is the sum of them. (property, the Report bits it owns, the values it may hold besides 0).
+REPORT_PROPERTIES: tuple[tuple[str, int, frozenset[int]], ...] = (
+    ("JMS_IBM_Report_Exception", C.MQRO_EXCEPTION_WITH_FULL_DATA,
+     frozenset({C.MQRO_EXCEPTION, C.MQRO_EXCEPTION_WITH_DATA, C.MQRO_EXCEPTION_WITH_FULL_DATA})),
+    ("JMS_IBM_Report_Expiration", C.MQRO_EXPIRATION_WITH_FULL_DATA,
+     frozenset({C.MQRO_EXPIRATION, C.MQRO_EXPIRATION_WITH_DATA, C.MQRO_EXPIRATION_WITH_FULL_DATA})),
+    ("JMS_IBM_Report_COA", C.MQRO_COA_WITH_FULL_DATA,
+     frozenset({C.MQRO_COA, C.MQRO_COA_WITH_DATA, C.MQRO_COA_WITH_FULL_DATA})),
+    ("JMS_IBM_Report_COD", C.MQRO_COD_WITH_FULL_DATA,
+     frozenset({C.MQRO_COD, C.MQRO_COD_WITH_DATA, C.MQRO_COD_WITH_FULL_DATA})),
+    ("JMS_IBM_Report_PAN", C.MQRO_PAN, frozenset({C.MQRO_PAN})),
+    ("JMS_IBM_Report_NAN", C.MQRO_NAN, frozenset({C.MQRO_NAN})),
+    ("JMS_IBM_Report_Pass_Msg_ID", C.MQRO_PASS_MSG_ID, frozenset({C.MQRO_PASS_MSG_ID})),
+    ("JMS_IBM_Report_Pass_Correl_ID", C.MQRO_PASS_CORREL_ID, frozenset({C.MQRO_PASS_CORREL_ID})),
+    ("JMS_IBM_Report_Discard_Msg", C.MQRO_DISCARD_MSG, frozenset({C.MQRO_DISCARD_MSG})),
+)
+REPORT_BITS = functools.reduce(lambda a, b: a | b, (mask for _p, mask, _v in REPORT_PROPERTIES))
+
+
+def report_properties(report: int) -> tuple[list[tuple[str, int]], int]:
+    """The JMS_IBM_Report_* properties of an MQMD.Report value, and the bits none of them carries (MQRO_ACTIVITY,
+    MQRO_PASS_DISCARD_AND_EXPIRY, undefined bits, or a combination that is not one of a property's values)."""
+    found: list[tuple[str, int]] = []
+    rest = report & ~REPORT_BITS
+    for prop, mask, values in REPORT_PROPERTIES:
+        value = report & mask
+        if value in values:
+            found.append((prop, value))
+        else:
+            rest |= value
+    return found, rest
+
+
+# JMS_IBM_Format, JMS_IBM_Character_Set, JMS_IBM_Encoding <-> the Format, CodedCharSetId and Encoding that describe
+# the body (the RFH2's, or the MQMD's without an RFH2). IBM MQ docs "Mapping JMS provider-specific fields"
+# (JMS_IBM_Format -> Format, JMS_IBM_Encoding and JMS_IBM_Character_Set override the destination's encoding and
+# CCSID) and "Mapping IBM MQ fields onto JMS fields (incoming messages)" note 3: JMS_IBM_Character_Set is a String,
+# the Java character set of the numeric CCSID. Java names for the CCSIDs mappings.mq.ccsid knows, where the
+# name gives the CCSID back; any other CCSID is written as its decimal digits, which JMS -> MQ also reads.
+FORMAT_PROPERTY, CHARSET_PROPERTY, ENCODING_PROPERTY = "JMS_IBM_Format", "JMS_IBM_Character_Set", "JMS_IBM_Encoding"
+JAVA_CHARSETS: dict[int, str] = {
+    C.CCSID_UTF8: "UTF-8", C.CCSID_ISO8859_1: "ISO-8859-1", C.CCSID_PC437: "IBM437", 850: "IBM850",
+    1252: "windows-1252", 923: "ISO-8859-15", C.CCSID_EBCDIC_US: "IBM037", C.CCSID_EBCDIC_INTL: "IBM500",
+    367: "US-ASCII", C.CCSID_UTF16: "UTF-16",
+}
+#: Java charset names and aliases (lower case) -> CCSID
+_CHARSET_CCSIDS: dict[str, int] = {name.lower(): ccsid for ccsid, name in JAVA_CHARSETS.items()} | {
+    "utf8": C.CCSID_UTF8, "iso8859_1": C.CCSID_ISO8859_1, "latin1": C.CCSID_ISO8859_1, "cp437": C.CCSID_PC437,
+    "cp850": 850, "cp1252": 1252, "iso8859_15": 923, "cp037": C.CCSID_EBCDIC_US, "cp500": C.CCSID_EBCDIC_INTL,
+    "ascii": 367}
+_CCSID_DIGITS = re.compile(r"-?[0-9]{1,10}", re.ASCII)
+
+
+def charset_name(ccsid: int) -> str:
+    """JMS_IBM_Character_Set for a CCSID: its Java charset name, else the CCSID in decimal."""
+    return JAVA_CHARSETS.get(ccsid) or str(ccsid)
+
+
+def charset_ccsid(text: str) -> int:
+    """The CCSID of a JMS_IBM_Character_Set value: a Java charset name (case-insensitive) or decimal digits."""
+    if _CCSID_DIGITS.fullmatch(text) and -(2**31) <= int(text) <= MQLONG_MAX:
+        return int(text)
+    found = _CHARSET_CCSIDS.get(text.lower())
+    if found is None:
+        raise MappingError(f"{text!r} is neither a Java character set with a known CCSID "
+                           f"({', '.join(sorted(set(JAVA_CHARSETS.values())))}) nor a CCSID number",
+                           structure="JMS property", field=CHARSET_PROPERTY)
+    return found
+
+
+def body_description(body_type: BodyType, body_format: str, ccsid: int, encoding: int,
+                     encoding_default: int) -> list[tuple[str, Any]]:
+    """JMS_IBM_Format/Character_Set/Encoding (name, value) of a received body, each only when it is not what
+    JMS -> MQ writes without it: the body table's Format for the message class, CCSID 1208, and the encoding of
+    the structure before the RFH2 (``encoding_default``; MQENC_NORMAL, 273, for an MQMD alone)."""
+    out: list[tuple[str, Any]] = []
+    if body_format != BODY_TABLE[body_type][1]:
+        out.append((FORMAT_PROPERTY, body_format.rstrip(" ")))
+    if ccsid != C.CCSID_UTF8:
+        out.append((CHARSET_PROPERTY, charset_name(ccsid)))
+    if encoding != encoding_default:
+        out.append((ENCODING_PROPERTY, encoding))
+    return out
+
+
 # JMSXGroupID/JMSXGroupSeq (+ JMS_IBM_Last_Msg_In_Group) <-> GroupId/MsgSeqNumber/MsgFlags + jms/Gid, jms/Seq.
 # WMB MQMD->JMS "GroupId | JMSGroupid", "MsgSeqNumber | JMSGroupseq"; IBM out (ID: -> binary, else UTF-8 padded
 # or cut to 24; MQMF_MSG_IN_GROUP; JMS_IBM_Last_Msg_In_Group -> MQMF_LAST_MSG_IN_GROUP), IBM in (Gid/Seq win; the
@@ -212,40 +327,48 @@ LAST_IN_GROUP = "JMS_IBM_Last_Msg_In_Group"
 
 # JMSType <-> mcd/Type (or mcd Msd/Set/Type/Fmt for an mcd:// URI). IBM out JMSType row, IBM in "JMSType comes from
 # mcd.Type/Set/Fmt". The body class side of mcd (Msd) is in _body_to_mq / _body_class.
-# The type segment may hold '/' ({namespace}/name) but may not end with one: the WMB docs' MRM form with a
-# trailing slash ("mcd://MRM/set/type/", mappings.jms.domain) is not canonical here and is kept verbatim.
-_MCD_URI = re.compile(r"mcd://([A-Za-z][A-Za-z0-9_]*)(?:/([^/?]*)(?:/((?:[^?]*[^?/])?))?)?(?:\?format=(.*))?",
-                      re.DOTALL)
+# One URI rule for both directions: ``mcd://domain[/[set][/[type][/]]][?format=fmt]``. The type segment may hold '/'
+# ({namespace}/name); the WMB docs' MRM form ends the type with '/' ("mcd://MRM/set/type/?format=fmt",
+# mappings.jms.domain reads both). An empty segment is no element (no empty <Set/> or <Type/>). MQ -> JMS writes
+# the canonical form (mcd_uri: no trailing '/'), which JMS -> MQ splits back into the same elements.
+_MCD_URI = re.compile(r"mcd://([A-Za-z][A-Za-z0-9_]*)(?:/([^/?]*)(?:/([^?]*?)/?)?)?(?:\?format=(.*))?", re.DOTALL)
 
 
 def mcd_uri(domain: str, mset: str | None, mtype: str | None, fmt: str | None) -> str:
-    """``mcd://domain[/set[/type]][?format=fmt]`` (the canonical form)."""
+    """``mcd://domain[/set[/type]][?format=fmt]`` (the canonical form; empty parts are left out)."""
     uri = f"mcd://{domain}"
-    if mset is not None or mtype is not None:
+    if mset or mtype:
         uri += "/" + (mset or "")
-    if mtype is not None:
+    if mtype:
         uri += "/" + mtype
-    if fmt is not None:
+    if fmt:
         uri += "?format=" + fmt
     return uri
 
 
 def parse_mcd_uri(jms_type: str) -> tuple[str, str | None, str | None, str | None] | None:
-    """(domain, set, type, format) of a canonical mcd:// JMSType whose domain is not a jms_* one."""
+    """(domain, set, type, format) of an mcd:// JMSType whose domain is not a jms_* one, empty parts None."""
     m = _MCD_URI.fullmatch(jms_type)
     if m is None or m.group(1).lower().startswith("jms_") or m.group(1).lower() in MSD_TO_BODY:
         return None
-    parts = m.groups()
-    return parts if mcd_uri(*parts) == jms_type else None
+    domain, mset, mtype, fmt = m.groups()
+    return domain, mset or None, mtype or None, fmt or None
 
 
-def mcd_type_elements(jms_type: str, body_type: BodyType) -> dict[str, str]:
-    """The mcd elements a JMSType writes: a canonical mcd:// URI on a Text or Bytes message fills
-    Msd/Set/Type/Fmt (IBM out, replacing the body table's Msd), any other JMSType goes verbatim to Type."""
+def mcd_type_elements(jms_type: str, body_type: BodyType, body_format: str | None = None
+                      ) -> tuple[dict[str, str], str | None]:
+    """The mcd elements a JMSType writes: an mcd:// URI on a Text or Bytes message fills Msd/Set/Type/Fmt (IBM out,
+    replacing the body table's Msd), any other JMSType goes verbatim to Type; and the JMSType they read back as
+    when that is not ``jms_type`` (a trailing '/', an empty part), else None. The URI stays whole in Type when the
+    body's Format (``body_format``, JMS_IBM_Format) is not the body table's: the class would not read back."""
     uri = parse_mcd_uri(jms_type)
-    if uri is None or body_type not in (BodyType.TEXT, BodyType.BYTES):
-        return {"Type": jms_type}
-    return {name: value for name, value in zip(MCD_ORDER, uri, strict=True) if value is not None}
+    default_format = BODY_TABLE[body_type][1]
+    if (uri is None or body_type not in (BodyType.TEXT, BodyType.BYTES)
+            or body_format is not None and body_format != default_format):
+        return {"Type": jms_type}, None
+    back = mcd_uri(*uri)
+    elements = {name: value for name, value in zip(MCD_ORDER, uri, strict=True) if value is not None}
+    return elements, None if back == jms_type else back
 
 
 INT_RE = re.compile(r"[+-]?[0-9]+", re.ASCII)
@@ -264,12 +387,14 @@ def folder_int(text: str | None, low: int, high: int, name: str) -> int:
 MQMD_CONSTANTS: dict[str, Any] = {"version": C.MQMD_VERSION_2, "coded_char_set_id": C.CCSID_UTF8}
 #: Properties the rules map to MQMD fields (never written to usr).
 MAPPED_PROPERTIES = frozenset({"JMSXDeliveryCount", "JMSXUserID", "JMSXAppID", "JMSXGroupID", "JMSXGroupSeq",
-                               LAST_IN_GROUP, *(p for p, _a in IBM_MQMD_PROPERTIES)})
+                               LAST_IN_GROUP, *(p for p, _a in IBM_MQMD_PROPERTIES),
+                               *(p for p, _m, _v in REPORT_PROPERTIES), FORMAT_PROPERTY, CHARSET_PROPERTY,
+                               ENCODING_PROPERTY})
 #: jms folder element order as IBM writes it: Dst, Tms, Dlv first, then the IBM out table order.
 JMS_FOLDER_ORDER = ("Dst", "Tms", "Dlv", "Exp", "Pri", "Cid", "Rto", "Gid", "Seq")
 MCD_ORDER = ("Msd", "Set", "Type", "Fmt")
 #: MQMD fields no rule maps: a non-default value is reported as dropped by MQ -> JMS.
-UNMAPPED_MQMD = ("report", "accounting_token", "appl_identity_data", "appl_origin_data", "offset",
+UNMAPPED_MQMD = ("accounting_token", "appl_identity_data", "appl_origin_data", "offset",
                  "original_length")
 
 
