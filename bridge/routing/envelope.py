@@ -27,7 +27,7 @@ from mappings.conversions.envelope import (
     reply_destination,
     temporary,
 )
-from mappings.conversions.jms_mq import jms_to_mq_bytes, mq_bytes_to_jms
+from mappings.conversions.jms_mq import MqToJmsOptions, jms_to_mq_bytes, mq_bytes_to_jms
 from mappings.conversions.mqtt_jms import SWIFTMQ_NAMES
 from mappings.errors import MappingError
 from mappings.jms.model import Destination, DestinationKind, JavaValue, JmsMessage, jint, jstring
@@ -83,7 +83,8 @@ class EnvelopeConverter:
         plain, _, _ = mq_to_publication(self.route, item)
         pub = plain.message
         assert isinstance(pub, MqttPublication)
-        jms, report = mq_bytes_to_jms(raw, now_ms=int(time.time() * 1000))
+        jms, report = mq_bytes_to_jms(raw, now_ms=int(time.time() * 1000), options=MqToJmsOptions(
+            drop_bad_properties=self.route.options.bad_property == "drop"))
         jms = override_jms(jms, self.route.options)   # as the payload form's MQMD (the QoS above)
         if jms.headers.destination is None:   # what a JMS consumer of that queue would see
             jms = dataclasses.replace(jms, headers=dataclasses.replace(
