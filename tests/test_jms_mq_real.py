@@ -47,12 +47,14 @@ def test_real_capture_tnt4j_rfh2():
     assert h.message_id == "ID:414d51204449494e464f425131202020a10b474f902c3b21"
     assert (h.priority, h.delivery_mode, h.expiration, h.timestamp, h.correlation_id, h.destination) == (
         4, DeliveryMode.NON_PERSISTENT, 0, 0, None, None)
-    assert j.properties["Root"] == jstring("ADP") and len(j.properties) == 19       # 18 usr + delivery count
+    assert j.properties["Root"] == jstring("ADP") and len(j.properties) == 20   # 18 usr, delivery count, charset
+    assert j.properties["JMS_IBM_Character_Set"] == jstring("IBM437")   # the body's CCSID 437, as a Java name
     assert j.properties["RoutingOverrideQueue"] == jstring("ADP.ES.INFO.BB.PAYX")
     assert r.findings == []
     mq, r2 = to_mq(j)                          # back to MQ: every mapped field and the usr folder survive
     assert r2.findings == []
     assert folder(mq, "usr") == folder(decode_message(data), "usr")
+    assert mq.headers[0].coded_char_set_id == 437                        # and the body's CCSID with it
     assert (mq.md.msg_id, mq.md.priority, mq.md.persistence) == (decode_message(data).md.msg_id, 4, 0)
 
 
