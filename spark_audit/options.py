@@ -75,7 +75,9 @@ def build_parser(prog: str = "python -m spark_audit") -> argparse.ArgumentParser
     parser = argparse.ArgumentParser(
         prog=prog,
         description="Audit mqbridge conversion logs: losses, duplicates, failures, coercions, latency. "
-        "Exit 1 when a loss or a suspicious duplicate is found, 2 on unusable input.",
+        "Exit 0: clean; 1: a loss or a suspicious duplicate found (also when some input was damaged); "
+        "2: could not audit (unusable arguments, a damaged or unreadable input file with no finding in the "
+        "rest, or a failed run).",
     )
     add_arguments(parser)
     return parser
