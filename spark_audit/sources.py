@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import BinaryIO
-from urllib.parse import unquote
+from urllib.parse import unquote, urlparse
 
 GZIP_SUFFIX = ".gz"
 READ_CHUNK = 1 << 20  # compressed bytes per zlib call
@@ -39,13 +39,18 @@ class Staged:
     """What an ingest reads (Spark paths), where staged copies came from, damaged files and notes."""
 
     paths: list[str] = field(default_factory=list)
-    origins: dict[str, str] = field(default_factory=dict)  # staged file name -> source file
+    origins: dict[str, str] = field(default_factory=dict)  # staged file (absolute path) -> source file
     damaged: dict[str, str] = field(default_factory=dict)  # source file -> what is wrong with it
     notes: dict[str, str] = field(default_factory=dict)  # source file -> what the audit did about it
 
     def origin(self, path: str) -> str:
-        """The source file of a path Spark reports (a file: URI or a path), else the path as given."""
-        return self.origins.get(unquote(path.rsplit("/", 1)[-1]), path)
+        """The source file of a path Spark reports (a file: URI or a path): a staged copy's source, else the
+        file itself (a file: URI as a local path)."""
+        parsed = urlparse(path)
+        if parsed.scheme not in ("", "file"):
+            return path
+        local = unquote(parsed.path) if parsed.scheme == "file" else path
+        return self.origins.get(os.path.abspath(local), local)
 
 
 def is_gzip(path: str | Path) -> bool:
@@ -246,7 +251,7 @@ def prepare(paths: list[str], staging: Path) -> Staged:
         _note_piece(staged, path, piece, incremental=False)
         if piece.end > 0:
             staged.paths.append(str(target))
-            staged.origins[name] = path
+            staged.origins[os.path.abspath(target)] = path
     return staged
 
 
@@ -350,7 +355,7 @@ def stage_new(checkpoint_dir: str, paths: list[str]) -> Staged:
         if f.name.startswith(".") or (number is not None and number >= ledger.next_slice):
             f.unlink(missing_ok=True)
     ledger.slices = {n: o for n, o in ledger.slices.items() if (slices / n).exists()}
-    staged = Staged(origins=dict(ledger.slices))
+    staged = Staged(origins={os.path.abspath(slices / n): o for n, o in ledger.slices.items()})
     by_id = {(t.dev, t.ino): t for t in ledger.files}
     by_path = {t.path: t for t in ledger.files}
     listed = set(paths)
@@ -381,7 +386,7 @@ def stage_new(checkpoint_dir: str, paths: list[str]) -> Staged:
         _note_piece(staged, path, piece, incremental=True)
         if piece.end > start and target.exists():
             os.replace(target, slices / name)
-            staged.origins[name] = ledger.slices[name] = path
+            staged.origins[os.path.abspath(slices / name)] = ledger.slices[name] = path
             ledger.next_slice += 1
         else:
             target.unlink(missing_ok=True)

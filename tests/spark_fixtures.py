@@ -3,10 +3,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from mappings.convlog_schema import format_timestamp
 
 FIXTURE_LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
 
@@ -27,10 +30,6 @@ def generated_log(messages: int, lost_every: int = 97, duplicated_every: int = 8
     from gateway-a's first pair: every lost_every-th has no egress (a loss), every duplicated_every-th two
     egress copies without redelivery (a suspicious duplicate), and after every malformed_every-th a line
     that is not JSON (0: none of that kind)."""
-    from datetime import UTC, datetime, timedelta
-
-    from mappings.convlog_schema import format_timestamp
-
     first = (FIXTURE_LOGS / "gateway-a.jsonl").read_text().splitlines()[:2]
     ingress, egress = (json.loads(line) for line in first)
     start = datetime(2026, 3, 1, 10, tzinfo=UTC)
