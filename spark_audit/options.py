@@ -60,7 +60,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--parquet", metavar="DIR",
                         help="the compacted Parquet log (default: OUT/parquet)")
     parser.add_argument("--incremental", action="store_true",
-                        help="audit only log files not seen before (one LOGS directory; checkpoint in OUT)")
+                        help="audit only the complete lines not read before, of new and growing files "
+                        "(one LOGS directory; checkpoint in OUT)")
     parser.add_argument("--every", type=positive, metavar="SECONDS",
                         help="keep running: an incremental run (implies --incremental) every SECONDS in one "
                         "Spark session, started with JVM options for a long-lived process")

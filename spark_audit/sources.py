@@ -303,6 +303,52 @@ class Ledger:
         os.replace(tmp, path)
 
 
+def read_before_ledger(checkpoint_dir: str) -> set[str]:
+    """The log files the stream of a checkpoint made before the ledger existed read (its file source's log,
+    OUT/checkpoint/stream/sources/0/N: a version line, then one JSON object with a "path" per file)."""
+    directory = Path(checkpoint_dir) / "stream" / "sources" / "0"
+    paths: set[str] = set()
+    if not directory.is_dir():
+        return paths
+    for f in directory.iterdir():
+        if f.name.startswith("."):
+            continue
+        for line in f.read_text(errors="replace").splitlines()[1:]:
+            try:
+                uri = json.loads(line)["path"]
+            except (ValueError, KeyError, TypeError):
+                continue
+            parsed = urlparse(str(uri))
+            local = unquote(parsed.path) if parsed.scheme == "file" else str(uri)
+            if Path(local).parent.name != SLICES_DIR:
+                paths.add(os.path.abspath(local))
+    return paths
+
+
+def _seed(path: str, st: os.stat_result, staged: Staged) -> Tracked | None:
+    """A file a pre-ledger checkpoint read: tracked from its current end (its lines appended since that
+    read cannot be told apart: they are not read, rather than everything read twice), with a note."""
+    try:
+        with open(path, "rb") as src:
+            piece = stage_plain(src, st.st_size, 0, None) if not is_gzip(path) else None
+    except OSError:
+        return None
+    if piece is None:  # gzip: its content length is known only by decompressing it
+        try:
+            with open(path, "rb") as src:
+                end, head = 0, b""
+                for chunk in inflate(src):
+                    if len(head) < HEAD_BYTES:
+                        head += chunk[:HEAD_BYTES - len(head)]
+                    end += len(chunk)
+        except (OSError, Damaged):
+            return None
+        piece = Piece(end, zlib.crc32(head[:end]), len(head[:end]))
+    staged.notes[path] = ("read by this audit before it kept a ledger (checkpoint of an older version): "
+                          "lines written from now on are read")
+    return Tracked(path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, piece.end, piece.head, piece.head_len)
+
+
 def slice_dir(checkpoint_dir: str) -> Path:
     return Path(checkpoint_dir) / SLICES_DIR
 
@@ -344,10 +390,12 @@ def stage_new(checkpoint_dir: str, paths: list[str]) -> Staged:
     A file is known by its device and inode (a renamed file reads on where it stopped). A known file whose
     size and mtime are unchanged is not opened. One that is now shorter than the part read, or whose first
     bytes changed, was truncated or replaced: it is read again from the start, and a note says so.
+    With a checkpoint of a version before the ledger, the files its stream read start at their current end.
     Slices numbered at or above the ledger's next number were staged by a run that died before writing
     the ledger (the stream never saw them): they are removed and their lines staged again.
     """
     ledger = Ledger.read(checkpoint_dir)
+    before = set() if (Path(checkpoint_dir) / LEDGER_FILE).exists() else read_before_ledger(checkpoint_dir)
     slices = slice_dir(checkpoint_dir)
     slices.mkdir(parents=True, exist_ok=True)
     for f in slices.iterdir():
@@ -366,6 +414,11 @@ def stage_new(checkpoint_dir: str, paths: list[str]) -> Staged:
         except OSError:
             continue  # gone since the listing
         known = by_id.get((st.st_dev, st.st_ino)) or _predecessor(path, by_path, listed)
+        if known is None and os.path.abspath(path) in before:
+            seeded = _seed(path, st, staged)
+            if seeded is not None:
+                kept.append(seeded)
+                continue
         if known is not None and (st.st_size, st.st_mtime_ns) == (known.size, known.mtime_ns) \
                 and is_gzip(known.path) == is_gzip(path):
             kept.append(replace(known, path=path))

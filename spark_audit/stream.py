@@ -35,8 +35,9 @@ def _crash_for_tests(point: str) -> None:
         return
     proc = getattr(SparkContext._gateway, "proc", None)  # the driver JVM pyspark started
     if proc is not None:
+        # SIGKILL, then exit at once: waiting for the JVM to be reaped gave the main thread (in a py4j call
+        # to the dying JVM) time to fail and exit with its own code first.
         proc.kill()
-        proc.wait()
     os._exit(TEST_CRASH_EXIT)
 
 

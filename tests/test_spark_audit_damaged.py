@@ -12,7 +12,11 @@ from typing import Any
 
 import pytest
 
+pytest.importorskip("pyspark")
+
 from bridge.cli.main import main
+from spark_audit.options import build_parser
+from spark_audit.run import run
 
 try:
     from tests.spark_fixtures import FIXTURE_LOGS, generated_log, spark  # noqa: F401
@@ -81,3 +85,25 @@ def test_damaged_input_without_findings_exits_2(spark, tmp_path, capsys):
     assert summary["input"]["rows_read"] == 1000  # the good file was audited
     assert str(damaged) in capsys.readouterr().err
     assert "INCOMPLETE" in (tmp_path / "out" / "report.html").read_text()
+
+
+def test_incremental_reports_a_truncated_gzip_and_reads_the_rest_once_it_is_complete(spark, tmp_path, capsys):
+    logs, out = tmp_path / "logs", tmp_path / "out"
+    logs.mkdir()
+    content = generated_log(2000, lost_every=0, duplicated_every=0, malformed_every=0)  # a clean log
+    packed = logs / "convlog-20260301-10-000.jsonl.gz"
+    readable = truncated_gzip(content, packed)
+    argv = [str(logs), "--incremental", "--out", str(out), "--grace", "60", "--no-parquet-tables"]
+
+    assert run(build_parser().parse_args(argv), spark) == 2  # nothing found, but not everything audited
+    first = json.loads((out / "summary.json").read_text())
+    assert list(first["input"]["damaged"]) == [str(packed)]
+    assert f"damaged input file {packed}" in capsys.readouterr().err
+    assert first["input"]["rows_read"] == readable.count(b"\n")
+
+    packed.write_bytes(gzip.compress(content))  # the writer finished it
+    assert run(build_parser().parse_args(argv), spark) == 0
+    second = json.loads((out / "summary.json").read_text())
+    assert not second["input"]["damaged"]
+    assert first["input"]["rows_read"] + second["input"]["rows_read"] == content.count(b"\n") == 4000
+    assert spark.read.parquet(str(out / "parquet")).count() == 4000  # each record once

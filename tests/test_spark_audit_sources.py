@@ -115,3 +115,21 @@ def test_one_shot_reads_complete_files_in_place_and_stages_the_rest(tmp_path):
     assert [staged.origin("file://" + p) for p in staged.paths] == [str(whole), str(live), str(packed)]
     assert staged.notes == {str(live): "unfinished last line (4 bytes) not read"}
     assert list(staged.damaged) == [str(missing)]
+
+
+def test_a_checkpoint_from_before_the_ledger_reads_its_files_on_from_their_end(tmp_path):
+    """The stream of an older version read the log files themselves: they are not read again (their
+    records are in the Parquet log), only what is written to them from now on; a file it never read is
+    read from the start."""
+    old, new, ckpt = tmp_path / "old.jsonl", tmp_path / "new.jsonl", tmp_path / "ckpt"
+    old.write_bytes(b'{"n":1}\n')
+    new.write_bytes(b'{"n":2}\n')
+    sources = ckpt / "stream" / "sources" / "0"
+    sources.mkdir(parents=True)
+    (sources / "0").write_text(f'v1\n{{"path":"file://{old}","timestamp":1,"batchId":0}}\n')
+    staged = stage_new(str(ckpt), [str(old), str(new)])
+    assert list(staged.notes) == [str(old)]
+    with old.open("ab") as f:
+        f.write(b'{"n":3}\n')
+    assert not stage_new(str(ckpt), [str(old), str(new)]).notes
+    assert all_lines(ckpt) == [b'{"n":2}', b'{"n":3}']
