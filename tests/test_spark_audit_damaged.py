@@ -107,3 +107,17 @@ def test_incremental_reports_a_truncated_gzip_and_reads_the_rest_once_it_is_comp
     assert not second["input"]["damaged"]
     assert first["input"]["rows_read"] + second["input"]["rows_read"] == content.count(b"\n") == 4000
     assert spark.read.parquet(str(out / "parquet")).count() == 4000  # each record once
+
+
+def test_a_one_shot_audit_of_a_live_file_does_not_count_its_half_written_line(spark, tmp_path, capsys):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    content = generated_log(300, lost_every=0, duplicated_every=0, malformed_every=0)
+    cut = content.rfind(b"\n", 0, len(content) // 2) + 1 + 40  # 40 bytes into a line
+    live = logs / "convlog-20260301-10-000.jsonl"
+    live.write_bytes(content[:cut])
+    code, summary = audit(logs, tmp_path / "out")
+    assert code == 0 and summary["input"]["bad"] == 0
+    assert summary["input"]["rows_read"] == content[:cut].count(b"\n")
+    assert summary["input"]["notes"] == {str(live): "unfinished last line (40 bytes) not read"}
+    assert "unfinished last line" in capsys.readouterr().err
