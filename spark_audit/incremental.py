@@ -183,7 +183,8 @@ def run_incremental(
     spark: SparkSession, logs_dir: str, parquet_dir: str, checkpoint_dir: str, config: AuditConfig,
     timings: dict[str, float] | None = None,
 ) -> tuple[IngestResult, AuditResult]:
-    """Ingest only new files, then audit the time window they cover (plus pending grace).
+    """Ingest only the complete lines not read before (new files, the new end of growing ones), then audit
+    the time window they cover (plus pending grace).
 
     timings, when given, gets the wall seconds of the stream ("stream") and of the audit ("audit").
     """

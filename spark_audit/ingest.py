@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -28,6 +29,7 @@ from spark_audit.schema import (
     problem_column,
     read_schema,
 )
+from spark_audit.sources import Staged, prepare
 
 FILE_COLUMN = "_file"
 PARTITION_COLUMNS = ("date", "hour")
@@ -53,6 +55,10 @@ class IngestResult:
     samples: list[dict[str, str]] = field(default_factory=list)
     min_time: datetime | None = None
     max_time: datetime | None = None
+    # Files that could not be read to their end (file -> what is wrong; their readable part is audited)
+    # and what the audit did about a file (read again from the start, an unfinished last line not read).
+    damaged: dict[str, str] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)
 
     @property
     def bad(self) -> int:
@@ -73,6 +79,20 @@ class IngestResult:
         self.min_time = min(times) if times else None
         times = [t for t in (self.max_time, other.max_time) if t is not None]
         self.max_time = max(times) if times else None
+        self.damaged.update(other.damaged)
+        self.notes.update(other.notes)
+
+    def add_staged(self, staged: Staged) -> None:
+        """Name the source files instead of staged copies; add the staging's damaged files and notes."""
+        renamed: dict[str, dict[str, int]] = {}
+        for f, counts in self.problems_by_file.items():
+            mine = renamed.setdefault(staged.origin(f), {})
+            for k, v in counts.items():
+                mine[k] = mine.get(k, 0) + v
+        self.problems_by_file = renamed
+        self.samples = [{**s, "file": staged.origin(s["file"])} for s in self.samples]
+        self.damaged.update(staged.damaged)
+        self.notes.update(staged.notes)
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> IngestResult:
@@ -80,7 +100,9 @@ class IngestResult:
         times = [None if raw[k] is None else datetime.fromisoformat(raw[k]) for k in ("min_time", "max_time")]
         return cls(int(raw["rows_read"]), int(raw["valid"]), {str(k): int(v) for k, v in raw["problems"].items()},
                    {str(f): {str(k): int(v) for k, v in c.items()} for f, c in raw["problems_by_file"].items()},
-                   [dict(s) for s in raw["samples"]], times[0], times[1])
+                   [dict(s) for s in raw["samples"]], times[0], times[1],
+                   {str(k): str(v) for k, v in raw.get("damaged", {}).items()},
+                   {str(k): str(v) for k, v in raw.get("notes", {}).items()})
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -94,6 +116,8 @@ class IngestResult:
             "samples": self.samples,
             "min_time": self.min_time.isoformat() if self.min_time else None,
             "max_time": self.max_time.isoformat() if self.max_time else None,
+            "damaged": dict(sorted(self.damaged.items())),
+            "notes": dict(sorted(self.notes.items())),
         }
 
 
@@ -265,6 +289,22 @@ def checksum_path(path: Path) -> Path:
 def ingest_logs(spark: SparkSession, paths: list[str], parquet_dir: str, mode: str = "overwrite") -> IngestResult:
     """Parse the logs once: valid rows compacted into Parquet, bad rows counted by problem and file.
 
-    spark_audit.audit.ingest also stores the new files' rollups.
+    Only complete lines are read; gzip files are decompressed first and a damaged one is reported with
+    its readable part ingested (spark_audit.sources). spark_audit.audit.ingest also stores the new files'
+    rollups.
     """
-    return ingest_frame(read_logs(spark, paths), parquet_dir, mode)
+    parent = Path(parquet_dir).parent
+    parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".mqb-audit-staging-", dir=parent))  # beside the log, never in it
+    try:
+        staged = prepare(paths, staging)
+        if staged.paths:
+            result = ingest_frame(read_logs(spark, staged.paths), parquet_dir, mode)
+        else:  # nothing readable: the log of an earlier ingest is not audited in its place
+            if mode == "overwrite":
+                shutil.rmtree(parquet_dir, ignore_errors=True)
+            result = IngestResult()
+        result.add_staged(staged)
+        return result
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

@@ -60,7 +60,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--parquet", metavar="DIR",
                         help="the compacted Parquet log (default: OUT/parquet)")
     parser.add_argument("--incremental", action="store_true",
-                        help="audit only log files not seen before (one LOGS directory; checkpoint in OUT)")
+                        help="audit only the complete lines not read before, of new and growing files "
+                        "(one LOGS directory; checkpoint in OUT)")
     parser.add_argument("--every", type=positive, metavar="SECONDS",
                         help="keep running: an incremental run (implies --incremental) every SECONDS in one "
                         "Spark session, started with JVM options for a long-lived process")
@@ -75,7 +76,9 @@ def build_parser(prog: str = "python -m spark_audit") -> argparse.ArgumentParser
     parser = argparse.ArgumentParser(
         prog=prog,
         description="Audit mqbridge conversion logs: losses, duplicates, failures, coercions, latency. "
-        "Exit 1 when a loss or a suspicious duplicate is found, 2 on unusable input.",
+        "Exit 0: clean; 1: a loss or a suspicious duplicate found (also when some input was damaged); "
+        "2: could not audit (unusable arguments, a damaged or unreadable input file with no finding in the "
+        "rest, or a failed run).",
     )
     add_arguments(parser)
     return parser

@@ -19,6 +19,7 @@ from spark_audit.ingest import IngestResult
 REPORT_VERSION = 1
 EXIT_OK = 0
 EXIT_GATE = 1  # loss or suspicious duplicates found
+EXIT_NOT_AUDITED = 2  # part of the input could not be audited (damaged files), and no finding above
 HTML_ROWS = 50
 
 
@@ -49,6 +50,8 @@ def build_summary(result: AuditResult, ingest: IngestResult | None) -> dict[str,
     problems = rows["key_problems"]
     counts = result.counts
     bad_input = ingest.bad if ingest else 0
+    damaged = len(ingest.damaged) if ingest else 0
+    exit_code = EXIT_GATE if result.gate_failed else EXIT_NOT_AUDITED if damaged else EXIT_OK
     return {
         "report_version": REPORT_VERSION,
         "log_schema_version": SCHEMA_VERSION,
@@ -66,7 +69,7 @@ def build_summary(result: AuditResult, ingest: IngestResult | None) -> dict[str,
             "by_status": dict(sorted(by_status.items())),
         },
         "verdict": {
-            "exit_code": EXIT_GATE if result.gate_failed else EXIT_OK,
+            "exit_code": exit_code,
             "gate_failed": result.gate_failed,
             "losses": counts["losses"],
             "unexpected_egress": counts["unexpected_egress"],
@@ -76,6 +79,7 @@ def build_summary(result: AuditResult, ingest: IngestResult | None) -> dict[str,
             "backout": counts["backout"],
             "dropped": counts["dropped"],
             "bad_input_lines": bad_input,
+            "damaged_files": damaged,
         },
         "losses": [_without(p, "kind") for p in problems if p["kind"] == "lost"],
         "unexpected_egress": [_without(p, "kind", "age_seconds") for p in problems
@@ -182,13 +186,17 @@ def render_html(summary: dict[str, Any]) -> str:
     v = summary["verdict"]
     cards = []
     for key in ("losses", "duplicates_suspicious", "unexpected_egress", "duplicates_allowed", "failed",
-                "backout", "dropped", "bad_input_lines"):
+                "backout", "dropped", "bad_input_lines", "damaged_files"):
         cls = "bad" if v[key] and key not in ("duplicates_allowed",) else "good"
         cards.append(f'<div class="card {cls}"><b>{v[key]}</b>{escape(key.replace("_", " "))}</div>')
     w = summary["window"]
-    verdict = "FAIL: loss or suspicious duplicates" if v["gate_failed"] else "PASS"
+    verdict = ("FAIL: loss or suspicious duplicates" if v["gate_failed"]
+               else "INCOMPLETE: damaged input files" if v.get("damaged_files") else "PASS")
     inp = summary["input"] or {}
+    damaged = [("Damaged input files (the readable part was audited)",
+                _table([{"file": f, "problem": p} for f, p in inp["damaged"].items()]))] if inp.get("damaged") else []
     sections = [
+        *damaged,
         ("Volume", _volume_chart(summary) if summary["volume"]["hour"] else "<p class=none>No records.</p>"),
         ("Losses (ingress with no egress after the grace period)", _table(summary["losses"])),
         ("Unexpected egress (no ingress)", _table(summary["unexpected_egress"])),
@@ -207,6 +215,7 @@ def render_html(summary: dict[str, Any]) -> str:
         ("Volume per day with trend", _table(summary["volume"]["day"])),
         ("Bad input lines", _table([{"problem": k, "lines": n} for k, n in inp.get("problems", {}).items()])
          + _table(inp.get("samples", []))),
+        ("Notes on input files", _table([{"file": f, "note": n} for f, n in inp.get("notes", {}).items()])),
     ]
     body = "".join(f"<h2>{escape(title)}</h2>{content}" for title, content in sections)
     return (

@@ -19,7 +19,7 @@ from spark_audit.report import build_summary, write_outputs
 from spark_audit.scope import AuditConfig
 from spark_audit.session import build_session
 
-EXIT_USAGE = 2
+EXIT_USAGE = 2  # "could not audit": unusable arguments, damaged input (report.EXIT_NOT_AUDITED), a failed run
 
 
 def config_from(args: argparse.Namespace) -> AuditConfig:
@@ -29,13 +29,15 @@ def config_from(args: argparse.Namespace) -> AuditConfig:
 def verdict_text(summary: dict[str, Any], out_dir: str) -> str:
     """A short human-readable verdict for the terminal."""
     v, inp = summary["verdict"], summary["input"] or {}
+    damaged = v["damaged_files"]
+    verdict = "FAIL" if v["gate_failed"] else f"INCOMPLETE ({damaged} damaged input files)" if damaged else "PASS"
     lines = [
         f"audited {summary['records']['in_window']} records (as of {summary['window']['as_of']}); "
         f"bad input lines: {v['bad_input_lines']} {inp.get('problems', {}) or ''}".rstrip(),
         f"losses: {v['losses']}  unexpected egress: {v['unexpected_egress']}  "
         f"duplicates: {v['duplicates_suspicious']} suspicious, {v['duplicates_allowed']} allowed",
         f"failed: {v['failed']}  backout: {v['backout']}  dropped: {v['dropped']}",
-        f"{'FAIL' if v['gate_failed'] else 'PASS'} — report: {Path(out_dir) / 'report.html'}",
+        f"{verdict} — report: {Path(out_dir) / 'report.html'}",
     ]
     return "\n".join(lines)
 
@@ -68,17 +70,42 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> int:
         if every is not None:
             return follow(session, args, parquet_dir, every)
         if args.incremental:
-            return incremental_once(session, args, parquet_dir)
-        ingested = ingest(session, paths, parquet_dir) if args.logs else None
-        result = run_audit(load(session, parquet_dir, config_from(args)))
-        return report(result, ingested, args)
+            return guarded(lambda: incremental_once(session, args, parquet_dir))
+        return guarded(lambda: full_audit(session, args, paths, parquet_dir))
     finally:
         if own_session:
             session.stop()
 
 
+def full_audit(session: SparkSession, args: argparse.Namespace, paths: list[str], parquet_dir: str) -> int:
+    ingested = ingest(session, paths, parquet_dir) if args.logs else None
+    return report(run_audit(load(session, parquet_dir, config_from(args))), ingested, args)
+
+
+def guarded(audit: Callable[[], int]) -> int:
+    """Run an audit; one that fails (a Spark or file-system error) says so on stderr and exits 2, never 1,
+    which means "loss found"."""
+    try:
+        return audit()
+    except Exception as e:  # noqa: BLE001 - any failure is "could not audit", with its message
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        print(f"audit: could not audit: {type(e).__name__}: {first}", file=sys.stderr, flush=True)
+        return EXIT_USAGE
+
+
+def input_problems(ingested: IngestResult | None) -> None:
+    """Damaged files and what was done about a file, on stderr (the report has them too)."""
+    if ingested is None:
+        return
+    for path, problem in sorted(ingested.damaged.items()):
+        print(f"audit: damaged input file {path}: {problem}", file=sys.stderr, flush=True)
+    for path, note in sorted(ingested.notes.items()):
+        print(f"audit: {path}: {note}", file=sys.stderr, flush=True)
+
+
 def report(result: AuditResult, ingested: IngestResult | None, args: argparse.Namespace) -> int:
     """Write the outputs, print the verdict; the exit code."""
+    input_problems(ingested)
     summary = build_summary(result, ingested)
     write_outputs(result, summary, args.out, parquet=args.parquet_tables)
     result.cleanup()
@@ -105,7 +132,7 @@ def follow(session: SparkSession, args: argparse.Namespace, parquet_dir: str, ev
     runs = 0
     while True:
         started = time.monotonic()
-        code = incremental_once(session, args, parquet_dir)
+        code = guarded(lambda: incremental_once(session, args, parquet_dir))  # the next run may succeed
         runs += 1
         if max_runs is not None and runs >= max_runs:
             return code

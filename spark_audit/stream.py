@@ -1,5 +1,6 @@
-"""The incremental ingest: a checkpointed file stream (trigger availableNow) parses only log files not seen
-before, once; one job per micro-batch writes its valid rows into the Parquet log and counts its problems.
+"""The incremental ingest: the new complete lines of every log file are staged as slices (spark_audit.sources),
+and a checkpointed file stream (trigger availableNow) over the slices parses each once; one job per
+micro-batch writes its valid rows into the Parquet log and counts its problems.
 A crash loses or doubles nothing: each micro-batch is recorded in the checkpoint's batches/ before its
 files move into the log, until the audit state includes it (docs/conversion-log.md, `--incremental`).
 """
@@ -7,14 +8,15 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pyspark import SparkContext
 from pyspark.sql import DataFrame, SparkSession
 
 from spark_audit.carry import Carried, TailFile
-from spark_audit.ingest import IngestResult, checksum_path, ingest_batch, stream_logs
+from spark_audit.ingest import IngestResult, checksum_path, expand_paths, ingest_batch, stream_logs
+from spark_audit.sources import remove_slices, slice_dir, slices_now, stage_new
 
 STAGING_DIR = "_incoming"  # inside the Parquet log; "_": never read as a partition
 STREAM_DIR = "stream"  # in the checkpoint directory: Structured Streaming's own checkpoint
@@ -33,8 +35,9 @@ def _crash_for_tests(point: str) -> None:
         return
     proc = getattr(SparkContext._gateway, "proc", None)  # the driver JVM pyspark started
     if proc is not None:
+        # SIGKILL, then exit at once: waiting for the JVM to be reaped gave the main thread (in a py4j call
+        # to the dying JVM) time to fail and exit with its own code first.
         proc.kill()
-        proc.wait()
     os._exit(TEST_CRASH_EXIT)
 
 
@@ -135,18 +138,21 @@ def _stream_id(checkpoint_dir: str) -> str:
 
 def ingest_new_files(spark: SparkSession, logs_dir: str, parquet_dir: str, checkpoint_dir: str,
                      carried: Carried | None = None) -> NewRows:
-    """Parse the files not seen before once: count every problem, append the valid rows to the log.
+    """Parse the lines not read before once: count every problem, append the valid rows to the log.
 
     The batches a crash left committed but unaudited come first (their records; carried: the state).
     """
     new = NewRows()
     for record in unaudited_batches(checkpoint_dir, carried or Carried()):
         new.add(record)
+    staged = stage_new(checkpoint_dir, expand_paths([logs_dir]))
+    waiting = slices_now(checkpoint_dir)
 
     def handle(batch: DataFrame, batch_id: int) -> None:
         staging = str(Path(parquet_dir) / STAGING_DIR / f"batch-{batch_id}")
 
         def before_move(counts: IngestResult, targets: list[str]) -> None:
+            counts.add_staged(replace(staged, damaged={}, notes={}))  # name source files, not slices
             _remove_earlier_attempt(checkpoint_dir, batch_id)
             write_record(checkpoint_dir, BatchRecord(batch_id, counts, tuple(targets)))
 
@@ -156,7 +162,7 @@ def ingest_new_files(spark: SparkSession, logs_dir: str, parquet_dir: str, check
         new.add(BatchRecord(batch_id, counts, tuple(files)))
 
     query = (
-        stream_logs(spark, logs_dir)
+        stream_logs(spark, str(slice_dir(checkpoint_dir)))
         .writeStream.foreachBatch(handle)
         .option("checkpointLocation", str(Path(checkpoint_dir) / STREAM_DIR))
         .trigger(availableNow=True)
@@ -164,4 +170,7 @@ def ingest_new_files(spark: SparkSession, logs_dir: str, parquet_dir: str, check
     )
     query.awaitTermination()
     _crash_for_tests("after-commit")
+    remove_slices(waiting)  # read and committed: the stream never reads them again
+    new.ingest.damaged.update(staged.damaged)
+    new.ingest.notes.update(staged.notes)
     return new

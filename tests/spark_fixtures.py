@@ -1,11 +1,15 @@
 """Session-scoped local SparkSession for the spark_audit tests (import the `spark` fixture)."""
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from mappings.convlog_schema import format_timestamp
 
 FIXTURE_LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
 
@@ -19,3 +23,27 @@ def spark() -> Iterator[Any]:
     session = build_session("local[2]", "mqbridge-audit-tests")
     yield session
     session.stop()
+
+
+def generated_log(messages: int, lost_every: int = 97, duplicated_every: int = 89, malformed_every: int = 113) -> bytes:
+    """A time-ordered log of `messages` QoS 1 messages (ingress, then egress 1 ms later), one a second, built
+    from gateway-a's first pair: every lost_every-th has no egress (a loss), every duplicated_every-th two
+    egress copies without redelivery (a suspicious duplicate), and after every malformed_every-th a line
+    that is not JSON (0: none of that kind)."""
+    first = (FIXTURE_LOGS / "gateway-a.jsonl").read_text().splitlines()[:2]
+    ingress, egress = (json.loads(line) for line in first)
+    start = datetime(2026, 3, 1, 10, tzinfo=UTC)
+    lines: list[str] = []
+    for i in range(messages):
+        at, key = start + timedelta(seconds=i), f"g{i}"
+        lines.append(json.dumps({**ingress, "event_time": format_timestamp(at), "message_key": key},
+                                separators=(",", ":")))
+        copies = 0 if lost_every and i % lost_every == lost_every // 2 else 1
+        copies += 1 if copies and duplicated_every and i % duplicated_every == duplicated_every // 3 else 0
+        for c in range(copies):
+            sent = at + timedelta(milliseconds=1 + c)
+            lines.append(json.dumps({**egress, "event_time": format_timestamp(sent), "message_key": key},
+                                    separators=(",", ":")))
+        if malformed_every and i % malformed_every == malformed_every // 4:
+            lines.append("this is not json")
+    return "".join(line + "\n" for line in lines).encode()

@@ -58,6 +58,7 @@ def test_exit_code_gates_on_loss_and_suspicious_duplicates(cli_run, summary):
         "backout": 2,
         "dropped": 1,
         "bad_input_lines": 6,
+        "damaged_files": 0,
     }
 
 

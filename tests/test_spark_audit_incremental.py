@@ -14,9 +14,9 @@ import pytest
 pytest.importorskip("pyspark")
 
 try:
-    from tests.spark_fixtures import FIXTURE_LOGS, spark  # noqa: F401
+    from tests.spark_fixtures import FIXTURE_LOGS, generated_log, spark  # noqa: F401
 except ImportError:  # tests/ is not a package: pytest puts this directory on sys.path
-    from spark_fixtures import FIXTURE_LOGS, spark  # noqa: F401
+    from spark_fixtures import FIXTURE_LOGS, generated_log, spark  # noqa: F401
 
 from spark_audit import rollup  # noqa: E402
 from spark_audit.aggregates import build_rollups  # noqa: E402
@@ -253,3 +253,47 @@ def test_a_crash_after_the_move_or_after_the_commit_loses_and_doubles_nothing(sp
     full = run_audit(load(spark, full_parquet, AuditConfig(grace_seconds=60)))
     full.cleanup()
     assert union(findings(first), findings(second)) == findings(build_summary(full, None))
+
+
+def test_a_growing_file_is_audited_exactly_once_while_every_runs(spark, tmp_path):
+    """The gateway appends to the current hour's file between two runs, also half a line at a time: each
+    record is audited exactly once (the runs' findings add up to a full audit of the final file) and a
+    line still being written is never counted malformed."""
+    logs, out = tmp_path / "logs", tmp_path / "out"
+    logs.mkdir()
+    content = generated_log(3000)
+    cuts = [len(content) * 3 // 10, len(content) * 3 // 10 + 17, len(content) * 6 // 10 + 5,
+            len(content) * 85 // 100]  # the second and third cut in the middle of a line
+    assert content[cuts[1] - 1:cuts[1]] != b"\n" and content[cuts[2] - 1:cuts[2]] != b"\n"
+    pieces = [content[a:b] for a, b in zip([0, *cuts], [*cuts, len(content)], strict=True)]
+    live = logs / "convlog-20260301-10-000.jsonl"
+    live.write_bytes(pieces[0])
+    args = build_parser().parse_args([str(logs), "--every", "300", "--max-runs", str(len(pieces) + 1),
+                                      "--out", str(out), "--grace", "60", "--no-parquet-tables"])
+    summaries: list[dict[str, Any]] = []
+
+    def next_tick(_seconds: float) -> None:  # the gateway writes on between two runs
+        summaries.append(json.loads((out / "summary.json").read_text()))
+        if len(summaries) < len(pieces):
+            with live.open("ab") as f:
+                f.write(pieces[len(summaries)])
+
+    follow(spark, args, str(out / "parquet"), args.every, sleep=next_tick)
+    summaries.append(json.loads((out / "summary.json").read_text()))
+
+    full_parquet = str(tmp_path / "full")
+    full_input = ingest(spark, [str(live)], full_parquet)
+    full = run_audit(load(spark, full_parquet, AuditConfig(grace_seconds=60)))
+    full.cleanup()
+    expected = findings(build_summary(full, full_input))
+    assert expected["losses"] and expected["duplicates"]  # the log has findings to miss
+    got = findings(summaries[0])
+    for s in summaries[1:]:
+        got = union(got, findings(s))
+    assert got == expected
+    malformed = [int(s["input"]["problems"].get("malformed", 0)) for s in summaries]
+    assert sum(malformed) == full_input.problems["malformed"] == content.count(b"this is not json\n")
+    assert sum(int(s["input"]["rows_read"]) for s in summaries) == full_input.rows_read
+    assert summaries[-1]["input"]["rows_read"] == 0  # and nothing is read twice
+    assert spark.read.parquet(str(out / "parquet")).count() == full_input.valid
+    assert all(s["verdict"]["damaged_files"] == 0 and not s["input"]["notes"] for s in summaries)

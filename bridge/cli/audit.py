@@ -13,8 +13,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "audit",
         help="audit conversion logs with PySpark (loss, duplicates, failures, coercions, latency)",
-        description="Audit conversion logs. Exit 1 when a loss or a suspicious duplicate is found, "
-        "2 on unusable input, 3 when PySpark is not installed.",
+        description="Audit conversion logs. Exit 0: clean; 1: a loss or a suspicious duplicate found (also "
+        "when some input was damaged); 2: could not audit (unusable arguments, a damaged or unreadable input "
+        "file with no finding in the rest, or a failed run); 3: PySpark is not installed.",
     )
     add_arguments(parser)
     parser.set_defaults(func=run_audit)
