@@ -15,6 +15,7 @@ of the same name takes the session back, or the router discards it on the user's
 """
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -109,7 +110,7 @@ class RouteSessions:
         """A route of the same name takes its retired session back: what was handed elsewhere goes."""
         session = self.retired.pop(client_id, None)
         if session is not None:
-            session.withdraw({out for out, given in self._handed.pop(client_id, {}).items() if given})
+            _withdraw(session, {out for out, given in self._handed.pop(client_id, {}).items() if given})
 
     def _hand(self, retired: Session, targets: list[tuple[Session, str, int]]) -> None:
         handed = self._handed.setdefault(retired.client_id, {})
@@ -138,7 +139,7 @@ class RouteSessions:
             handed = self._handed.pop(cid, {})
             done = {out for out, given in handed.items() if given}
             done.update(out for out in session.deliveries() if out.state == RELEASED)
-            session.withdraw(done)
+            _withdraw(session, done)
             counts: dict[str, int] = {}
             for given in handed.values():
                 for dest in given:
@@ -155,3 +156,22 @@ class RouteSessions:
         self._handed.pop(client_id, None)
         if session is not None:
             self.table.drop(session)
+
+
+def _withdraw(session: Session, outs: set[OutMsg]) -> None:
+    """Take these deliveries out of ``session`` (a removed route's, handed to other routes or discarded):
+    their rows are deleted and each message released once no other delivery refers to it."""
+    for pid, out in list(session.inflight.items()):
+        if out in outs:
+            del session.inflight[pid]
+            session.finish(out)
+    if any(out in outs for out in session.queue):
+        kept: deque[OutMsg] = deque()
+        for out in session.queue:
+            if out in outs:
+                session.queued_bytes -= out.msg.size()
+                session.finish(out)
+            else:
+                kept.append(out)
+        session.queue = kept
+        session.check_relief()

@@ -318,7 +318,8 @@ class Session:
             self.inbound_bytes -= msg.size()
         return msg
 
-    def _finish(self, out: OutMsg) -> None:
+    def finish(self, out: OutMsg) -> None:
+        """A delivery is done (acknowledged, withdrawn): its row goes, its message once unreferenced."""
         journal = self.journal
         if journal is not None:
             # acknowledged before the writer took the insert: neither row need ever be written
@@ -335,7 +336,7 @@ class Session:
         if out is None or out.qos != 1:
             return  # unknown or wrong flow: ignore, as the spec allows
         del self.inflight[pid]
-        self._finish(out)
+        self.finish(out)
         self._fill_window()
 
     def on_pubrec(self, pid: int) -> None:
@@ -362,7 +363,7 @@ class Session:
         if out is None or out.qos != 2:
             return
         del self.inflight[pid]
-        self._finish(out)
+        self.finish(out)
         self._fill_window()
 
     def resume(self, link: Link) -> None:
@@ -398,22 +399,6 @@ class Session:
     def deliveries(self) -> list[OutMsg]:
         """Every queued and in-flight delivery, in-flight first (in send order), then the queue."""
         return list(self.inflight.values()) + list(self.queue)
-
-    def withdraw(self, outs: set[OutMsg]) -> None:
-        """Take these deliveries out (a removed route's, handed to other routes or discarded): their rows
-        are deleted and each message released once no other delivery refers to it."""
-        for pid, out in list(self.inflight.items()):
-            if out in outs:
-                del self.inflight[pid]
-                self._finish(out)
-        if any(out in outs for out in self.queue):
-            kept: deque[OutMsg] = deque()
-            for out in self.queue:
-                if out in outs:
-                    self._finish(out)
-                else:
-                    kept.append(out)
-            self.queue = kept
 
     def discard_messages(self) -> None:
         """Drop every queued and in-flight delivery (clean session, expiry, admin delete)."""
