@@ -10,20 +10,7 @@ from bridge.config import BrokerConfig
 from bridge.mqtt.broker import Broker
 from bridge.mqtt.session import Message, OutMsg
 from bridge.mqtt.store import Store
-
-
-class _Link:
-    def __init__(self) -> None:
-        self.sent: list[bytes] = []
-
-    def send(self, data: bytes) -> None:
-        self.sent.append(data)
-
-    def send_durable(self, data: bytes) -> None:
-        self.sent.append(data)
-
-    def can_take_qos0(self) -> bool:
-        return True
+from tests.support.links import CollectingLink as _Link
 
 
 def _attach(broker: Broker, topic_filter: str, got: list[tuple[str, int, bool]]) -> None:

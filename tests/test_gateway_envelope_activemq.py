@@ -259,13 +259,11 @@ def test_reply_without_destination_goes_to_fallback_and_bad_ones_to_backout(
     assert ("defaulted", "JMSDestination") in {(f["change"], f["name"]) for f in ok["findings"]}
 
 
-def test_queue_requestor_gets_its_reply_on_a_temporary_queue_when_allowed(
-    gateway_factory: Callable[..., GatewayProcess], clients: Callable[..., PahoClient], activemq: BrokerEndpoints,
-    jmstool: JmsTool, tmp_path: Path,
-) -> None:
-    """JMSReplyTo = a TemporaryQueue of the requester's connection, as javax.jms.QueueRequestor does."""
-    svc = Service()
-    svc.extra_allow = ["temp-queue://ID:"]      # ActiveMQ temporary queues are named after connection ids
+def _temporary_queue_request(gateway_factory: Callable[..., GatewayProcess], clients: Callable[..., PahoClient],
+                             activemq: BrokerEndpoints, jmstool: JmsTool, tmp_path: Path, svc: Service
+                             ) -> tuple[GatewayProcess, PahoClient, threading.Thread, list[dict[str, Any]], Any]:
+    """A gateway, an MQTT responder, and a Java QueueRequestor's request (JMSReplyTo a TemporaryQueue) as
+    the responder received it; ``result`` gets the requester's outcome once ``requester`` ends."""
     gw = start(gateway_factory, tmp_path, activemq, svc)
     responder = clients(gw.port, "pricing").connect()
     responder.subscribe(f"{svc.topic}/request", 1)
@@ -274,7 +272,18 @@ def test_queue_requestor_gets_its_reply_on_a_temporary_queue_when_allowed(
         f"queue://{svc.requests}", {"type": "Text", "body": "price?", "headers": {"type": "quote"}}, timeout=30)))
     requester.start()
     (got,) = responder.wait_messages(1, timeout=20)
-    request = json.loads(got.payload)
+    return gw, responder, requester, result, json.loads(got.payload)
+
+
+def test_queue_requestor_gets_its_reply_on_a_temporary_queue_when_allowed(
+    gateway_factory: Callable[..., GatewayProcess], clients: Callable[..., PahoClient], activemq: BrokerEndpoints,
+    jmstool: JmsTool, tmp_path: Path,
+) -> None:
+    """JMSReplyTo = a TemporaryQueue of the requester's connection, as javax.jms.QueueRequestor does."""
+    svc = Service()
+    svc.extra_allow = ["temp-queue://ID:"]      # ActiveMQ temporary queues are named after connection ids
+    gw, responder, requester, result, request = _temporary_queue_request(gateway_factory, clients, activemq,
+                                                                         jmstool, tmp_path, svc)
     assert request["headers"]["JMSReplyTo"].endswith("?temporary=true")
     responder.publish(f"{svc.topic}/reply/1", reply_to(request, {"type": "jms_text", "text": "12.50"}), qos=1)
     requester.join(60)
@@ -320,15 +329,8 @@ def test_a_responder_may_name_the_reply_queue_as_activemq_writes_it(
     from Destination.toString(), or ``queue://name``) is answered like one that writes ``queue:///name``."""
     svc = Service()
     svc.extra_allow = ["temp-queue://ID:"]
-    gw = start(gateway_factory, tmp_path, activemq, svc)
-    responder = clients(gw.port, "pricing").connect()
-    responder.subscribe(f"{svc.topic}/request", 1)
-    result: list[dict[str, Any]] = []
-    requester = threading.Thread(target=lambda: result.append(jmstool.request(
-        f"queue://{svc.requests}", {"type": "Text", "body": "price?", "headers": {"type": "quote"}}, timeout=30)))
-    requester.start()
-    (got,) = responder.wait_messages(1, timeout=20)
-    request = json.loads(got.payload)
+    gw, responder, requester, result, request = _temporary_queue_request(gateway_factory, clients, activemq,
+                                                                         jmstool, tmp_path, svc)
     temp = request["headers"]["JMSReplyTo"].removeprefix("queue:///").removesuffix("?temporary=true")
     request["headers"]["JMSReplyTo"] = f"temp-queue://{temp}"            # ActiveMQ's own form
     responder.publish(f"{svc.topic}/reply/1", reply_to(request, {"type": "jms_text", "text": "12.50"}), qos=1)

@@ -1,0 +1,16 @@
+"""A route link for in-process broker tests: what a route session writes to, collected."""
+from __future__ import annotations
+
+
+class CollectingLink:
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+
+    def send(self, data: bytes) -> None:
+        self.sent.append(data)
+
+    def send_durable(self, data: bytes) -> None:
+        self.sent.append(data)
+
+    def can_take_qos0(self) -> bool:
+        return True
