@@ -162,7 +162,11 @@ class Mqbridge(Broker):
         """Broker-side counters from the admin /status: drops and group-commit efficiency."""
         t0 = time.monotonic()
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.admin_port}/status", timeout=timeout) as r:
+            req = urllib.request.Request(f"http://127.0.0.1:{self.admin_port}/status")
+            token = self.dir / "data" / "admin.token"   # the gateway's admin token (absent in older trees)
+            if token.exists():
+                req.add_header("Authorization", f"Bearer {token.read_text().strip()}")
+            with urllib.request.urlopen(req, timeout=timeout) as r:
                 st = json.loads(r.read())
         except (OSError, ValueError) as exc:
             return {"error": str(exc)}

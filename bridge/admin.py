@@ -1,9 +1,14 @@
 """Admin and monitoring channel: a small JSON-over-HTTP server on loopback, used by `mqbridge status`
 and `mqbridge admin`. Read-mostly views of the broker plus a few actions (disconnect a client,
-delete a persistent session, toggle a packet trace, reload the rules: POST /reload?discard=ROUTE)."""
+delete a persistent session, toggle a packet trace, reload the rules: POST /reload?discard=ROUTE).
+
+Every request needs ``Authorization: Bearer <token>`` (bridge/admin_token.py: the file only the gateway's
+user can read), else 401; a ``Host`` other than the channel's own address, or an ``Origin`` from anywhere
+else, gets 403 (a web page in a local browser can neither read the channel nor post to it)."""
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import logging
 import urllib.parse
@@ -11,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bridge import __version__
+from bridge.admin_token import HEADER, bearer
 from bridge.mqtt.broker import ROUTE_CLIENT_PREFIX, Broker
 from bridge.mqtt.server import MqttServer
 from bridge.mqtt.session import Session
@@ -23,8 +29,11 @@ MAX_REQUEST = 64 * 1024
 class AdminServer:
     def __init__(self, broker: Broker, server: MqttServer, gateway_id: str,
                  extra_status: Callable[[], dict[str, Any]] | None = None,
-                 reload: Callable[[list[str]], Awaitable[tuple[bool, list[str]]]] | None = None) -> None:
+                 reload: Callable[[list[str]], Awaitable[tuple[bool, list[str]]]] | None = None,
+                 token: str | None = None) -> None:
         self.reload = reload
+        self.token = token   # None: no token checked (in-process use only; the gateway always gives one)
+        self.host = ""
         self.broker = broker
         self.server = server
         self.gateway_id = gateway_id
@@ -35,6 +44,7 @@ class AdminServer:
     async def start(self, host: str, port: int) -> None:
         self._server = await asyncio.start_server(self._serve, host, port, reuse_address=True)
         self.port = self._server.sockets[0].getsockname()[1]
+        self.host = host
         log.info("admin channel on http://%s:%d", host, self.port)
 
     async def close(self) -> None:
@@ -49,10 +59,14 @@ class AdminServer:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=10)
             if len(head) > MAX_REQUEST:
                 raise ValueError("request too large")
-            request_line = head.split(b"\r\n", 1)[0].decode("latin-1")
+            request_line, *header_lines = head.decode("latin-1").split("\r\n")
             method, target, _ = request_line.split(" ", 2)
             url = urllib.parse.urlsplit(target)
-            if method.upper() == "POST" and url.path.rstrip("/") == "/reload" and self.reload is not None:
+            refused = self._refused({k.strip().lower(): v.strip() for k, _, v in
+                                     (line.partition(":") for line in header_lines if line)})
+            if refused is not None:
+                status, body = refused
+            elif method.upper() == "POST" and url.path.rstrip("/") == "/reload" and self.reload is not None:
                 # ?discard=ROUTE (repeatable): drop what a removed route's session keeps
                 discard = [v for k, v in urllib.parse.parse_qsl(url.query) if k == "discard"]
                 ok, lines = await self.reload(discard)
@@ -65,8 +79,8 @@ class AdminServer:
         except ValueError as exc:
             status, body = 400, {"error": str(exc)}
         payload = json.dumps(body, indent=2, default=str).encode() + b"\n"
-        reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-                  409: "Conflict"}.get(status, "OK")
+        reason = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
+                  405: "Method Not Allowed", 409: "Conflict"}.get(status, "OK")
         writer.write(f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n"
                      f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n".encode() + payload)
         try:
@@ -74,6 +88,21 @@ class AdminServer:
         except ConnectionError:
             pass
         writer.close()
+
+    def _refused(self, headers: dict[str, str]) -> tuple[int, Any] | None:
+        """403 for another site's request (DNS rebinding, a page's form or fetch), 401 without the token."""
+        port = self.port
+        own = {f"{self.host}:{port}", f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"}
+        if headers.get("host") not in own:
+            return 403, {"error": f"Host {headers.get('host')!r} is not this admin channel"}
+        origin = headers.get("origin")
+        if origin is not None and origin.removeprefix("http://") not in own:
+            return 403, {"error": f"cross-site request from {origin!r} refused"}
+        if self.token is not None and not hmac.compare_digest(headers.get(HEADER.lower(), "").encode(),
+                                                              bearer(self.token).encode()):
+            return 401, {"error": "the admin token is missing or wrong (mqbridge reads it from the data "
+                                  "directory's admin.token)"}
+        return None
 
     def dispatch(self, method: str, target: str) -> tuple[int, Any]:
         url = urllib.parse.urlsplit(target)

@@ -13,6 +13,7 @@ from pathlib import Path
 import bridge.connectors.jms  # noqa: F401 - registers connector type "jms" (STOMP)
 import bridge.connectors.mq  # noqa: F401 - registers connector type "mq"; pymqi/ibmmq load only when used
 from bridge.admin import AdminServer
+from bridge.admin_token import ensure_token
 from bridge.config import GatewayConfig
 from bridge.connectors.embedded import QueueStore, default_path
 from bridge.connectors.registry import RouteSetupError
@@ -72,7 +73,7 @@ class Gateway:
         self.server = server
         if cfg.admin.enabled:
             admin = AdminServer(broker, server, cfg.gateway_id, extra_status=self._extra_status,
-                                reload=self.reload)
+                                reload=self.reload, token=ensure_token(self.data_dir))
             await admin.start(cfg.admin.host, cfg.admin.port)
             self.admin = admin
         self._write_runtime()

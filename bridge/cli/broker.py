@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import urllib.error
 import urllib.request
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from bridge.admin_token import HEADER, bearer, read_token
 from bridge.app import run
 from bridge.config import ConfigError, GatewayConfig, ListenerConfig, load_config
 from bridge.logsetup import setup_logging
@@ -124,9 +126,26 @@ def _admin_url(args: argparse.Namespace) -> str:
     return str(info["admin"])
 
 
+def _admin_token(args: argparse.Namespace) -> str | None:
+    """MQBRIDGE_ADMIN_TOKEN, else the token file in the configuration's data directory."""
+    given = os.environ.get("MQBRIDGE_ADMIN_TOKEN")
+    if given:
+        return given
+    data_dir = getattr(args, "data_dir", None)
+    if data_dir is None:
+        try:
+            data_dir = load_config(getattr(args, "config", None)).data_dir
+        except ConfigError:
+            return None
+    return read_token(data_dir)
+
+
 def admin_request(args: argparse.Namespace, method: str, path: str) -> tuple[int, Any]:
     url = _admin_url(args) + path
     req = urllib.request.Request(url, method=method)
+    token = _admin_token(args)
+    if token is not None:
+        req.add_header(HEADER, bearer(token))
     try:
         with urllib.request.urlopen(req, timeout=10) as resp:
             return resp.status, json.loads(resp.read())

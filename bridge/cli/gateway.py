@@ -151,7 +151,8 @@ def cmd_reload(args: argparse.Namespace) -> int:
         print(f"mqbridge: {exc}", file=sys.stderr)
         return 3
     if code != 200:
-        for line in body.get("error", [body]):
+        errors = body.get("error", body) if isinstance(body, dict) else body
+        for line in errors if isinstance(errors, list) else [errors]:
             print(line, file=sys.stderr)
         return 1
     print("reloaded: " + (", ".join(body["reloaded"]) or "no change"))

@@ -130,8 +130,11 @@ class GatewayProcess:
             self.proc.wait(10)
             self.proc = None
 
-    def admin(self, path: str, method: str = "GET") -> tuple[int, Any]:
+    def admin(self, path: str, method: str = "GET", *, token: bool = True) -> tuple[int, Any]:
+        """An admin request with the gateway's token (``token=False``: without it)."""
         req = urllib.request.Request(f"http://127.0.0.1:{self.admin_port}{path}", method=method)
+        if token:
+            req.add_header("Authorization", f"Bearer {(self.data_dir / 'admin.token').read_text().strip()}")
         try:
             with urllib.request.urlopen(req, timeout=5) as resp:
                 return resp.status, json.loads(resp.read())
