@@ -10,11 +10,12 @@ from pathlib import Path
 
 from bridge.connectors.embedded import QueueStore, default_path
 from bridge.convlog import log_files
+from bridge.mqtt import packets as P
 from mappings.mq import constants as C
 from mappings.mq.message import MqMessage, decode_message, encode_message
 from mappings.mq.mqmd import Mqmd
 from tests.support.gateway import GatewayProcess, wait_for
-from tests.support.mqtt_clients import PahoClient
+from tests.support.mqtt_clients import PahoClient, RawClient
 
 
 def _queue(gw: GatewayProcess) -> QueueStore:
@@ -270,3 +271,25 @@ def test_a_route_cannot_forge_a_dollar_topic(gateway: GatewayProcess, clients: C
     store.close()
     assert folder is not None and "'$'" in (folder.value("Reason") or "")
     assert not [m for m in sub.messages if m.payload == b"forged 999999 seconds"]
+
+
+def test_mqtt_msgid_is_the_publishers_and_a_retained_publication_says_ret(gateway: GatewayProcess) -> None:
+    """MQ Telemetry Table 2: mqtt/msgid is the publisher's MQTT message id (before: the route's own
+    delivery id, so 4242 and 777 arrived as 3 and 4), and mqps/Ret=1 marks a retained publication
+    (before: never written through the gateway)."""
+    raw = RawClient(gateway.port)
+    raw.connect("ids-pub")
+    for pid, topic, retain in ((4242, "mq/ids/a", False), (777, "mq/ids/b", True)):
+        raw.publish(topic, b"x", qos=1, packet_id=pid, retain=retain)
+        assert raw.recv() == P.PacketIdOnly(P.PUBACK, pid)
+    raw.publish("mq/ids/c", b"y", qos=0)
+    store = _queue(gateway)
+    wait_for(lambda: store.depth("MQTT.IN") == 3, 10, what="three messages on MQTT.IN")
+    msgs = [decode_message(m.data) for m in store.browse("MQTT.IN")]
+    store.close()
+    by_topic = {m.rfh2_folder("mqps").value("Top"): m for m in msgs}   # type: ignore[union-attr]
+    assert by_topic["mq/ids/a"].rfh2_folder("mqtt").value("msgid") == "4242"   # type: ignore[union-attr]
+    assert by_topic["mq/ids/b"].rfh2_folder("mqtt").value("msgid") == "777"    # type: ignore[union-attr]
+    assert by_topic["mq/ids/c"].rfh2_folder("mqtt").value("msgid") is None     # type: ignore[union-attr]
+    assert by_topic["mq/ids/b"].rfh2_folder("mqps").value("Ret") == "1"        # type: ignore[union-attr]
+    assert by_topic["mq/ids/a"].rfh2_folder("mqps").value("Ret") is None       # type: ignore[union-attr]

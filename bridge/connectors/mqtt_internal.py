@@ -175,7 +175,13 @@ class MqttSource(Source):
     def _enqueue(self, msg: Message | None, topic: str, payload: bytes, qos: int, retain: bool, dup: bool,
                  pid: int | None, key: str) -> None:
         origin = msg.origin if msg is not None else None
-        pub = MqttPublication(topic=topic, payload=payload, qos=qos, retain=retain, dup=dup, packet_id=pid,
+        # the publication as its publisher sent it (MQ Telemetry Table 2: mqtt/msgid is the publisher's message
+        # id, mqps/Ret its RETAIN flag). ``pid`` is this route's own delivery id, which acknowledges it, and
+        # stands in for a publication that has no id of its own (a will, a message another route published,
+        # a retained message recovered after a restart)
+        own = msg.packet_id if msg is not None else None
+        pub = MqttPublication(topic=topic, payload=payload, qos=qos, retain=retain or (msg is not None and msg.retain),
+                              dup=dup, packet_id=(own or pid) if qos else None,
                               client_id=origin, username=msg.username if msg is not None else None)
         self._queue.put_nowait(Inbound(
             key=key, protocol="mqtt", message=pub, source_type="publish", size=len(payload),

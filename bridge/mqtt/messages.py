@@ -53,7 +53,7 @@ class StoredMessages:
             store.reserve_message_ids(self._reserved)
         msg.store_id = mid
         msg.store_op = store.insert_message(mid, msg.topic, msg.payload, msg.qos, msg.retain, msg.origin,
-                                            self._clock(), msg.username, msg.key_id, msg.redelivery)
+                                            self._clock(), msg.username, msg.key_id, msg.redelivery, msg.packet_id)
 
     def release(self, msg: Message) -> None:
         """The last delivery referring to ``msg`` ended: withdraw its insert, or delete its row."""

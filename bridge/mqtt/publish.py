@@ -82,7 +82,8 @@ class Publisher:
         pid = packet.packet_id
         assert pid is not None
         if qos == 1:
-            msg = Message(topic, packet.payload, 1, packet.retain, conn.client_id, username=conn.username)
+            msg = Message(topic, packet.payload, 1, packet.retain, conn.client_id, username=conn.username,
+                          packet_id=pid)
             ack = P.encode_ack(P.PUBACK, pid)
             if session.persistent:
                 writes = self._publish_qos1_persistent(session, msg, pid, packet.dup)
@@ -98,7 +99,8 @@ class Publisher:
         if pid in session.inbound_qos2:
             conn.send(ack)   # a re-sent PUBLISH (DUP): acknowledge again, publish nothing
             return
-        msg = Message(topic, packet.payload, 2, packet.retain, conn.client_id, username=conn.username)
+        msg = Message(topic, packet.payload, 2, packet.retain, conn.client_id, username=conn.username,
+                      packet_id=pid)
         if not self._may_hold_inbound(conn, session, msg):
             return
         session.hold_inbound(pid, msg)

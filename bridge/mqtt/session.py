@@ -46,11 +46,11 @@ class Message:
     """A publication as the broker routes it: encoded topic cached, stored once when durable."""
 
     __slots__ = ("topic", "topic_b", "payload", "qos", "retain", "origin", "username", "store_id", "store_op",
-                 "refs", "ts", "_qos0", "key_id", "redelivery")
+                 "refs", "ts", "_qos0", "key_id", "redelivery", "packet_id")
 
     def __init__(self, topic: str, payload: bytes, qos: int, retain: bool = False,
                  origin: str | None = None, store_id: int | None = None, username: str | None = None,
-                 key_id: int | None = None, redelivery: int = 0) -> None:
+                 key_id: int | None = None, redelivery: int = 0, packet_id: int | None = None) -> None:
         self.topic = topic
         self.topic_b = topic.encode("utf-8")
         self.payload = payload
@@ -58,6 +58,7 @@ class Message:
         self.retain = retain
         self.origin = origin          # publishing client id
         self.username = username      # its user name (CONNECT), for MQ UserIdentifier / JMSXUserID
+        self.packet_id = packet_id    # the publisher's MQTT message id (QoS 1/2), for RFH2 mqtt/msgid
         self.store_id = store_id
         self.store_op: list[object] | None = None   # the queued INSERT, while the writer has not taken it
         self.refs = 0

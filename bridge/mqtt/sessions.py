@@ -100,7 +100,7 @@ class SessionTable:
         """Rebuild sessions, subscriptions, queues and stored messages from the store after a (re)start;
         returns how many deliveries it put back."""
         messages = {mid: Message(m.topic, m.payload, m.qos, m.retain, m.origin, store_id=mid, username=m.username,
-                                 key_id=m.key_id, redelivery=m.redelivery)
+                                 key_id=m.key_id, redelivery=m.redelivery, packet_id=m.packet_id)
                     for mid, m in state.messages.items()}
         trie = self.subscriptions.trie
         restored = 0
@@ -122,7 +122,7 @@ class SessionTable:
                 session.restore_outbound(out)
                 restored += 1
             for pid, (topic, payload, retain) in stored.inbound_qos2.items():
-                session.hold_inbound(pid, Message(topic, payload, 2, retain, cid))
+                session.hold_inbound(pid, Message(topic, payload, 2, retain, cid, packet_id=pid))
             session.inbound_qos1.update(stored.inbound_qos1)
             self.sessions[cid] = session
         self.messages.recover(state.next_message_id, messages.values())

@@ -22,8 +22,9 @@ from typing import Protocol
 
 log = logging.getLogger("mqbridge.store")
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # 2: messages.key_id/redelivery and table inbound_qos1 (a publisher's QoS 1 re-send keeps its message key)
+# 3: messages.packet_id (the publisher's MQTT message id, for RFH2 mqtt/msgid)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -49,7 +50,8 @@ CREATE TABLE IF NOT EXISTS messages (
     created REAL NOT NULL,
     username TEXT,
     key_id INTEGER,                   -- a publisher's re-send stored again: the first publication's id
-    redelivery INTEGER NOT NULL DEFAULT 0   -- how many times the publisher re-sent it (DUP) before this row
+    redelivery INTEGER NOT NULL DEFAULT 0,  -- how many times the publisher re-sent it (DUP) before this row
+    packet_id INTEGER                 -- the publisher's MQTT message id (QoS 1/2)
 );
 CREATE TABLE IF NOT EXISTS outbound (
     client_id TEXT NOT NULL,
@@ -119,6 +121,7 @@ class StoredMessage:
     username: str | None = None
     key_id: int | None = None
     redelivery: int = 0
+    packet_id: int | None = None
 
 
 @dataclass(slots=True)
@@ -141,7 +144,7 @@ _SAVE_SUBSCRIPTION = "INSERT OR REPLACE INTO subscriptions VALUES (?, ?, ?)"
 _DELETE_SUBSCRIPTION = "DELETE FROM subscriptions WHERE client_id=? AND topic_filter=?"
 _RESERVE_MESSAGE_IDS = "INSERT OR REPLACE INTO meta VALUES ('message_id_reserved', ?)"
 _INSERT_MESSAGE = ("INSERT INTO messages (id, topic, payload, qos, retain, origin, created, username, key_id, "
-                   "redelivery) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+                   "redelivery, packet_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 _DELETE_MESSAGE = "DELETE FROM messages WHERE id=?"
 _INSERT_OUTBOUND = ("INSERT INTO outbound (client_id, seq, message_id, qos, retain, packet_id, state) "
                    "VALUES (?, ?, ?, ?, ?, ?, ?)")
@@ -367,10 +370,11 @@ class StoreWriter:
             if cid in sessions:
                 sessions[cid].inbound_qos1[pid] = (key_id, redelivery, bytes(digest))
         messages: dict[int, StoredMessage] = {}
-        for mid, topic, payload, qos, retain, origin, username, key_id, redelivery in conn.execute(
-                "SELECT id, topic, payload, qos, retain, origin, username, key_id, redelivery FROM messages"):
+        for mid, topic, payload, qos, retain, origin, username, key_id, redelivery, pid in conn.execute(
+                "SELECT id, topic, payload, qos, retain, origin, username, key_id, redelivery, packet_id "
+                "FROM messages"):
             messages[mid] = StoredMessage(mid, topic, bytes(payload), qos, bool(retain), origin, username,
-                                          key_id, redelivery)
+                                          key_id, redelivery, pid)
         retained = {topic: (bytes(payload), qos, origin) for topic, payload, qos, origin in
                     conn.execute("SELECT topic, payload, qos, origin FROM retained")}
         row = conn.execute("SELECT MAX(id) FROM messages").fetchone()
@@ -416,8 +420,9 @@ class Store(StoreWriter):
         return self.write(_RESERVE_MESSAGE_IDS, (str(below),))
 
     def insert_message(self, mid: int, topic: str, payload: bytes, qos: int, retain: bool, origin: str | None,
-                       created: float, username: str | None, key_id: int | None, redelivery: int) -> Op:
-        params = (mid, topic, payload, qos, int(retain), origin, created, username, key_id, redelivery)
+                       created: float, username: str | None, key_id: int | None, redelivery: int,
+                       packet_id: int | None = None) -> Op:
+        params = (mid, topic, payload, qos, int(retain), origin, created, username, key_id, redelivery, packet_id)
         with self._lock:   # write(), inlined here and below in what runs once per message or delivery
             op: Op = [_INSERT_MESSAGE, params, self._gen]
             self._ops.append(op)
@@ -498,6 +503,8 @@ def _migrate(conn: sqlite3.Connection, version: int) -> None:
             conn.execute("ALTER TABLE messages ADD COLUMN key_id INTEGER")
         if "redelivery" not in columns:
             conn.execute("ALTER TABLE messages ADD COLUMN redelivery INTEGER NOT NULL DEFAULT 0")
+        if "packet_id" not in columns:
+            conn.execute("ALTER TABLE messages ADD COLUMN packet_id INTEGER")
         conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
         conn.execute("COMMIT")
     except BaseException:
