@@ -12,8 +12,9 @@ from bridge.connectors.embedded import QueueStore, default_path
 from bridge.convlog import log_files
 from bridge.mqtt import packets as P
 from mappings.mq import constants as C
-from mappings.mq.message import MqMessage, decode_message, encode_message
+from mappings.mq.message import MqMessage, build_message, decode_message, encode_message
 from mappings.mq.mqmd import Mqmd
+from mappings.mq.rfh2 import Rfh2, RfhElement, RfhFolder
 from tests.support.gateway import GatewayProcess, wait_for
 from tests.support.mqtt_clients import PahoClient, RawClient
 
@@ -293,3 +294,25 @@ def test_mqtt_msgid_is_the_publishers_and_a_retained_publication_says_ret(gatewa
     assert by_topic["mq/ids/c"].rfh2_folder("mqtt").value("msgid") is None     # type: ignore[union-attr]
     assert by_topic["mq/ids/b"].rfh2_folder("mqps").value("Ret") == "1"        # type: ignore[union-attr]
     assert by_topic["mq/ids/a"].rfh2_folder("mqps").value("Ret") is None       # type: ignore[union-attr]
+
+
+def test_a_delivery_from_mq_takes_the_msgid_packet_id_where_it_is_free(gateway: GatewayProcess) -> None:
+    """MQ Telemetry Table 5: the MQTT message id of a QoS 1/2 delivery comes from the last two bytes of the MQ
+    MsgId (before: the broker's own allocator numbered it); where the subscriber's session has that id in
+    flight already, the session's next free id stands in."""
+    def with_msg_id(topic: str, last: int) -> bytes:
+        md = Mqmd(persistence=C.MQPER_PERSISTENT, msg_id=b"MQBRIDGE-TEST-ID" + bytes(6) + last.to_bytes(2, "big"))
+        rfh = Rfh2(folders=(RfhFolder("mqps", (RfhElement("Top", topic),)),))
+        return encode_message(build_message(md, (rfh,), b"t5"))
+
+    raw = RawClient(gateway.port)
+    raw.connect("t5-sub")
+    raw.subscribe("t5/x", 1)
+    store = _queue(gateway)
+    store.put("MQTT.OUT", with_msg_id("t5/x", 0x1234))
+    first = raw.recv()
+    store.put("MQTT.OUT", with_msg_id("t5/x", 0x1234))   # the same id, still in flight: another one
+    second = raw.recv()
+    store.close()
+    assert isinstance(first, P.Publish) and isinstance(second, P.Publish)
+    assert first.packet_id == 0x1234 and second.packet_id not in (None, 0x1234)

@@ -214,6 +214,7 @@ class MqttTarget(Target):
             pub = item.message
             assert isinstance(pub, MqttPublication)
             msg = Message(pub.topic, pub.payload, pub.qos, pub.retain, self.origin)
+            msg.delivery_id = pub.packet_id   # MQ Telemetry Table 5: the MsgId's id, where the subscriber has it free
             if self.client_id is None:
                 b.publish(msg)
                 continue

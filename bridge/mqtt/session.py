@@ -46,7 +46,7 @@ class Message:
     """A publication as the broker routes it: encoded topic cached, stored once when durable."""
 
     __slots__ = ("topic", "topic_b", "payload", "qos", "retain", "origin", "username", "store_id", "store_op",
-                 "refs", "ts", "_qos0", "key_id", "redelivery", "packet_id")
+                 "refs", "ts", "_qos0", "key_id", "redelivery", "packet_id", "delivery_id")
 
     def __init__(self, topic: str, payload: bytes, qos: int, retain: bool = False,
                  origin: str | None = None, store_id: int | None = None, username: str | None = None,
@@ -59,6 +59,10 @@ class Message:
         self.origin = origin          # publishing client id
         self.username = username      # its user name (CONNECT), for MQ UserIdentifier / JMSXUserID
         self.packet_id = packet_id    # the publisher's MQTT message id (QoS 1/2), for RFH2 mqtt/msgid
+        # the id a QoS 1/2 delivery of it takes where that session has it free (an MQ message's, from its
+        # MsgId: MQ Telemetry Table 5); None, or in use: the session's next free id. Not stored: a delivery
+        # still queued at a restart takes the next free id
+        self.delivery_id: int | None = None
         self.store_id = store_id
         self.store_op: list[object] | None = None   # the queued INSERT, while the writer has not taken it
         self.refs = 0
@@ -230,16 +234,18 @@ class Session:
     def _outbound_row(self, out: OutMsg) -> tuple[object, ...]:
         return (self.client_id, out.seq, out.msg.store_id, out.qos, int(out.retain), out.packet_id, out.state)
 
-    def _allocate_pid(self) -> int:
-        pid = self._next_pid
+    def _allocate_pid(self, preferred: int | None = None) -> int:
         inflight = self.inflight
+        if preferred is not None and preferred not in inflight:
+            return preferred
+        pid = self._next_pid
         while pid in inflight:
             pid = pid + 1 if pid < 65535 else 1
         self._next_pid = pid + 1 if pid < 65535 else 1
         return pid
 
     def _send_new(self, out: OutMsg, link: Link) -> None:
-        pid = self._allocate_pid()
+        pid = self._allocate_pid(out.msg.delivery_id)
         out.packet_id = pid
         out.state = SENT
         self.inflight[pid] = out

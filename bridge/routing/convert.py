@@ -20,7 +20,14 @@ from bridge.routing.base import (
 from bridge.routing.mqtt_stomp import MqttToStompEncoder, mqtt_to_jms_message
 from mappings.conversions.jms_mq import MqToJmsOptions, jms_to_mq_bytes, mq_bytes_to_jms
 from mappings.conversions.mqtt_jms import jms_to_mqtt
-from mappings.conversions.mqtt_mq import MqToMqttOptions, MqttToMqEncoder, MqttToMqOptions, UserIdSource, mq_to_mqtt
+from mappings.conversions.mqtt_mq import (
+    MqToMqttOptions,
+    MqttToMqEncoder,
+    MqttToMqOptions,
+    UserIdSource,
+    mq_to_mqtt,
+    packet_id_from_msg_id,
+)
 from mappings.errors import MappingError
 from mappings.jms.json_forms import map_to_typed_json, stream_to_typed_json
 from mappings.jms.model import JmsMessage, MapBody, StreamBody
@@ -157,7 +164,10 @@ def mq_to_publication(route: Route, item: Inbound) -> Result:
     pub, report = mq_to_mqtt(msg, subscriber_qos=None, packet_id_allocator=lambda: 1,
                              options=MqToMqttOptions(default_qos=opts.default_qos, fallback_topic=fallback))
     topic = checked_topic(render_topic(target.mqtt, topic=top, dest=item.destination, client=pub.client_id or ""))
-    pub = dataclasses.replace(pub, topic=topic, packet_id=None)
+    # the MsgId's id (MQ Telemetry Table 5) is what each subscriber's delivery takes where it is free; a
+    # MsgId ending in 0000 gives none, and the session's own allocator numbers the delivery
+    pub = dataclasses.replace(pub, topic=topic,
+                              packet_id=pub.packet_id if packet_id_from_msg_id(msg.md.msg_id) else None)
     return Outbound(item.key, pub, topic, len(pub.payload)), "publish", report
 
 
