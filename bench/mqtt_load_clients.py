@@ -23,6 +23,7 @@ from bench.mqtt_load_wire import (
     TS_BYTES,
     connect_packet,
     publish_parts,
+    publish_properties,
     subscribe_packet,
 )
 
@@ -54,6 +55,9 @@ class Spec:
     budget: int = 0              # QoS 0 closed loop: at most this many messages sent and not yet
                                  # delivered (per subscriber); 0: open loop (flood, drops allowed)
     prefix: str = "b"
+    mqtt5: bool = False          # every client speaks MQTT 5.0 (else 3.1.1)
+    user_props: int = 0          # MQTT 5: user properties on each publication
+    topic_alias: bool = False    # MQTT 5: publishers send the topic once, then a Topic Alias
 
     def __post_init__(self) -> None:
         if self.sub_qos is None:
@@ -89,13 +93,14 @@ class Stats:
 
 class SubProto(asyncio.Protocol):
     def __init__(self, stats: Stats, client_id: str, clean: bool, topic_filter: str, qos: int,
-                 shared: Any = None) -> None:
+                 shared: Any = None, v5: bool = False) -> None:
         self.st = stats
         self.shared = shared     # mp.Value: messages received by this process, read by publishers
         self.cid = client_id
         self.clean = clean
         self.filter = topic_filter
         self.qos = qos
+        self.v5 = v5
         self.buf = bytearray()
         self.transport: asyncio.Transport | None = None
         self.subscribed = asyncio.get_running_loop().create_future()
@@ -106,7 +111,8 @@ class SubProto(asyncio.Protocol):
         sock = transport.get_extra_info("socket")
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
-        transport.write(connect_packet(self.cid, self.clean) + subscribe_packet(1, self.filter, self.qos))
+        transport.write(connect_packet(self.cid, self.clean, v5=self.v5)
+                        + subscribe_packet(1, self.filter, self.qos, v5=self.v5))
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.subscribed.done():
@@ -158,6 +164,16 @@ class SubProto(asyncio.Protocol):
                     if b0 & 6:
                         acks.append((b"\x40\x02" if b0 & 2 else b"\x50\x02") + data[p:p + 2])
                         p += 2
+                    if lat is not None and self.v5:   # skip the properties
+                        plen = shift = 0
+                        while True:
+                            b = data[p]
+                            p += 1
+                            plen |= (b & 0x7F) << shift
+                            if b < 128:
+                                break
+                            shift += 7
+                        p += plen
                     if lat is not None:
                         ts = int.from_bytes(data[p:p + TS_BYTES], "big")
                         if ts >= st.lat_from:
@@ -219,8 +235,16 @@ class PubProto(asyncio.Protocol):
         self.stopped = False
         self.inflight = 0
         self.next_pid = 1
-        self.head, _ = publish_parts(self.topic, spec.payload, spec.qos)
-        self.body = b"\x00" * spec.payload
+        self.props = publish_properties(spec.user_props, 1 if spec.topic_alias else 0) if spec.mqtt5 else b""
+        # with a Topic Alias, the first publication names the topic (``first``), the others only the alias
+        self.first = b""
+        if spec.topic_alias:
+            first_head, _ = publish_parts(self.topic, spec.payload, spec.qos, self.props)
+            self.first = first_head
+            self.head, _ = publish_parts("", spec.payload, spec.qos, self.props)
+        else:
+            self.head, _ = publish_parts(self.topic, spec.payload, spec.qos, self.props)
+        self.body = self.props + b"\x00" * spec.payload if not spec.qos else b"\x00" * spec.payload
         if spec.qos == 0 and not spec.rate:
             pkt = self.head + self.body
             per = max(1, 32768 // len(pkt))
@@ -235,7 +259,7 @@ class PubProto(asyncio.Protocol):
         sock = transport.get_extra_info("socket")
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         transport.set_write_buffer_limits(high=256 * 1024)
-        transport.write(connect_packet(self.cid, self.spec.pub_clean))
+        transport.write(connect_packet(self.cid, self.spec.pub_clean, v5=self.spec.mqtt5))
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.connected.done():
@@ -258,6 +282,11 @@ class PubProto(asyncio.Protocol):
     def start(self) -> None:
         self.running = True
         self.t0 = time.monotonic()
+        if self.first and self.transport is not None:   # the publication that sets the Topic Alias
+            head, self.head = self.head, self.first
+            self.transport.write(self._packet(False))
+            self.head = head
+            self.st.sent += 1
         if self.rate:
             self._tick()
         elif self.qos == 0:
@@ -284,13 +313,17 @@ class PubProto(asyncio.Protocol):
         self.loop.call_soon(self._pump0)
 
     def _packet(self, stamp: bool) -> bytes:
-        body = time.monotonic_ns().to_bytes(TS_BYTES, "big") + self.body[TS_BYTES:] if stamp else self.body
+        if stamp:   # the timestamp starts the payload, after any properties
+            k = len(self.props) if not self.qos else 0
+            body = self.body[:k] + time.monotonic_ns().to_bytes(TS_BYTES, "big") + self.body[k + TS_BYTES:]
+        else:
+            body = self.body
         if not self.qos:
             return self.head + body
         pid = self.next_pid
         self.next_pid = pid + 1 if pid < 65535 else 1
         self.inflight += 1
-        return self.head + pid.to_bytes(2, "big") + body
+        return self.head + pid.to_bytes(2, "big") + self.props + body
 
     def _fill(self) -> None:
         """QoS 1/2: top the window up."""

@@ -43,7 +43,8 @@ async def _sub_body(spec: Spec, host: str, port: int, ready: Any, start_at: Any,
     for i in range(spec.subscribers):
         cid = f"{spec.prefix}-sub-{os.getpid()}-{i}"
         _, proto = await loop.create_connection(
-            lambda cid=cid: SubProto(st, cid, spec.clean, f"{spec.prefix}/#", spec.sub_qos or 0, delivered),
+            lambda cid=cid: SubProto(st, cid, spec.clean, f"{spec.prefix}/#", spec.sub_qos or 0, delivered,
+                                     spec.mqtt5),
             host, port)
         protos.append(proto)
     await asyncio.wait_for(asyncio.gather(*(p.subscribed for p in protos)), 10)

@@ -235,6 +235,16 @@ def scenarios(duration: float, idle: int) -> dict[str, tuple[Spec, list[str]]]:
         "latency-qos1": (Spec("latency-qos1", qos=1, publishers=1, payload=64, rate=2000, window=1000,
                               clean=False, latency=True, duration=d), durable),
         "idle": (Spec("idle", idle=idle, hold=3.0, publishers=0), plain),
+        # MQTT 5.0: the same shapes with level 5 clients; fan-out with 2 user properties per publication,
+        # and with those and a Topic Alias (the publisher sends the topic once)
+        "qos0-64-v5": (Spec("qos0-64-v5", qos=0, publishers=4, payload=64, budget=50_000, duration=d,
+                            mqtt5=True), plain),
+        "qos1-v5": (Spec("qos1-v5", qos=1, publishers=4, payload=64, window=64, clean=False, duration=d,
+                         mqtt5=True), durable),
+        "fanout-50-v5-props": (Spec("fanout-50-v5-props", qos=0, publishers=1, subscribers=50, payload=64,
+                                    budget=2_000, duration=d, mqtt5=True, user_props=2), plain),
+        "fanout-50-v5-alias": (Spec("fanout-50-v5-alias", qos=0, publishers=1, subscribers=50, payload=64,
+                                    budget=2_000, duration=d, mqtt5=True, user_props=2, topic_alias=True), plain),
     }
 
 
@@ -247,6 +257,10 @@ HEADLINE = {
     "qos1-pubpersist": ("delivered_per_s", "msg/s end to end"),
     "qos2": ("delivered_per_s", "msg/s end to end"),
     "fanout-50": ("delivered_per_s", "deliveries/s"),
+    "qos0-64-v5": ("delivered_per_s", "msg/s delivered"),
+    "qos1-v5": ("delivered_per_s", "msg/s end to end"),
+    "fanout-50-v5-props": ("delivered_per_s", "deliveries/s"),
+    "fanout-50-v5-alias": ("delivered_per_s", "deliveries/s"),
     "latency-qos0": ("p50/p99", "us"),
     "latency-qos1": ("p50/p99", "us"),
     "idle": ("connected", "connections"),

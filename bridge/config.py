@@ -117,6 +117,8 @@ class LimitsConfig(_Model):
     login_failures: int = Field(5, ge=1)
     login_lockout_max: float = Field(60.0, gt=0)
     session_expiry_hours: float = Field(168.0, gt=0)            # idle persistent sessions expire
+    # MQTT 5: Topic Aliases a client may set per connection (each holds one topic name); 0: none
+    topic_alias_maximum: int = Field(10, ge=0, le=65535)
     qos0_buffer_bytes: int = Field(8 * 1024 * 1024, ge=1024)    # drop QoS 0 to a client this far behind
 
 

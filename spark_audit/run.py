@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from spark_audit.aggregates import build_rollups
@@ -63,8 +64,10 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> int:
     if not args.logs and not has_partitions(parquet_dir):
         print(f"audit: no Parquet log (date=*/hour=* partitions) in {parquet_dir}", file=sys.stderr)
         return EXIT_USAGE
-    # Stop the session at the end only if this run started it (not when a caller or test owns one).
-    own_session = spark is None and SparkSession.getActiveSession() is None
+    # Stop the session at the end only if this run started it (not when a caller or test owns one). A
+    # SparkContext of this process, not the thread's active session: getActiveSession is per JVM thread,
+    # and a caller's session seen from another thread would be stopped under it.
+    own_session = spark is None and SparkContext._active_spark_context is None
     session = spark or build_session(args.master, long_running=every is not None)
     try:
         if every is not None:
@@ -82,14 +85,26 @@ def full_audit(session: SparkSession, args: argparse.Namespace, paths: list[str]
     return report(run_audit(load(session, parquet_dir, config_from(args))), ingested, args)
 
 
+def failure_text(e: Exception) -> str:
+    """One line naming the failure; for a JVM error, the Java exception itself (py4j's own first line
+    only says which proxy call failed, e.g. "An error occurred while calling o123.start")."""
+    java = getattr(e, "java_exception", None)
+    if java is not None:
+        try:
+            return str(java.toString()).strip().splitlines()[0]
+        except Exception:  # noqa: BLE001 - the JVM may be gone; fall back to py4j's text
+            pass
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text.splitlines()[0]}" if text else type(e).__name__
+
+
 def guarded(audit: Callable[[], int]) -> int:
     """Run an audit; one that fails (a Spark or file-system error) says so on stderr and exits 2, never 1,
     which means "loss found"."""
     try:
         return audit()
     except Exception as e:  # noqa: BLE001 - any failure is "could not audit", with its message
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        print(f"audit: could not audit: {type(e).__name__}: {first}", file=sys.stderr, flush=True)
+        print(f"audit: could not audit: {failure_text(e)}", file=sys.stderr, flush=True)
         return EXIT_USAGE
 
 

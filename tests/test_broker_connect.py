@@ -57,7 +57,7 @@ def test_both_levels_share_one_listener(gateway, clients):
 
 
 @pytest.mark.parametrize("name,level", [
-    ("MQTT", 3), ("MQIsdp", 4), ("MQTT", 5), ("MQTT", 6), ("MQIsdp", 2), ("MQXX", 4), ("mqtt", 4),
+    ("MQTT", 3), ("MQIsdp", 4), ("MQTT", 0), ("MQTT", 6), ("MQIsdp", 5), ("MQIsdp", 2), ("MQXX", 4), ("mqtt", 4),
 ])
 def test_bad_protocol_name_or_level_gets_connack_1_then_close(gateway, name, level):
     raw = RawClient(gateway.port)

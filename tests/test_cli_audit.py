@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import threading
 
 import pytest
 
@@ -42,3 +43,16 @@ def test_mqbridge_audit_runs_and_gates(spark, tmp_path):
     code = main(["audit", str(FIXTURE_LOGS), "--out", str(tmp_path), "--grace", "60", "--no-parquet-tables"])
     assert code == 1
     assert json.loads((tmp_path / "summary.json").read_text())["verdict"]["losses"] == 1
+
+
+@pytest.mark.spark
+def test_an_audit_run_from_another_thread_leaves_the_callers_session_running(spark, tmp_path):
+    """Seen in a full test run: an audit that took the session the caller owns for its own (the thread's
+    active session is per thread) stopped it at the end, and every later audit failed."""
+    codes: list[int] = []
+    worker = threading.Thread(target=lambda: codes.append(main(
+        ["audit", str(FIXTURE_LOGS), "--out", str(tmp_path), "--grace", "60", "--no-parquet-tables"])))
+    worker.start()
+    worker.join(300)
+    assert codes == [1]
+    assert spark.range(3).count() == 3   # still running

@@ -228,7 +228,7 @@ def test_qos3_and_dup_on_qos0() -> None:
 
 def test_connect_errors() -> None:
     good = P.encode(P.Connect(P.MQTT_311, "c"))
-    bad_proto = good.replace(b"MQTT\x04", b"MQTT\x05")
+    bad_proto = good.replace(b"MQTT\x04", b"MQTT\x06")   # level 5 is MQTT 5.0 (tests/test_packets5.py)
     e = _err(bad_proto)
     assert e.connack == P.ConnackCode.UNACCEPTABLE_PROTOCOL_VERSION
     e = _err(good.replace(b"\x00\x04MQTT\x04", b"\x00\x04HTTP\x04"))

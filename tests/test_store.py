@@ -6,7 +6,7 @@ import asyncio
 import sqlite3
 from pathlib import Path
 
-from bridge.mqtt.store import Store
+from bridge.mqtt.store import Store, StoredPublication
 
 
 def test_after_commit_sees_committed_rows(tmp_path: Path) -> None:
@@ -17,7 +17,8 @@ def test_after_commit_sees_committed_rows(tmp_path: Path) -> None:
         seen: list[int] = []
         done = asyncio.Event()
         for i in range(200):
-            store.write("INSERT INTO retained VALUES (?, ?, 0, NULL, 0)", (f"t/{i}", b"x"))
+            store.write("INSERT INTO retained (topic, payload, qos, origin, updated) VALUES (?, ?, 0, NULL, 0)",
+                        (f"t/{i}", b"x"))
             if i % 50 == 49:
                 expected = i + 1
 
@@ -47,7 +48,8 @@ def test_group_commit_batches_writes(tmp_path: Path) -> None:
         store.start(asyncio.get_running_loop())
         done = asyncio.Event()
         for i in range(5000):
-            store.write("INSERT INTO retained VALUES (?, ?, 0, NULL, 0)", (f"t/{i}", b"x"))
+            store.write("INSERT INTO retained (topic, payload, qos, origin, updated) VALUES (?, ?, 0, NULL, 0)",
+                        (f"t/{i}", b"x"))
         store.after_commit(done.set)
         await asyncio.wait_for(done.wait(), 10)
         store.close()
@@ -62,12 +64,14 @@ def test_close_flushes_and_reload_recovers(tmp_path: Path) -> None:
     store = Store(tmp_path / "s.db")
     store.open()
     store.write("INSERT INTO sessions VALUES ('c1', 4, 1.0, 3600)")
-    store.write("INSERT INTO subscriptions VALUES ('c1', 'a/#', 2)")
+    store.write("INSERT INTO subscriptions (client_id, topic_filter, qos) VALUES ('c1', 'a/#', 2)")
     store.write("INSERT INTO messages (id, topic, payload, qos, retain, origin, created, username) "
                 "VALUES (7, 'a/b', x'00ff', 2, 0, 'p', 1.0, 'u')")
-    store.write("INSERT INTO outbound VALUES ('c1', 3, 7, 2, 0, 12, 2)")
-    store.write("INSERT INTO inbound_qos2 VALUES ('c1', 5, 'x/y', x'01', 1)")
-    store.write("INSERT INTO retained VALUES ('r', x'02', 1, 'p', 1.0)")
+    store.write("INSERT INTO outbound (client_id, seq, message_id, qos, retain, packet_id, state) "
+                "VALUES ('c1', 3, 7, 2, 0, 12, 2)")
+    store.write("INSERT INTO inbound_qos2 (client_id, packet_id, topic, payload, retain) "
+                "VALUES ('c1', 5, 'x/y', x'01', 1)")
+    store.write("INSERT INTO retained (topic, payload, qos, origin, updated) VALUES ('r', x'02', 1, 'p', 1.0)")
     store.close()  # never started: close applies what is queued synchronously
 
     again = Store(tmp_path / "s.db")
@@ -75,10 +79,10 @@ def test_close_flushes_and_reload_recovers(tmp_path: Path) -> None:
     again.close()
     s = state.sessions["c1"]
     assert s.subscriptions == {"a/#": 2}
-    assert s.outbound == [(3, 7, 2, 0, 12, 2)]
-    assert s.inbound_qos2 == {5: ("x/y", b"\x01", True)}
+    assert s.outbound == [(3, 7, 2, 0, 12, 2, None)]
+    assert s.inbound_qos2 == {5: StoredPublication("x/y", b"\x01", 2, True, "c1")}
     assert state.messages[7].payload == b"\x00\xff"
-    assert state.retained == {"r": (b"\x02", 1, "p")}
+    assert state.retained == {"r": StoredPublication("r", b"\x02", 1, True, "p")}
     assert state.next_message_id == 8
 
 

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 
 from bridge.connectors.base import ConnectorError, Inbound, Inbox, Outbound, Source, Target
+from bridge.connectors.mqtt5_fields import message_properties, property_losses, publication_fields
 from bridge.mqtt import packets as P
 from bridge.mqtt.broker import ROUTE_CLIENT_PREFIX, Broker
 from bridge.mqtt.session import Message, OutMsg, Session
@@ -64,7 +65,8 @@ def inbound_of(msg: Message, qos: int) -> Inbound:
     drop, a removed route's message discarded): its message key is the one the route would have used."""
     kid = msg.key()
     key = f"mqtt:{kid}" if kid is not None and qos else f"mqtt:{_boot}:{next(_qos0_keys)}"
-    pub = MqttPublication(topic=msg.topic, payload=msg.payload, qos=qos, client_id=msg.origin, username=msg.username)
+    pub = MqttPublication(topic=msg.topic, payload=msg.payload, qos=qos, client_id=msg.origin, username=msg.username,
+                          **publication_fields(msg, time.time()))
     return Inbound(key=key, protocol="mqtt", message=pub, source_type="publish", size=len(msg.payload),
                    destination=msg.topic, received=msg.ts, client_id=msg.origin, qos=qos,
                    redelivery_count=msg.redelivery)
@@ -180,9 +182,10 @@ class MqttSource(Source):
         # stands in for a publication that has no id of its own (a will, a message another route published,
         # a retained message recovered after a restart)
         own = msg.packet_id if msg is not None else None
+        fields = publication_fields(msg, time.time()) if msg is not None else {}
         pub = MqttPublication(topic=topic, payload=payload, qos=qos, retain=retain or (msg is not None and msg.retain),
                               dup=dup, packet_id=(own or pid) if qos else None,
-                              client_id=origin, username=msg.username if msg is not None else None)
+                              client_id=origin, username=msg.username if msg is not None else None, **fields)
         self._queue.put_nowait(Inbound(
             key=key, protocol="mqtt", message=pub, source_type="publish", size=len(payload),
             destination=topic, received=msg.ts if msg is not None else time.time(), client_id=origin,
@@ -210,10 +213,16 @@ class MqttTarget(Target):
             raise ConnectorError(f"MQTT client {self.client_id!r} has no session on the broker: the messages "
                                  "stay at the source until it connects")
         b.take_pressing()   # forget what a publication this route did not make left there
+        now = b.clock()
         for item in items:
             pub = item.message
             assert isinstance(pub, MqttPublication)
-            msg = Message(pub.topic, pub.payload, pub.qos, pub.retain, self.origin)
+            props, expires = message_properties(pub, now)
+            msg = Message(pub.topic, pub.payload, pub.qos, pub.retain, self.origin, props=props, expires=expires)
+            if props is not None or expires is not None:
+                older = b.without_properties(pub.topic, self.client_id)
+                if older:   # the conversion log says what those subscribers did not receive
+                    item.extra["findings"] = property_losses(pub, older)
             msg.delivery_id = pub.packet_id   # MQ Telemetry Table 5: the MsgId's id, where the subscriber has it free
             if self.client_id is None:
                 b.publish(msg)

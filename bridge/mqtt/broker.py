@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from bridge.config import BrokerConfig
 from bridge.mqtt import packets as P
+from bridge.mqtt import properties as PR
 from bridge.mqtt.connect import ROUTE_CLIENT_PREFIX, Connections
 from bridge.mqtt.connection import ClientConnection
 from bridge.mqtt.flow import FlowControl
@@ -55,7 +56,7 @@ class Broker:
         self.sessions: dict[str, Session] = {}
         self.flow = FlowControl(self.sessions)
         self.publisher = Publisher(config, store, self.sessions, self.trie, self.retained, self.messages,
-                                   self.flow.pressing, self.stats)
+                                   self.flow.pressing, self.stats, clock)
         self.subscriptions = Subscriptions(store, self.trie, self.retained, self.messages, self.publisher)
         self.table = SessionTable(self.sessions, store, self.limits, clock, self.subscriptions, self.messages)
         self.connects = Connections(config, self.table, self.publisher, self.flow, self.stats, clock,
@@ -80,6 +81,8 @@ class Broker:
         self.when_relieved = self.flow.when_relieved
         self.held_publishers = self.flow.held_publishers
         self.expire_sessions = self.table.expire
+        self.table.on_end = self.connects.delayed_wills.session_ended
+        self.publish_due_wills = self.connects.delayed_wills.publish_due
         self.retire_route_sessions = self.routes.retire
         self.settle_route_sessions = self.routes.settle
         self.drop_retired_route_session = self.routes.drop
@@ -145,6 +148,10 @@ class Broker:
             self._on_subscribe(conn, session, packet)
         elif isinstance(packet, P.Unsubscribe):
             self._on_unsubscribe(conn, session, packet)
+        elif isinstance(packet, P.Disconnect):
+            self._on_disconnect5(conn, session, packet)
+        elif isinstance(packet, P.Auth):
+            raise P.ProtocolError("AUTH, but the CONNECT named no authentication method", packet="AUTH")
         elif isinstance(packet, P.Bare):
             if packet.type == P.PINGREQ:
                 conn.send(P.PINGRESP_BYTES)
@@ -156,6 +163,22 @@ class Broker:
         else:
             raise P.ProtocolError(f"a client must not send {P.packet_name(packet)}",
                                   packet=P.packet_name(packet))
+
+    def _on_disconnect5(self, conn: ClientConnection, session: Session, packet: P.Disconnect) -> None:
+        """MQTT 5 DISCONNECT: the will is published only for reason 0x04; a Session Expiry Interval may
+        change the session's, unless CONNECT set 0 (§3.14.2.2.2)."""
+        expiry = (packet.properties or {}).get(PR.SESSION_EXPIRY_INTERVAL)
+        if expiry is not None:
+            if conn.expiry_at_connect == 0 and expiry:
+                raise P.ProtocolError("Session Expiry Interval set by DISCONNECT after 0 in CONNECT",
+                                      packet="DISCONNECT")
+            longest = int(self.limits.session_expiry_hours * 3600)
+            self.table.set_expiry(session, min(expiry, longest) if expiry else None)
+        if packet.reason_code != P.Reason.DISCONNECT_WITH_WILL:
+            conn.will = None
+        reason = "client sent DISCONNECT" if not packet.reason_code else \
+            f"client sent DISCONNECT {packet.reason_code:#04x}"
+        conn.abort(reason)
 
     # -- sessions -----------------------------------------------------------------------------------
 
@@ -184,6 +207,16 @@ class Broker:
         self.connections.pop(client_id, None)
         session.resume(link)
         return session
+
+    def without_properties(self, topic: str, client_id: str | None = None) -> list[str]:
+        """The sessions below MQTT 5 that a publication to ``topic`` (or to ``client_id`` alone) reaches: they
+        receive its payload without its MQTT 5 properties."""
+        if client_id is not None:
+            session = self.sessions.get(client_id)
+            return [client_id] if session is not None and session.protocol_level < P.MQTT_5 else []
+        sessions = self.sessions
+        return sorted(cid for cid in self.trie.match(topic) if not cid.startswith(ROUTE_CLIENT_PREFIX)
+                      and (s := sessions.get(cid)) is not None and s.protocol_level < P.MQTT_5)
 
     def delete_session(self, client_id: str) -> str:
         """Admin: delete an offline persistent session. Returns '' or the reason it cannot."""

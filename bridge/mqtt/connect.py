@@ -6,7 +6,9 @@ closes an older connection of the same client id (takeover: its will is publishe
 answers CONNACK (after the session row is committed, for a persistent session), then resumes the
 session's deliveries. When a connection ends the will is published unless the client sent DISCONNECT.
 WebSphere Message Broker docs on the MQ Telemetry Transport (CONNECT return codes, keep alive);
-MQTT 3.1.1 for level 4 (assigned client ids, session present).
+MQTT 3.1.1 for level 4 (assigned client ids, session present); MQTT 5.0 §3.1-3.2 for level 5 (Session
+Expiry Interval, Receive Maximum, Maximum Packet Size, Topic Alias Maximum, the CONNACK properties, no
+enhanced authentication: an Authentication Method is refused with 0x8C).
 """
 from __future__ import annotations
 
@@ -16,14 +18,16 @@ from collections.abc import Callable
 
 from bridge.config import BrokerConfig
 from bridge.mqtt import packets as P
+from bridge.mqtt import properties as PR
 from bridge.mqtt.auth import Authenticator
 from bridge.mqtt.connection import ClientConnection
 from bridge.mqtt.flow import FlowControl
 from bridge.mqtt.publish import Publisher
+from bridge.mqtt.session import NO_LIMIT, Session
 from bridge.mqtt.sessions import SessionTable
 from bridge.mqtt.stats import BrokerStats
 from bridge.mqtt.topics import TopicError, validate_topic_name
-from bridge.mqtt.wills import publish_will
+from bridge.mqtt.wills import DelayedWills, publish_will
 
 log = logging.getLogger("mqbridge.broker")
 
@@ -45,28 +49,40 @@ class Connections:
         self.clock = clock
         self.trace_clients = trace_clients
         self.auth = Authenticator(config)   # PasswordFileError: the broker cannot start
+        self.delayed_wills = DelayedWills(publisher, clock)
 
     def on_connect(self, conn: ClientConnection, packet: P.Connect) -> None:
         level = packet.protocol_level
         conn.reader.level = level
         conn.protocol_level = level
         client_id = packet.client_id
+        props = packet.properties or {}
+        if PR.AUTHENTICATION_DATA in props and PR.AUTHENTICATION_METHOD not in props:
+            raise P.ProtocolError("Authentication Data without an Authentication Method", packet="CONNECT")
+        if PR.AUTHENTICATION_METHOD in props:
+            raise P.ProtocolError(f"authentication method {props[PR.AUTHENTICATION_METHOD]!r} is not supported",
+                                  packet="CONNECT", code=P.Reason.BAD_AUTHENTICATION_METHOD)
         if level == P.MQTT_31 and not 1 <= len(client_id) <= MAX_31_CLIENT_ID:
             raise P.ProtocolError(f"client identifier of {len(client_id)} characters (3.1 allows 1..23)",
                                   packet="CONNECT", connack=P.ConnackCode.IDENTIFIER_REJECTED)
         if client_id.startswith(ROUTE_CLIENT_PREFIX):
             raise P.ProtocolError(f"client identifier prefix {ROUTE_CLIENT_PREFIX!r} is reserved for routes",
                                   packet="CONNECT", connack=P.ConnackCode.IDENTIFIER_REJECTED)
-        if not client_id:
-            if not packet.clean_session:
+        assigned = not client_id
+        if assigned:
+            if not packet.clean_session and level != P.MQTT_5:   # MQTT 5 assigns one in either case
                 raise P.ProtocolError("empty client identifier without clean session",
                                       packet="CONNECT", connack=P.ConnackCode.IDENTIFIER_REJECTED)
             client_id = f"auto-{uuid.uuid4().hex}"
         if packet.will is not None:
             try:
                 validate_topic_name(packet.will.topic)
+                response = (packet.will.properties or {}).get(PR.RESPONSE_TOPIC)
+                if response is not None:
+                    validate_topic_name(response)
             except TopicError as exc:
-                raise P.ProtocolError(f"will topic: {exc}", packet="CONNECT") from None
+                raise P.ProtocolError(f"will topic: {exc}", packet="CONNECT",
+                                      code=P.Reason.TOPIC_NAME_INVALID) from None
         refused = self.auth.check(conn.listener, conn.peer, packet.client_id, packet.username, packet.password)
         if refused is not None:
             raise P.ProtocolError("not authorized", packet="CONNECT", connack=refused)
@@ -76,7 +92,9 @@ class Connections:
         if old is not None and old is not conn:
             log.info("client %s: session taken over by %s (was %s)", client_id, conn.peer, old.peer)
             self.connection_lost(old, "session taken over by a new connection")
-            old.abort("session taken over")
+            old.abort("session taken over", P.Reason.SESSION_TAKEN_OVER)
+        # a will waiting for its delay: the session resumes in time (not sent), or ends (sent now)
+        self.delayed_wills.reconnected(client_id, session_ends=packet.clean_session)
 
         now = self.clock()
         conn.client_id = client_id
@@ -90,20 +108,55 @@ class Connections:
         conn.trace = client_id in self.trace_clients
         self.stats.connections_total += 1
 
-        session, session_present = self.table.open(
-            client_id, clean=packet.clean_session, level=level,
-            expiry_seconds=int(self.table.limits.session_expiry_hours * 3600), now=now)
+        limits = self.table.limits
+        longest = int(limits.session_expiry_hours * 3600)
+        ack_props: PR.Props = {}
+        if level == P.MQTT_5:
+            requested = props.get(PR.SESSION_EXPIRY_INTERVAL, 0)
+            expiry = min(requested, longest)   # 0xFFFFFFFF (never) too: the server's limit says
+            if expiry != requested:
+                ack_props[PR.SESSION_EXPIRY_INTERVAL] = expiry
+            conn.expiry_at_connect = requested
+            session, session_present = self.table.open(client_id, clean=packet.clean_session, level=level,
+                                                       expiry_seconds=expiry, now=now, persistent=expiry > 0)
+            self._limits5(conn, session, props, ack_props, assigned and client_id)
+        else:
+            session, session_present = self.table.open(client_id, clean=packet.clean_session, level=level,
+                                                       expiry_seconds=longest, now=now)
+            session.max_inflight = limits.max_inflight
+            session.max_packet_out = conn.max_packet_out
         conn.session = session
         self.connections[client_id] = conn
-        present = session_present and level == P.MQTT_311
+        present = session_present and level >= P.MQTT_311
+        if level == P.MQTT_5:
+            connack = P.encode_connack5(P.Reason.SUCCESS, present, ack_props)
+        else:
+            connack = P.encode_connack(P.ConnackCode.ACCEPTED, present)
         # CONNACK waits for the session row (a persistent session must exist once acknowledged)
         if session.persistent:
-            conn.send_durable(P.encode_connack(P.ConnackCode.ACCEPTED, present))
+            conn.send_durable(connack)
         else:
-            conn.send(P.encode_connack(P.ConnackCode.ACCEPTED, present))
+            conn.send(connack)
         log.info("client %s connected from %s (%s level %d, clean=%s, keepalive=%ds)", client_id,
                  conn.peer, packet.protocol_name, level, packet.clean_session, packet.keepalive)
         session.resume(conn)
+
+    def _limits5(self, conn: ClientConnection, session: Session, props: PR.Props, ack: PR.Props,
+                 assigned: str | bool) -> None:
+        """What an MQTT 5 client's CONNECT asks of the server's sending (Receive Maximum, Maximum Packet
+        Size) and what CONNACK tells it of the server's limits."""
+        limits = self.table.limits
+        session.max_inflight = min(limits.max_inflight, props.get(PR.RECEIVE_MAXIMUM, 65535))
+        conn.max_packet_out = session.max_packet_out = props.get(PR.MAXIMUM_PACKET_SIZE, NO_LIMIT)
+        conn.topic_alias_max = limits.topic_alias_maximum
+        if assigned:
+            ack[PR.ASSIGNED_CLIENT_IDENTIFIER] = assigned
+        if limits.max_inbound_qos2 < 65535:
+            ack[PR.RECEIVE_MAXIMUM] = limits.max_inbound_qos2
+        ack[PR.MAXIMUM_PACKET_SIZE] = limits.max_message_size + 1 + len(P.encode_length(limits.max_message_size))
+        if limits.topic_alias_maximum:
+            ack[PR.TOPIC_ALIAS_MAXIMUM] = limits.topic_alias_maximum
+        ack[PR.SHARED_SUBSCRIPTION_AVAILABLE] = 0
 
     def connection_lost(self, conn: ClientConnection, reason: str) -> None:
         """The connection ended (any reason). Publishes the will unless the client sent DISCONNECT."""
@@ -114,8 +167,17 @@ class Connections:
         del self.connections[client_id]
         will = conn.will
         conn.will = None
-        if will is not None:
-            publish_will(self.publisher, client_id, conn.username, will, reason)
         session = conn.session
+        delay = (will.properties or {}).get(PR.WILL_DELAY_INTERVAL, 0) if will is not None else 0
+        if will is not None and not delay:
+            publish_will(self.publisher, client_id, conn.username, will, reason)
         if session is not None:
             self.table.left(session)
+        if will is not None and delay:
+            if session is not None and self.table.sessions.get(client_id) is session:
+                # the session outlives the connection: the will waits (MQTT 5 §3.1.3.2.2), at most until
+                # the session expires (SessionTable.drop publishes it then)
+                self.delayed_wills.add(client_id, conn.username, will, min(delay, session.expiry_seconds or delay),
+                                       reason)
+            else:
+                publish_will(self.publisher, client_id, conn.username, will, reason)

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from bridge.mqtt import packets as P
+from bridge.mqtt import properties as PR
 
 if TYPE_CHECKING:
     from bridge.mqtt.session import Session
@@ -39,6 +40,13 @@ class ClientConnection:
         self.authenticated = False   # ``username`` was checked against a password (connect.py)
         self.will: P.Will | None = None
         self.session: Session | None = None
+        # MQTT 5 (connect.py): the client's Topic Aliases, and how many it may set; whether it asked for
+        # Session Expiry 0 at CONNECT (then DISCONNECT may not set another); its Maximum Packet Size
+        self.topic_aliases: dict[int, str] = {}
+        self.topic_alias_max = 0
+        self.expiry_at_connect = 0
+        self.max_packet_out = 1 << 62
+        self.disconnect_sent = False
         self.closed = False      # the socket ended
         self.closing = False     # closing by the broker's decision: nothing more is processed
         self.close_reason = ""
@@ -124,20 +132,34 @@ class ClientConnection:
     def can_take_qos0(self) -> bool:
         return self._buffer_size() < self._qos0_limit
 
-    def abort_after_commit(self, reason: str) -> None:
+    def abort_after_commit(self, reason: str, code: int | None = None) -> None:
         """Close like ``abort``, but only once the acknowledgements waiting for a store commit have left
         (what they acknowledge is stored); nothing more from the client is processed meanwhile."""
         if not self._held:
-            self.abort(reason)
+            self.abort(reason, code)
             return
         self.close_reason = self.close_reason or reason
         self.closing = True
-        self._after_commit(lambda: self.abort(reason))
+        self._after_commit(lambda: self.abort(reason, code))
 
-    def abort(self, reason: str) -> None:
-        """Flush what is queued (e.g. a final acknowledgement) and close."""
+    def abort(self, reason: str, code: int | None = None) -> None:
+        """Flush what is queued (e.g. a final acknowledgement) and close. ``code``: an MQTT 5 client is sent
+        DISCONNECT with that reason code and ``reason`` as its Reason String first."""
         if not self.closed:
             self.close_reason = self.close_reason or reason
+            if code is not None and self.protocol_level == P.MQTT_5 and self.client_id is not None \
+                    and not self.disconnect_sent:
+                self.disconnect_sent = True
+                self._write(self.disconnect_packet(code, reason))
         self.closing = True
         self._abort()
+
+    def disconnect_packet(self, code: int, reason: str) -> bytes:
+        """A server DISCONNECT; the Reason String only where it fits the client's Maximum Packet Size."""
+        data = P.encode_disconnect5(code, {PR.REASON_STRING: reason[:256]} if reason else None)
+        if len(data) > self.max_packet_out:
+            data = P.encode_disconnect5(code)
+        self.packets_out += 1
+        self.bytes_out += len(data)
+        return data
 

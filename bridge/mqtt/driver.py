@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from bridge.mqtt import memory
 from bridge.mqtt import packets as P
+from bridge.mqtt import properties as PR
 from bridge.mqtt.broker import Broker
 from bridge.mqtt.connection import ClientConnection
 
@@ -68,7 +69,12 @@ class ConnectionDriver:
         handle = self.broker.handle
         held = conn.held
         try:
-            for packet in conn.reader.feed(data):
+            packets = conn.reader.feed(data)
+        except P.ProtocolError as exc:   # not decodable: Malformed Packet (MQTT 5), unless it says otherwise
+            self._protocol_error(exc, P.Reason.MALFORMED_PACKET)
+            return Read.CLOSED
+        try:
+            for packet in packets:
                 conn.packets_in += 1
                 if (conn.held_by or held) and not _passes_hold(packet):
                     held.append(packet)   # in order, processed once no route session holds it
@@ -154,8 +160,9 @@ class ConnectionDriver:
             return f"keepalive expired ({conn.keepalive} s x 1.5 without a packet)"
         return None
 
-    def close(self, reason: str) -> None:
-        self.conn.abort(reason)
+    def close(self, reason: str, code: int | None = None) -> None:
+        """Close the connection; ``code``: an MQTT 5 client is told why with a DISCONNECT first."""
+        self.conn.abort(reason, code)
 
     # -- internals ----------------------------------------------------------------------------------
 
@@ -176,19 +183,30 @@ class ConnectionDriver:
             except Exception:
                 log.exception("client %s (%s): internal error on a held packet", conn.client_id, conn.peer)
                 return
-            if type(packet) is P.Bare and packet.type == P.DISCONNECT:
+            if type(packet) is P.Disconnect or type(packet) is P.Bare and packet.type == P.DISCONNECT:
                 return
 
-    def _protocol_error(self, exc: P.ProtocolError) -> None:
+    def _protocol_error(self, exc: P.ProtocolError, default: int = P.Reason.PROTOCOL_ERROR) -> None:
+        """Close for ``exc``: a refused CONNECT is answered with CONNACK, an MQTT 5 client is sent DISCONNECT
+        with the reason code (``exc.code``, else ``default``) and the error as Reason String."""
         conn = self.conn
         conn.reader.clear()   # what it sent after the broken packet is not kept until the socket is gone
         self.broker.stats.protocol_errors += 1
         who = conn.client_id or "(not connected)"
         log.warning("client %s (%s): protocol error, closing: %s", who, conn.peer, exc)
+        code = exc.code if exc.code is not None else default
+        if conn.client_id is None and conn.protocol_level == P.MQTT_5:
+            # a level 5 CONNECT refused: CONNACK with its reason code and why, then the connection closes
+            if exc.connack is not None and exc.code is None:
+                code = P.CONNACK_REASON[exc.connack]
+            conn.close_reason = f"CONNACK {code:#04x}: {exc.reason}"
+            conn.closed = conn.closing = True
+            self._final(P.encode_connack5(code, False, {PR.REASON_STRING: exc.reason[:256]}))
+            return
         if exc.connack is not None and conn.client_id is None:
             # the one answer a refused CONNECT gets, then the connection closes
             conn.close_reason = f"CONNACK {int(exc.connack)}: {exc.reason}"
             conn.closed = conn.closing = True
             self._final(P.encode_connack(int(exc.connack)))
             return
-        self.close(f"protocol error: {exc}")
+        self.close(f"protocol error: {exc}", code)

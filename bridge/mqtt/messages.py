@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
+from bridge.mqtt.properties import pack
 from bridge.mqtt.session import Message
 from bridge.mqtt.store import Store
 
@@ -53,7 +54,8 @@ class StoredMessages:
             store.reserve_message_ids(self._reserved)
         msg.store_id = mid
         msg.store_op = store.insert_message(mid, msg.topic, msg.payload, msg.qos, msg.retain, msg.origin,
-                                            self._clock(), msg.username, msg.key_id, msg.redelivery, msg.packet_id)
+                                            self._clock(), msg.username, msg.key_id, msg.redelivery, msg.packet_id,
+                                            pack(msg.props), msg.expires)
 
     def release(self, msg: Message) -> None:
         """The last delivery referring to ``msg`` ended: withdraw its insert, or delete its row."""

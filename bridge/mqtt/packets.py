@@ -1,43 +1,86 @@
-"""MQTT 3.1 / 3.1.1 codec: bytes <-> packet dataclasses, sans-I/O, with typed protocol errors.
+"""MQTT codec: bytes <-> packet dataclasses, sans-I/O, with typed protocol errors; the one import for
+every level (``from bridge.mqtt import packets as P``).
 
 Spec: WebSphere Message Broker docs, the "WebSphere MQ Telemetry Transport" chapters (MQTT 3.1:
 fixed header, remaining length, CONNECT..DISCONNECT, UTF strings) and MQTT 3.1.1 (OASIS) for level 4,
-which tightened the reserved flag bits and the UTF-8 rules.
+which tightened the reserved flag bits and the UTF-8 rules. Level 5 bodies: codec5.py; the primitives
+and reason codes: wire.py; the packet dataclasses: packet_model.py.
 """
 from __future__ import annotations
 
-import struct
-from dataclasses import dataclass
-from enum import IntEnum
+from bridge.mqtt.codec5 import (
+    decode_body5,
+    decode_connect_payload,
+    encode5,
+    encode_ack5,
+    encode_auth5,
+    encode_connack5,
+    encode_disconnect5,
+    encode_publish5,
+    encode_suback5,
+    encode_unsuback5,
+)
+from bridge.mqtt.packet_model import (
+    Auth,
+    Bare,
+    Connack,
+    Connect,
+    Disconnect,
+    Packet,
+    PacketIdOnly,
+    Publish,
+    Suback,
+    Subscribe,
+    Unsuback,
+    Unsubscribe,
+    Will,
+    packet_name,
+)
+from bridge.mqtt.wire import (
+    AUTH,
+    CONNACK,
+    CONNACK_REASON,
+    CONNECT,
+    DISCONNECT,
+    MAX_REMAINING_LENGTH,
+    MQTT_5,
+    MQTT_31,
+    MQTT_311,
+    PACKET_NAMES,
+    PINGREQ,
+    PINGRESP,
+    PROTOCOL_NAMES,
+    PUBACK,
+    PUBCOMP,
+    PUBLISH,
+    PUBREC,
+    PUBREL,
+    SUBACK,
+    SUBSCRIBE,
+    UNSUBACK,
+    UNSUBSCRIBE,
+    ConnackCode,
+    PacketTooLarge,
+    ProtocolError,
+    Reason,
+    encode_length,
+)
+from bridge.mqtt.wire import U16 as _U16
+from bridge.mqtt.wire import encode_string as _str
+from bridge.mqtt.wire import read_binary as _binary
+from bridge.mqtt.wire import read_packet_id as _packet_id
+from bridge.mqtt.wire import read_string as _string
 
-# Packet types (fixed header byte 1, bits 7-4).
-CONNECT = 1
-CONNACK = 2
-PUBLISH = 3
-PUBACK = 4
-PUBREC = 5
-PUBREL = 6
-PUBCOMP = 7
-SUBSCRIBE = 8
-SUBACK = 9
-UNSUBSCRIBE = 10
-UNSUBACK = 11
-PINGREQ = 12
-PINGRESP = 13
-DISCONNECT = 14
+__all__ = [
+    "AUTH", "CONNACK", "CONNACK_REASON", "CONNECT", "DISCONNECT", "MAX_REMAINING_LENGTH", "MQTT_5", "MQTT_31",
+    "MQTT_311", "PACKET_NAMES", "PINGREQ", "PINGRESP", "PROTOCOL_NAMES", "PUBACK", "PUBCOMP", "PUBLISH",
+    "PUBREC", "PUBREL", "SUBACK", "SUBSCRIBE", "UNSUBACK", "UNSUBSCRIBE", "Auth", "Bare", "Connack",
+    "ConnackCode", "Connect", "Disconnect", "Packet", "PacketIdOnly", "PacketTooLarge", "ProtocolError",
+    "Publish", "Reason", "Suback", "Subscribe", "Unsuback", "Unsubscribe", "Will", "encode_ack5",
+    "encode_auth5", "encode_connack5", "encode_disconnect5", "encode_length", "encode_publish5",
+    "encode_suback5", "encode_unsuback5", "packet_name",
+]
 
-PACKET_NAMES = {
-    CONNECT: "CONNECT", CONNACK: "CONNACK", PUBLISH: "PUBLISH", PUBACK: "PUBACK", PUBREC: "PUBREC",
-    PUBREL: "PUBREL", PUBCOMP: "PUBCOMP", SUBSCRIBE: "SUBSCRIBE", SUBACK: "SUBACK",
-    UNSUBSCRIBE: "UNSUBSCRIBE", UNSUBACK: "UNSUBACK", PINGREQ: "PINGREQ", PINGRESP: "PINGRESP",
-    DISCONNECT: "DISCONNECT",
-}
-
-MQTT_31 = 3    # protocol name "MQIsdp"
-MQTT_311 = 4   # protocol name "MQTT"
-PROTOCOL_NAMES = {MQTT_31: "MQIsdp", MQTT_311: "MQTT"}
-
-MAX_REMAINING_LENGTH = 268_435_455  # 4 bytes of 7 bits
 SUBACK_FAILURE = 0x80               # 3.1.1 only
 # The largest CONNECT the 3.1 layout allows (3.1.1's is 2 bytes shorter): variable header 12 bytes
 # (protocol name "MQIsdp" with its length, level, flags, keep alive), then client id, will topic, will
@@ -46,174 +89,9 @@ MAX_CONNECT_LENGTH = 12 + 5 * (2 + 65_535)
 LARGE_BODY = 64 * 1024              # PacketReader copies a body at least this large through a memoryview
 
 
-class ConnackCode(IntEnum):
-    ACCEPTED = 0
-    UNACCEPTABLE_PROTOCOL_VERSION = 1
-    IDENTIFIER_REJECTED = 2
-    SERVER_UNAVAILABLE = 3
-    BAD_USERNAME_OR_PASSWORD = 4
-    NOT_AUTHORIZED = 5
-
-
-class ProtocolError(Exception):
-    """The peer broke the protocol. ``offset`` is the byte offset inside the packet when known.
-
-    ``connack`` is set when the right answer is a CONNACK with that return code before closing.
-    """
-
-    def __init__(self, reason: str, *, packet: str | None = None, offset: int | None = None,
-                 connack: ConnackCode | None = None) -> None:
-        self.reason = reason
-        self.packet = packet
-        self.offset = offset
-        self.connack = connack
-        where = packet or "packet"
-        if offset is not None:
-            where += f" at offset {offset}"
-        super().__init__(f"{where}: {reason}")
-
-
-class PacketTooLarge(ProtocolError):
-    pass
-
-
-# ----------------------------------------------------------------------------------------------
-# Packet dataclasses
-# ----------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Will:
-    topic: str
-    payload: bytes
-    qos: int = 0
-    retain: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Connect:
-    protocol_level: int
-    client_id: str
-    clean_session: bool = True
-    keepalive: int = 60
-    will: Will | None = None
-    username: str | None = None
-    password: bytes | None = None
-
-    @property
-    def protocol_name(self) -> str:
-        return PROTOCOL_NAMES.get(self.protocol_level, "?")
-
-
-@dataclass(frozen=True, slots=True)
-class Connack:
-    return_code: int
-    session_present: bool = False
-
-
-# PUBLISH and the acks are the hot path: a frozen dataclass's __init__ (object.__setattr__ per field) costs
-# 4-5x a plain one, half of the whole decode. These two are plain slotted dataclasses: treat them as
-# immutable all the same; nothing in mqbridge mutates a decoded packet.
-@dataclass(slots=True)
-class Publish:
-    topic: str
-    payload: bytes
-    qos: int = 0
-    retain: bool = False
-    dup: bool = False
-    packet_id: int | None = None
-
-
-@dataclass(slots=True)
-class PacketIdOnly:
-    """PUBACK, PUBREC, PUBREL, PUBCOMP and UNSUBACK: a packet type and a packet identifier."""
-
-    type: int
-    packet_id: int
-    dup: bool = False   # 3.1 allowed DUP on a retried PUBREL
-
-
-@dataclass(frozen=True, slots=True)
-class Subscribe:
-    packet_id: int
-    topics: tuple[tuple[str, int], ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Suback:
-    packet_id: int
-    return_codes: tuple[int, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Unsubscribe:
-    packet_id: int
-    topics: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Bare:
-    """PINGREQ, PINGRESP and DISCONNECT: a fixed header and nothing else."""
-
-    type: int
-
-
-Packet = Connect | Connack | Publish | PacketIdOnly | Subscribe | Suback | Unsubscribe | Bare
-
-
-def packet_name(packet: Packet) -> str:
-    if isinstance(packet, (PacketIdOnly, Bare)):
-        return PACKET_NAMES[packet.type]
-    return type(packet).__name__.upper()
-
-
 # ----------------------------------------------------------------------------------------------
 # Decoding
 # ----------------------------------------------------------------------------------------------
-
-_U16 = struct.Struct(">H")
-
-
-def _string(buf: bytes, pos: int, end: int, name: str, what: str) -> tuple[str, int]:
-    """Read a length-prefixed UTF-8 string; validate it as MQTT requires."""
-    if pos + 2 > end:
-        raise ProtocolError(f"truncated length of {what}", packet=name, offset=pos)
-    n = (buf[pos] << 8) | buf[pos + 1]
-    start = pos + 2
-    stop = start + n
-    if stop > end:
-        raise ProtocolError(f"{what} declares {n} bytes but only {end - start} remain",
-                            packet=name, offset=pos)
-    raw = buf[start:stop]
-    try:
-        text = raw.decode("utf-8")  # rejects overlongs, surrogates and truncated sequences
-    except UnicodeDecodeError as exc:
-        raise ProtocolError(f"{what} is not valid UTF-8 ({exc.reason})", packet=name,
-                            offset=start + exc.start) from None
-    if "\x00" in text:
-        raise ProtocolError(f"{what} contains U+0000", packet=name, offset=start + raw.index(0))
-    return text, stop
-
-
-def _binary(buf: bytes, pos: int, end: int, name: str, what: str) -> tuple[bytes, int]:
-    if pos + 2 > end:
-        raise ProtocolError(f"truncated length of {what}", packet=name, offset=pos)
-    n = (buf[pos] << 8) | buf[pos + 1]
-    stop = pos + 2 + n
-    if stop > end:
-        raise ProtocolError(f"{what} declares {n} bytes but only {end - pos - 2} remain",
-                            packet=name, offset=pos)
-    return bytes(buf[pos + 2:stop]), stop
-
-
-def _packet_id(buf: bytes, pos: int, end: int, name: str) -> int:
-    if pos + 2 > end:
-        raise ProtocolError("truncated packet identifier", packet=name, offset=pos)
-    pid = (buf[pos] << 8) | buf[pos + 1]
-    if pid == 0:
-        raise ProtocolError("packet identifier 0 is not allowed", packet=name, offset=pos)
-    return pid
-
 
 def _decode_connect(buf: bytes, pos: int, end: int) -> Connect:
     name = "CONNECT"
@@ -223,12 +101,12 @@ def _decode_connect(buf: bytes, pos: int, end: int) -> Connect:
     level = buf[pos]
     flags = buf[pos + 1]
     keepalive = (buf[pos + 2] << 8) | buf[pos + 3]
-    if (proto, level) not in (("MQIsdp", MQTT_31), ("MQTT", MQTT_311)):
+    if (proto, level) not in (("MQIsdp", MQTT_31), ("MQTT", MQTT_311), ("MQTT", MQTT_5)):
         raise ProtocolError(f"unsupported protocol {proto!r} level {level}", packet=name, offset=pos,
                             connack=ConnackCode.UNACCEPTABLE_PROTOCOL_VERSION)
     flags_offset = pos + 1
     pos += 4
-    if flags & 0x01 and level == MQTT_311:   # 3.1 leaves it unused: ignored
+    if flags & 0x01 and level != MQTT_31:   # 3.1 leaves it unused: ignored
         raise ProtocolError("reserved connect flag bit 0 is set", packet=name, offset=flags_offset)
     clean = bool(flags & 0x02)
     will_flag = bool(flags & 0x04)
@@ -240,8 +118,10 @@ def _decode_connect(buf: bytes, pos: int, end: int) -> Connect:
         raise ProtocolError("will QoS 3 is not allowed", packet=name, offset=flags_offset)
     if not will_flag and (will_qos or will_retain):
         raise ProtocolError("will QoS/retain set without the will flag", packet=name, offset=flags_offset)
-    if level == MQTT_311 and password_flag and not username_flag:
+    if level == MQTT_311 and password_flag and not username_flag:   # MQTT 5 allows a password alone
         raise ProtocolError("password flag set without user name flag", packet=name, offset=flags_offset)
+    if level == MQTT_5:
+        return decode_connect_payload(buf, pos, end, flags, keepalive)
 
     client_id, pos = _string(buf, pos, end, name, "client identifier")
     will = None
@@ -322,7 +202,7 @@ def _decode_suback(buf: bytes, pos: int, end: int) -> Suback:
 # "not used": at level 3 only those three's QoS bits are checked, the rest ignored.
 _REQUIRED_FLAGS = {
     CONNECT: 0, CONNACK: 0, PUBACK: 0, PUBREC: 0, PUBREL: 2, PUBCOMP: 0, SUBSCRIBE: 2, SUBACK: 0,
-    UNSUBSCRIBE: 2, UNSUBACK: 0, PINGREQ: 0, PINGRESP: 0, DISCONNECT: 0,
+    UNSUBSCRIBE: 2, UNSUBACK: 0, PINGREQ: 0, PINGRESP: 0, DISCONNECT: 0, AUTH: 0,
 }
 _MQISDP = b"\x00\x06MQIsdp"   # the start of a 3.1 CONNECT's variable header
 _FIXED_LENGTH = {CONNACK: 2, PUBACK: 2, PUBREC: 2, PUBREL: 2, PUBCOMP: 2, UNSUBACK: 2,
@@ -336,7 +216,11 @@ def decode_body(ptype: int, flags: int, body: bytes, level: int = MQTT_311) -> P
     if name is None:
         raise ProtocolError(f"unknown packet type {ptype}", offset=0)
     if ptype == PUBLISH:
+        if level == MQTT_5:
+            return decode_body5(ptype, flags, body)
         return _decode_publish(body, flags, 0, end)
+    if ptype == AUTH and level != MQTT_5:
+        raise ProtocolError("unknown packet type 15 (AUTH exists in MQTT 5 only)", packet=name, offset=0)
     required = _REQUIRED_FLAGS[ptype]
     if level == MQTT_31 or ptype == CONNECT and body.startswith(_MQISDP):   # (a CONNECT names its own level)
         bad = required == 2 and flags & 0x06 != 0x02
@@ -345,6 +229,8 @@ def decode_body(ptype: int, flags: int, body: bytes, level: int = MQTT_311) -> P
     if bad:
         raise ProtocolError(f"fixed header flags {flags:#06b} are invalid (must be {required:#06b})",
                             packet=name, offset=0)
+    if level == MQTT_5 and ptype != CONNECT:
+        return decode_body5(ptype, flags, body)
     fixed = _FIXED_LENGTH.get(ptype)
     if fixed is not None and end != fixed:
         raise ProtocolError(f"remaining length {end} is invalid (must be {fixed})", packet=name, offset=1)
@@ -368,7 +254,7 @@ def decode_body(ptype: int, flags: int, body: bytes, level: int = MQTT_311) -> P
 class PacketReader:
     """Incremental decoder: ``feed(data)`` returns the complete packets; keeps partial ones.
 
-    The protocol level (3 or 4) decides which fixed-header flags are legal; set ``level`` after
+    The protocol level (3, 4 or 5) decides which fixed-header flags are legal; set ``level`` after
     CONNECT. ``max_size`` bounds the remaining length: a larger packet raises PacketTooLarge
     before its body is buffered. A server's reader sets ``connect_max``: until a CONNECT has been
     decoded, the first byte must be CONNECT's (else ProtocolError at that byte) and its remaining
@@ -428,7 +314,10 @@ class PacketReader:
                     with memoryview(buf) as view:
                         body = bytes(view[i:i + length])
                 pos = i + length
-                out.append(decode_body(first >> 4, first & 0x0F, body, self.level))
+                packet = decode_body(first >> 4, first & 0x0F, body, self.level)
+                out.append(packet)
+                if type(packet) is Connect:   # what follows in the same bytes is of its level
+                    self.level = packet.protocol_level
                 if connect_max is not None:
                     self.connect_max = None   # connected: max_size from the next packet on
             return out
@@ -449,27 +338,6 @@ class PacketReader:
 # ----------------------------------------------------------------------------------------------
 # Encoding
 # ----------------------------------------------------------------------------------------------
-
-
-def encode_length(n: int) -> bytes:
-    if n < 0 or n > MAX_REMAINING_LENGTH:
-        raise ValueError(f"remaining length {n} out of range")
-    if n < 128:
-        return bytes((n,))
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def _str(s: str) -> bytes:
-    raw = s.encode("utf-8")
-    return _U16.pack(len(raw)) + raw
 
 
 def encode_publish(topic: bytes, payload: bytes, qos: int, retain: bool, dup: bool,
@@ -506,8 +374,13 @@ def encode_suback(packet_id: int, codes: tuple[int, ...] | list[int]) -> bytes:
     return bytes((SUBACK << 4,)) + encode_length(len(body)) + body
 
 
-def encode(packet: Packet) -> bytes:
-    """Encode any packet (clients and tests use this; the broker uses the fast helpers above)."""
+def encode(packet: Packet, level: int = MQTT_311) -> bytes:
+    """Encode any packet (clients and tests use this; the broker uses the fast helpers above). A CONNECT
+    names its own level; the other packets take the form of ``level``."""
+    if level == MQTT_5 or isinstance(packet, Connect) and packet.protocol_level == MQTT_5:
+        data = encode5(packet)
+        if data is not None:
+            return data
     if isinstance(packet, Publish):
         return encode_publish(packet.topic.encode("utf-8"), packet.payload, packet.qos, packet.retain,
                               packet.dup, packet.packet_id)

@@ -10,21 +10,27 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections.abc import Callable
 
 from bridge.config import BrokerConfig
 from bridge.mqtt import packets as P
+from bridge.mqtt import properties as PR
 from bridge.mqtt.connection import ClientConnection
 from bridge.mqtt.messages import StoredMessages
+from bridge.mqtt.properties import Props, pack
 from bridge.mqtt.retained import RetainedMessages
 from bridge.mqtt.session import Message, Session
 from bridge.mqtt.stats import BrokerStats
 from bridge.mqtt.store import Store
-from bridge.mqtt.topics import SubscriptionTrie, TopicError, validate_topic_name
+from bridge.mqtt.topics import RETAIN_AS_PUBLISHED, SubscriptionTrie, TopicError, validate_topic_name
 
 log = logging.getLogger("mqbridge.broker")
 
 LISTENER_CONTROL_PREFIX = "$SYS/SCADA/MQIsdpListener/"
+# the MQTT 5 PUBLISH properties a subscriber receives unchanged (§3.3.4: the server forwards them)
+FORWARDED = frozenset({PR.PAYLOAD_FORMAT_INDICATOR, PR.CONTENT_TYPE, PR.RESPONSE_TOPIC, PR.CORRELATION_DATA,
+                       PR.USER_PROPERTY})
 
 
 def publication_digest(topic_b: bytes, payload: bytes, qos: int, retain: bool) -> bytes:
@@ -42,7 +48,7 @@ class Publisher:
 
     def __init__(self, config: BrokerConfig, store: Store, sessions: dict[str, Session], trie: SubscriptionTrie,
                  retained: RetainedMessages, messages: StoredMessages, pressing: list[Session],
-                 stats: BrokerStats) -> None:
+                 stats: BrokerStats, clock: Callable[[], float] = time.time) -> None:
         self.config = config
         self.store = store
         self.sessions = sessions
@@ -51,6 +57,7 @@ class Publisher:
         self.messages = messages
         self.pressing = pressing     # FlowControl.pressing: pushing-back sessions a delivery reached
         self.stats = stats
+        self.clock = clock
         # set by the server: ``$SYS/SCADA/MQIsdpListener/<port>|all`` ON/OFF -> what changed
         self.listener_control: Callable[[str, bool], list[str]] | None = None
 
@@ -61,10 +68,14 @@ class Publisher:
         if session is None:
             raise P.ProtocolError("PUBLISH before CONNECT", packet="PUBLISH")
         topic = packet.topic
+        props = packet.properties
+        expires = None
+        if props is not None:
+            topic, props, expires = self._properties5(conn, topic, props)
         try:
             validate_topic_name(topic)
         except TopicError as exc:
-            raise P.ProtocolError(str(exc), packet="PUBLISH") from None
+            raise P.ProtocolError(str(exc), packet="PUBLISH", code=P.Reason.TOPIC_NAME_INVALID) from None
         session.stats.received += 1
         session.stats.bytes_in += len(packet.payload)
         self.stats.received += 1
@@ -77,13 +88,14 @@ class Publisher:
                 conn.send(P.encode_ack(P.PUBREC, packet.packet_id))  # type: ignore[arg-type]
             return
         if qos == 0:
-            self.publish(Message(topic, packet.payload, 0, packet.retain, conn.client_id, username=conn.username))
+            self.publish(Message(topic, packet.payload, 0, packet.retain, conn.client_id, username=conn.username,
+                                 props=props, expires=expires))
             return
         pid = packet.packet_id
         assert pid is not None
         if qos == 1:
             msg = Message(topic, packet.payload, 1, packet.retain, conn.client_id, username=conn.username,
-                          packet_id=pid)
+                          packet_id=pid, props=props, expires=expires)
             ack = P.encode_ack(P.PUBACK, pid)
             if session.persistent:
                 writes = self._publish_qos1_persistent(session, msg, pid, packet.dup)
@@ -100,16 +112,47 @@ class Publisher:
             conn.send(ack)   # a re-sent PUBLISH (DUP): acknowledge again, publish nothing
             return
         msg = Message(topic, packet.payload, 2, packet.retain, conn.client_id, username=conn.username,
-                      packet_id=pid)
+                      packet_id=pid, props=props, expires=expires)
         if not self._may_hold_inbound(conn, session, msg):
             return
         session.hold_inbound(pid, msg)
         if session.persistent:
             session.inbound_ops[pid] = self.store.save_inbound_qos2(session.client_id, pid, topic, packet.payload,
-                                                                    packet.retain)
+                                                                    packet.retain, pack(props), expires)
             conn.send_durable(ack)
         else:
             conn.send(ack)
+
+    def _properties5(self, conn: ClientConnection, topic: str, props: Props) -> tuple[str, Props | None, float | None]:
+        """An MQTT 5 PUBLISH's properties: resolve its Topic Alias (§3.3.2.3.4), check what a client may
+        send; returns the topic, the properties forwarded to subscribers and when the message expires."""
+        alias = props.get(PR.TOPIC_ALIAS)
+        if alias is not None:
+            if alias > conn.topic_alias_max:
+                raise P.ProtocolError(f"Topic Alias {alias} exceeds the Topic Alias Maximum {conn.topic_alias_max}",
+                                      packet="PUBLISH", code=P.Reason.TOPIC_ALIAS_INVALID)
+            if topic:
+                conn.topic_aliases[alias] = topic
+            else:
+                known = conn.topic_aliases.get(alias)
+                if known is None:
+                    raise P.ProtocolError(f"Topic Alias {alias} was never set on this connection", packet="PUBLISH")
+                topic = known
+        elif not topic:
+            raise P.ProtocolError("empty topic name without a Topic Alias", packet="PUBLISH",
+                                  code=P.Reason.TOPIC_NAME_INVALID)
+        if PR.SUBSCRIPTION_IDENTIFIER in props:
+            raise P.ProtocolError("a client's PUBLISH may not carry a Subscription Identifier", packet="PUBLISH")
+        response = props.get(PR.RESPONSE_TOPIC)
+        if response is not None:
+            try:
+                validate_topic_name(response)
+            except TopicError as exc:
+                raise P.ProtocolError(f"Response Topic: {exc}", packet="PUBLISH") from None
+        interval = props.get(PR.MESSAGE_EXPIRY_INTERVAL)
+        expires = None if interval is None else self.clock() + interval
+        forwarded = {k: v for k, v in props.items() if k in FORWARDED}
+        return topic, forwarded or None, expires
 
     def _may_hold_inbound(self, conn: ClientConnection, session: Session, msg: Message) -> bool:
         """A client may leave at most max_inbound_qos2 QoS 2 publications (and max_queued_bytes of them)
@@ -124,7 +167,8 @@ class Publisher:
         reason = (f"{held} QoS 2 publications ({session.inbound_bytes} bytes) not released (no PUBREL): limits "
                   f"max_inbound_qos2 {limits.max_inbound_qos2}, max_queued_bytes {limits.max_queued_bytes}")
         log.warning("client %s (%s): closing: %s", conn.client_id, conn.peer, reason)
-        conn.abort_after_commit(reason)   # the PUBRECs of the ones it holds leave first
+        code = P.Reason.RECEIVE_MAXIMUM_EXCEEDED if held >= limits.max_inbound_qos2 else P.Reason.QUOTA_EXCEEDED
+        conn.abort_after_commit(reason, code)   # the PUBRECs of the ones it holds leave first
         return False
 
     def _publish_qos1_persistent(self, session: Session, msg: Message, pid: int, dup: bool) -> bool:
@@ -180,24 +224,29 @@ class Publisher:
         writes = False
         if msg.retain:
             writes = self.retained.set(msg)
-        matches = self.trie.match(msg.topic)
+        ids: dict[str, list[int]] = {}
+        matches = self.trie.match(msg.topic, msg.origin, ids)
         if matches:
             sessions = self.sessions
-            for client_id, sub_qos in matches.items():
+            retain = msg.retain
+            for client_id, grant in matches.items():
                 session = sessions.get(client_id)
                 if session is not None:
-                    writes |= self.deliver(session, msg, sub_qos if sub_qos < msg.qos else msg.qos)
+                    sub_qos = grant & 3
+                    writes |= self.deliver(session, msg, sub_qos if sub_qos < msg.qos else msg.qos,
+                                           retain and bool(grant & RETAIN_AS_PUBLISHED), ids.get(client_id))
             self.messages.release_if_unreferenced(msg)
         return writes
 
-    def deliver(self, session: Session, msg: Message, qos: int, retain: bool = False) -> bool:
+    def deliver(self, session: Session, msg: Message, qos: int, retain: bool = False,
+                sub_ids: list[int] | None = None) -> bool:
         """One delivery; a QoS 1/2 delivery to a persistent session stores the message first."""
         writes = False
         if qos and session.persistent:
             if msg.store_id is None:
                 self.messages.store(msg)
             writes = True
-        session.deliver(msg, qos, retain)
+        session.deliver(msg, qos, retain, sub_ids)
         if qos and session.pushing_back:
             self.pressing.append(session)
         return writes

@@ -13,11 +13,13 @@ import logging
 import socket
 import ssl
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 
 from bridge import __version__
 from bridge.config import ListenerConfig
 from bridge.mqtt import memory
+from bridge.mqtt import packets as P
 from bridge.mqtt.broker import Broker
 from bridge.mqtt.connection import ClientConnection
 from bridge.mqtt.driver import ConnectionDriver, Read
@@ -167,9 +169,9 @@ class MqttProtocol(asyncio.Protocol):
 
     # -- closing ----------------------------------------------------------------------------------
 
-    def close(self, reason: str) -> None:
+    def close(self, reason: str, code: int | None = None) -> None:
         if self.driver is not None:
-            self.driver.close(reason)
+            self.driver.close(reason, code)
         else:
             self._abort()
 
@@ -205,7 +207,6 @@ class MqttServer:
         self._sweeper: asyncio.Task[None] | None = None
         self._last_sys = 0.0
         self._last_rates = time.monotonic()
-        self._last_expiry = 0.0
         broker.listener_control = self._listener_control_sync
 
     @staticmethod
@@ -286,10 +287,12 @@ class MqttServer:
         for listener in self.listeners:
             await self.stop_listener(listener)
         for proto in list(self.connections):
-            if proto.conn is not None:
-                proto.conn.close_reason = "broker shutting down"
-                proto.conn.will = None   # a clean shutdown is not a client failure
-            proto._abort()
+            conn = proto.conn
+            if conn is not None:
+                conn.will = None   # a clean shutdown is not a client failure
+                conn.abort("broker shutting down", P.Reason.SERVER_SHUTTING_DOWN)
+            else:
+                proto._abort()
         self._flush_all()
         # let connection_lost callbacks run
         for _ in range(3):
@@ -311,7 +314,7 @@ class MqttServer:
             driver = proto.driver
             reason = driver.timed_out(now) if driver is not None else None
             if reason is not None:
-                proto.close(reason)
+                proto.close(reason, P.Reason.KEEP_ALIVE_TIMEOUT)
         mono = time.monotonic()
         dt = mono - self._last_rates
         if dt >= 1.0:
@@ -320,10 +323,8 @@ class MqttServer:
                 session.stats.tick(dt)
             for sub in self.broker.trie.subscriptions():
                 sub.tick(dt)
-        # every minute, or more often when sessions expire sooner (else they outlive expiry by ~60 s)
-        if mono - self._last_expiry >= min(60.0, self.broker.limits.session_expiry_hours * 1800):
-            self._last_expiry = mono
-            self.broker.expire_sessions()
+        self.broker.expire_sessions()   # scans only when one may be due (SessionTable.expire)
+        self.broker.publish_due_wills()
         memory.trim_if_due()   # give what a refused flood or a dropped queue held back to the OS
         if self.sys_interval and mono - self._last_sys >= self.sys_interval:
             self._last_sys = mono
@@ -346,7 +347,13 @@ class MqttServer:
             "load/messages/received/rate": f"{sum(s.stats.rate_in for s in b.sessions.values()):.1f}",
             "load/messages/sent/rate": f"{sum(s.stats.rate_out for s in b.sessions.values()):.1f}",
             "store/commits": str(b.store.commits),
+            "messages/expired": str(sum(s.stats.expired for s in b.sessions.values())),
+            "messages/too_large": str(sum(s.stats.too_large for s in b.sessions.values())),
+            "wills/delayed": str(len(b.connects.delayed_wills)),
         }
+        levels = Counter(c.protocol_level for c in b.connections.values())
+        for level, name in ((P.MQTT_31, "mqtt31"), (P.MQTT_311, "mqtt311"), (P.MQTT_5, "mqtt5")):
+            values[f"clients/connected/{name}"] = str(levels.get(level, 0))
         for key, value in values.items():
             b.publish_system(f"$SYS/broker/{key}", value)
 

@@ -12,13 +12,16 @@ there is one) and journals through a ``Journal`` (the broker's store, for persis
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections import deque
 from collections.abc import Callable
 from typing import Protocol
 
 from bridge.mqtt import packets as P
+from bridge.mqtt.properties import Props, encode_property_items
 from bridge.mqtt.store import QUEUED, RELEASED, SENT
+from bridge.mqtt.wire import U32, encode_length
 
 log = logging.getLogger("mqbridge.broker")
 
@@ -42,15 +45,20 @@ class Journal(Protocol):
     def amend(self, op: list[object] | None, params: tuple[object, ...]) -> bool: ...
 
 
+NO_LIMIT = 1 << 62
+
+
 class Message:
     """A publication as the broker routes it: encoded topic cached, stored once when durable."""
 
     __slots__ = ("topic", "topic_b", "payload", "qos", "retain", "origin", "username", "store_id", "store_op",
-                 "refs", "ts", "_qos0", "key_id", "redelivery", "packet_id", "delivery_id")
+                 "refs", "ts", "_qos0", "key_id", "redelivery", "packet_id", "delivery_id", "props", "expires",
+                 "_items", "_qos0_5")
 
     def __init__(self, topic: str, payload: bytes, qos: int, retain: bool = False,
                  origin: str | None = None, store_id: int | None = None, username: str | None = None,
-                 key_id: int | None = None, redelivery: int = 0, packet_id: int | None = None) -> None:
+                 key_id: int | None = None, redelivery: int = 0, packet_id: int | None = None,
+                 props: Props | None = None, expires: float | None = None) -> None:
         self.topic = topic
         self.topic_b = topic.encode("utf-8")
         self.payload = payload
@@ -72,6 +80,12 @@ class Message:
         # that publication's store id, redelivery how many times the publisher re-sent it
         self.key_id = key_id
         self.redelivery = redelivery
+        # MQTT 5: the properties forwarded unchanged to level 5 subscribers (Payload Format Indicator, Content
+        # Type, Response Topic, Correlation Data, User Properties) and when it expires (unix time; None: never)
+        self.props = props
+        self.expires = expires
+        self._items: bytes | None = None
+        self._qos0_5: bytes | None = None
 
     def key(self) -> int | None:
         """The id in this publication's message key (``mqtt:<id>``): the first publication's store id."""
@@ -80,6 +94,30 @@ class Message:
     def size(self) -> int:
         """What max_queued_bytes counts for this publication: payload and topic bytes."""
         return len(self.payload) + len(self.topic_b)
+
+    def expired(self, now: float) -> bool:
+        return self.expires is not None and self.expires <= now
+
+    def publish5(self, qos: int, retain: bool, dup: bool, pid: int | None, now: float,
+                 sub_ids: list[int] | None = None) -> bytes:
+        """The PUBLISH a level 5 subscriber gets: the forwarded properties, the remaining Message Expiry
+        Interval (at least 1 s: a delivery already in flight is re-sent even when its time has passed) and
+        the Subscription Identifiers of the subscriptions it matched."""
+        if qos == 0 and not retain and self.expires is None and not sub_ids and self._qos0_5 is not None:
+            return self._qos0_5
+        items = self._items
+        if items is None:
+            items = self._items = encode_property_items(self.props) if self.props else b""
+        extra = b""
+        if self.expires is not None:
+            extra = b"\x02" + U32.pack(max(1, math.ceil(self.expires - now)))
+        if sub_ids:
+            extra += b"".join(b"\x0b" + encode_length(i) for i in sub_ids)
+        props = items + extra
+        data = P.encode_publish5(self.topic_b, self.payload, qos, retain, dup, pid, encode_length(len(props)) + props)
+        if qos == 0 and not retain and self.expires is None and not sub_ids:
+            self._qos0_5 = data
+        return data
 
     def qos0_bytes(self) -> bytes:
         """QoS 0 delivery is the same bytes for every subscriber: encode once."""
@@ -92,12 +130,13 @@ class Message:
 class OutMsg:
     """A QoS 1/2 delivery to one session: queued, then in flight until acknowledged."""
 
-    __slots__ = ("msg", "qos", "retain", "packet_id", "state", "seq", "op")
+    __slots__ = ("msg", "qos", "retain", "packet_id", "state", "seq", "op", "sub_ids")
 
-    def __init__(self, msg: Message, qos: int, retain: bool, seq: int) -> None:
+    def __init__(self, msg: Message, qos: int, retain: bool, seq: int, sub_ids: list[int] | None = None) -> None:
         self.msg = msg
         self.qos = qos
         self.retain = retain
+        self.sub_ids = sub_ids    # MQTT 5: the Subscription Identifiers it is delivered for
         self.packet_id: int | None = None
         self.state = QUEUED
         self.seq = seq
@@ -105,13 +144,15 @@ class OutMsg:
 
 
 class SessionStats:
-    __slots__ = ("received", "sent", "dropped", "bytes_in", "bytes_out", "rate_in", "rate_out",
+    __slots__ = ("received", "sent", "dropped", "expired", "too_large", "bytes_in", "bytes_out", "rate_in", "rate_out",
                  "_last_in", "_last_out")
 
     def __init__(self) -> None:
         self.received = 0      # publications received from the client
         self.sent = 0          # publications sent to the client
         self.dropped = 0       # publications not delivered (queue full, QoS 0 to a slow client)
+        self.expired = 0       # MQTT 5: expired before they could be sent (Message Expiry Interval)
+        self.too_large = 0     # MQTT 5: larger than the client's Maximum Packet Size: not sent
         self.bytes_in = 0
         self.bytes_out = 0
         self.rate_in = 0.0     # messages/s, smoothed
@@ -144,7 +185,8 @@ class Session:
         self.inbound_bytes = 0                     # Message.size() of what is in ``inbound_qos2``
         self._dropping = False                     # logged that the queue is full; reset once it drains
         self._on_release = on_release     # called when a stored message loses its last reference
-        self.subscriptions: dict[str, int] = {}
+        self.subscriptions: dict[str, int] = {}   # topic filter -> subscription options (3.1/3.1.1: the QoS)
+        self.sub_ids: dict[str, int] = {}         # MQTT 5: topic filter -> its Subscription Identifier
         self.queue: deque[OutMsg] = deque()
         self.inflight: dict[int, OutMsg] = {}     # packet id -> delivery, in send order
         self.inbound_qos2: dict[int, Message] = {}
@@ -165,14 +207,19 @@ class Session:
         self.on_flow: Callable[[Session, bool], None] | None = None
         self.last_seen = 0.0
         self.expiry_seconds = 0
+        # MQTT 5: a Session Expiry Interval of 0 on a resumed persistent session: it ends with this connection
+        self.ends_with_connection = False
+        self.max_packet_out = NO_LIMIT   # MQTT 5: the client's Maximum Packet Size
+        self.clock: Callable[[], float] = time.time   # the broker's (Message.expires is in its time)
         self.stats = SessionStats()
         self._next_pid = 1
         self._next_seq = 1
 
     # -- outbound ---------------------------------------------------------------------------------
 
-    def deliver(self, msg: Message, qos: int, retain: bool = False) -> None:
-        """A publication matched one of this session's subscriptions (or is a retained replay)."""
+    def deliver(self, msg: Message, qos: int, retain: bool = False, sub_ids: list[int] | None = None) -> None:
+        """A publication matched one of this session's subscriptions (or is a retained replay); ``sub_ids``:
+        the MQTT 5 Subscription Identifiers of the subscriptions it matched."""
         link = self.link
         if qos == 0:
             if link is None:
@@ -183,6 +230,18 @@ class Session:
                 return
             if not link.can_take_qos0():
                 self.stats.dropped += 1
+                return
+            if self.protocol_level == 5:
+                now = self.clock()
+                if msg.expires is not None and msg.expires <= now:
+                    self.stats.expired += 1
+                    return
+                data = msg.publish5(0, retain, False, None, now, sub_ids)
+                if len(data) > self.max_packet_out:
+                    self.stats.too_large += 1
+                    return
+                self.stats.sent += 1
+                link.send(data)
                 return
             self.stats.sent += 1
             if retain:
@@ -201,7 +260,7 @@ class Session:
                 self.pushing_back = True
                 if self.on_flow is not None:
                     self.on_flow(self, True)
-        out = OutMsg(msg, qos, retain, self._next_seq)
+        out = OutMsg(msg, qos, retain, self._next_seq, sub_ids)
         self._next_seq += 1
         if self.journal is not None:
             self._journal_new(out)
@@ -232,7 +291,8 @@ class Session:
         out.op = journal.insert_outbound(self._outbound_row(out))
 
     def _outbound_row(self, out: OutMsg) -> tuple[object, ...]:
-        return (self.client_id, out.seq, out.msg.store_id, out.qos, int(out.retain), out.packet_id, out.state)
+        sub_ids = ",".join(map(str, out.sub_ids)) if out.sub_ids else None
+        return (self.client_id, out.seq, out.msg.store_id, out.qos, int(out.retain), out.packet_id, out.state, sub_ids)
 
     def _allocate_pid(self, preferred: int | None = None) -> int:
         inflight = self.inflight
@@ -245,7 +305,22 @@ class Session:
         return pid
 
     def _send_new(self, out: OutMsg, link: Link) -> None:
-        pid = self._allocate_pid(out.msg.delivery_id)
+        data = None
+        if self.protocol_level == 5 and self.direct_out is None:
+            msg = out.msg
+            now = self.clock()
+            if msg.expires is not None and msg.expires <= now:   # not sent yet: it is deleted (MQTT 5 §3.3.2.3.3)
+                self.stats.expired += 1
+                self.finish(out)
+                return
+            pid = self._allocate_pid(msg.delivery_id)
+            data = msg.publish5(out.qos, out.retain, False, pid, now, out.sub_ids)
+            if len(data) > self.max_packet_out:   # discarded as if delivered (MQTT 5 §3.1.2.11.4)
+                self.stats.too_large += 1
+                self.finish(out)
+                return
+        else:
+            pid = self._allocate_pid(out.msg.delivery_id)
         out.packet_id = pid
         out.state = SENT
         self.inflight[pid] = out
@@ -257,17 +332,22 @@ class Session:
             if out.qos == 2:
                 # the packet id must be durable before the PUBLISH leaves, or a crash could make us
                 # send the same message again under a new id: a QoS 2 duplicate.
-                self._emit(link, out, dup=False, durable=True)
+                self._emit(link, out, dup=False, durable=True, data=data)
                 return
-        self._emit(link, out, dup=False, durable=False)
+        self._emit(link, out, dup=False, durable=False, data=data)
 
-    def _emit(self, link: Link, out: OutMsg, *, dup: bool, durable: bool) -> None:
-        """Hand a QoS 1/2 delivery to the link: encoded, or as it is to an in-process consumer."""
+    def _emit(self, link: Link, out: OutMsg, *, dup: bool, durable: bool, data: bytes | None = None) -> None:
+        """Hand a QoS 1/2 delivery to the link: encoded (``data``, when the caller has), or as it is to an
+        in-process consumer."""
         if self.direct_out is not None:
             self.direct_out(out, dup, durable)
             return
-        msg = out.msg
-        data = P.encode_publish(msg.topic_b, msg.payload, out.qos, out.retain, dup, out.packet_id)
+        if data is None:
+            msg = out.msg
+            if self.protocol_level == 5:
+                data = msg.publish5(out.qos, out.retain, dup, out.packet_id, self.clock(), out.sub_ids)
+            else:
+                data = P.encode_publish(msg.topic_b, msg.payload, out.qos, out.retain, dup, out.packet_id)
         if durable:
             link.send_durable(data)
         else:

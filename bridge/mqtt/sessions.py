@@ -7,11 +7,13 @@ deleted by the admin or expires (session_expiry_hours since the client left; a r
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 
 from bridge.config import LimitsConfig
 from bridge.mqtt import memory
 from bridge.mqtt.messages import StoredMessages
+from bridge.mqtt.properties import unpack
 from bridge.mqtt.session import Message, OutMsg, Session
 from bridge.mqtt.store import RecoveredState, Store
 from bridge.mqtt.subscribe import Subscriptions
@@ -30,48 +32,67 @@ class SessionTable:
         self.clock = clock
         self.subscriptions = subscriptions
         self.messages = messages
+        self.on_end: Callable[[str], None] | None = None   # a session ended (a delayed will is due then)
+        self._next_due = math.inf   # no idle session expires before this time
 
     def new(self, client_id: str, *, persistent: bool, level: int) -> Session:
-        return Session(client_id, persistent=persistent, protocol_level=level,
-                       journal=self.store if persistent else None,
-                       max_inflight=self.limits.max_inflight, max_queued=self.limits.max_queued,
-                       max_queued_bytes=self.limits.max_queued_bytes, on_release=self.messages.release)
+        session = Session(client_id, persistent=persistent, protocol_level=level,
+                          journal=self.store if persistent else None,
+                          max_inflight=self.limits.max_inflight, max_queued=self.limits.max_queued,
+                          max_queued_bytes=self.limits.max_queued_bytes, on_release=self.messages.release)
+        session.clock = self.clock
+        return session
 
-    def open(self, client_id: str, *, clean: bool, level: int, expiry_seconds: int,
-             now: float) -> tuple[Session, bool]:
-        """The session a CONNECT (or a route) starts with: a clean one, or the persistent one it had (then
-        True), or a new persistent one expiring ``expiry_seconds`` after the client leaves. A persistent
+    def open(self, client_id: str, *, clean: bool, level: int, expiry_seconds: int, now: float,
+             persistent: bool | None = None) -> tuple[Session, bool]:
+        """The session a CONNECT (or a route) starts with; True: it existed. ``clean`` discards the one it had
+        (3.1.1 Clean Session, MQTT 5 Clean Start); ``persistent`` (default: not clean) keeps it after the
+        connection, expiring ``expiry_seconds`` after the client leaves (0: never). An MQTT 5 client that
+        resumes a persistent session with Session Expiry 0 has it end with this connection. A persistent
         session's row is written (CONNACK waits for it)."""
+        if persistent is None:
+            persistent = not clean
         sessions = self.sessions
         existing = sessions.get(client_id)
-        present = False
-        if clean:
-            if existing is not None:
-                self.drop(existing)
-            session = self.new(client_id, persistent=False, level=level)
-            sessions[client_id] = session
-        elif existing is not None and existing.persistent:
+        if existing is not None and (clean or not existing.persistent):
+            self.drop(existing)
+            existing = None
+        present = existing is not None
+        if existing is not None:
             session = existing
-            present = True
+            session.ends_with_connection = not persistent
+            if persistent:
+                session.expiry_seconds = expiry_seconds
         else:
-            if existing is not None:
-                self.drop(existing)
-            session = self.new(client_id, persistent=True, level=level)
+            session = self.new(client_id, persistent=persistent, level=level)
             session.expiry_seconds = expiry_seconds
             sessions[client_id] = session
         session.protocol_level = level
         session.last_seen = now
         if session.persistent:
-            self.store.save_session(client_id, level, now, session.expiry_seconds)
+            stored_expiry = -1 if session.ends_with_connection else session.expiry_seconds
+            self.store.save_session(client_id, level, now, stored_expiry)
         return session, present
+
+    def set_expiry(self, session: Session, expiry_seconds: int | None) -> None:
+        """MQTT 5 DISCONNECT changed the Session Expiry Interval (None: to 0, the session ends now)."""
+        if expiry_seconds is None:
+            session.ends_with_connection = True
+            return
+        session.ends_with_connection = False
+        session.expiry_seconds = expiry_seconds
+        if session.persistent:
+            self.store.save_session(session.client_id, session.protocol_level, self.clock(), expiry_seconds)
 
     def left(self, session: Session) -> None:
         """Its connection ended: a persistent session waits for the client, a clean one ends."""
         session.detach()
         now = self.clock()
         session.last_seen = now
-        if session.persistent:
+        if session.persistent and not session.ends_with_connection:
             self.store.touch_session(session.client_id, now)
+            if session.expiry_seconds:
+                self._next_due = min(self._next_due, now + session.expiry_seconds)
         else:
             self.drop(session)
 
@@ -85,45 +106,61 @@ class SessionTable:
             del self.sessions[cid]
         if session.persistent:
             self.store.delete_session(cid)
+        if self.on_end is not None:
+            self.on_end(cid)
 
     def expire(self) -> int:
+        """End the persistent sessions idle longer than their expiry (checked when one may be due)."""
         now = self.clock()
-        expired = [s for s in self.sessions.values()
-                   if s.persistent and s.link is None and s.expiry_seconds
-                   and now - s.last_seen > s.expiry_seconds]
+        if now < self._next_due:
+            return 0
+        idle = [s for s in self.sessions.values() if s.persistent and s.link is None and s.expiry_seconds]
+        expired = [s for s in idle if now - s.last_seen >= s.expiry_seconds]
         for session in expired:
             log.info("session %s expired after %.0f s idle", session.client_id, now - session.last_seen)
             self.drop(session)
+        gone = {id(s) for s in expired}
+        self._next_due = min((s.last_seen + s.expiry_seconds for s in idle if id(s) not in gone), default=math.inf)
         return len(expired)
 
     def recover(self, state: RecoveredState) -> int:
         """Rebuild sessions, subscriptions, queues and stored messages from the store after a (re)start;
         returns how many deliveries it put back."""
         messages = {mid: Message(m.topic, m.payload, m.qos, m.retain, m.origin, store_id=mid, username=m.username,
-                                 key_id=m.key_id, redelivery=m.redelivery, packet_id=m.packet_id)
+                                 key_id=m.key_id, redelivery=m.redelivery, packet_id=m.packet_id,
+                                 props=unpack(m.props), expires=m.expires)
                     for mid, m in state.messages.items()}
         trie = self.subscriptions.trie
         restored = 0
         for cid, stored in state.sessions.items():
+            if stored.expiry_seconds < 0:   # MQTT 5 Session Expiry 0: it ended with its connection (a crash)
+                self.store.delete_session(cid)
+                continue
             session = self.new(cid, persistent=True, level=stored.protocol_level)
             session.last_seen = stored.last_seen
             session.expiry_seconds = stored.expiry_seconds
-            for flt, qos in stored.subscriptions.items():
-                session.subscriptions[flt] = qos
-                trie.add(flt, cid, qos)
-            for seq, mid, qos, retain, pid, state_ in stored.outbound:
+            for flt, options in stored.subscriptions.items():
+                sub_id = stored.subscription_ids.get(flt)
+                session.subscriptions[flt] = options
+                if sub_id:
+                    session.sub_ids[flt] = sub_id
+                trie.add(flt, cid, options & 3, options, sub_id)
+            for seq, mid, qos, retain, pid, state_, sub_ids in stored.outbound:
                 msg = messages.get(mid)
                 if msg is None:
                     log.error("store: outbound row %s/%s refers to missing message %s", cid, seq, mid)
                     continue
-                out = OutMsg(msg, qos, bool(retain), seq)
+                out = OutMsg(msg, qos, bool(retain), seq, sub_ids)
                 out.packet_id = pid
                 out.state = state_
                 session.restore_outbound(out)
                 restored += 1
-            for pid, (topic, payload, retain) in stored.inbound_qos2.items():
-                session.hold_inbound(pid, Message(topic, payload, 2, retain, cid, packet_id=pid))
+            for pid, p in stored.inbound_qos2.items():
+                session.hold_inbound(pid, Message(p.topic, p.payload, 2, p.retain, cid, packet_id=pid,
+                                                  props=unpack(p.props), expires=p.expires))
             session.inbound_qos1.update(stored.inbound_qos1)
             self.sessions[cid] = session
+            if session.expiry_seconds:
+                self._next_due = min(self._next_due, session.last_seen + session.expiry_seconds)
         self.messages.recover(state.next_message_id, messages.values())
         return restored

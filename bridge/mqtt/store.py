@@ -22,9 +22,10 @@ from typing import Protocol
 
 log = logging.getLogger("mqbridge.store")
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # 2: messages.key_id/redelivery and table inbound_qos1 (a publisher's QoS 1 re-send keeps its message key)
 # 3: messages.packet_id (the publisher's MQTT message id, for RFH2 mqtt/msgid)
+# 4: MQTT 5: subscriptions.options/sub_id, outbound.sub_ids, props/expires of messages, inbound_qos2, retained
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -37,7 +38,9 @@ CREATE TABLE IF NOT EXISTS sessions (
 CREATE TABLE IF NOT EXISTS subscriptions (
     client_id TEXT NOT NULL,
     topic_filter TEXT NOT NULL,
-    qos INTEGER NOT NULL,
+    qos INTEGER NOT NULL,             -- the subscription options byte: QoS, and MQTT 5 No Local, Retain As
+                                      -- Published, Retain Handling (bits 2-5)
+    sub_id INTEGER,                   -- MQTT 5 Subscription Identifier
     PRIMARY KEY (client_id, topic_filter)
 );
 CREATE TABLE IF NOT EXISTS messages (
@@ -51,7 +54,9 @@ CREATE TABLE IF NOT EXISTS messages (
     username TEXT,
     key_id INTEGER,                   -- a publisher's re-send stored again: the first publication's id
     redelivery INTEGER NOT NULL DEFAULT 0,  -- how many times the publisher re-sent it (DUP) before this row
-    packet_id INTEGER                 -- the publisher's MQTT message id (QoS 1/2)
+    packet_id INTEGER,                -- the publisher's MQTT message id (QoS 1/2)
+    props BLOB,                       -- MQTT 5 properties forwarded to subscribers (encoded, with length)
+    expires REAL                      -- MQTT 5 Message Expiry: unix time
 );
 CREATE TABLE IF NOT EXISTS outbound (
     client_id TEXT NOT NULL,
@@ -61,6 +66,7 @@ CREATE TABLE IF NOT EXISTS outbound (
     retain INTEGER NOT NULL,
     packet_id INTEGER,                -- set once sent
     state INTEGER NOT NULL,           -- 0 queued, 1 PUBLISH sent, 2 PUBREC received (PUBREL sent)
+    sub_ids TEXT,                     -- MQTT 5 Subscription Identifiers it is delivered for ("1,7")
     PRIMARY KEY (client_id, seq)
 );
 CREATE TABLE IF NOT EXISTS inbound_qos2 (
@@ -69,6 +75,8 @@ CREATE TABLE IF NOT EXISTS inbound_qos2 (
     topic TEXT NOT NULL,
     payload BLOB NOT NULL,
     retain INTEGER NOT NULL,
+    props BLOB,
+    expires REAL,
     PRIMARY KEY (client_id, packet_id)
 );
 CREATE TABLE IF NOT EXISTS inbound_qos1 (
@@ -86,7 +94,9 @@ CREATE TABLE IF NOT EXISTS retained (
     payload BLOB NOT NULL,
     qos INTEGER NOT NULL,
     origin TEXT,
-    updated REAL NOT NULL
+    updated REAL NOT NULL,
+    props BLOB,
+    expires REAL
 );
 """
 
@@ -97,15 +107,28 @@ RELEASED = 2  # PUBREC received, PUBREL sent
 
 
 @dataclass(slots=True)
+class StoredPublication:
+    """A retained message, or an inbound QoS 2 one waiting for PUBREL."""
+    topic: str
+    payload: bytes
+    qos: int
+    retain: bool
+    origin: str | None = None
+    props: bytes | None = None
+    expires: float | None = None
+
+
+@dataclass(slots=True)
 class StoredSession:
     client_id: str
     protocol_level: int
     last_seen: float
     expiry_seconds: int
-    subscriptions: dict[str, int] = field(default_factory=dict)
-    outbound: list[tuple[int, int, int, int, int | None, int]] = field(default_factory=list)
-    # (seq, message_id, qos, retain, packet_id, state) in seq order
-    inbound_qos2: dict[int, tuple[str, bytes, bool]] = field(default_factory=dict)
+    subscriptions: dict[str, int] = field(default_factory=dict)   # filter -> options byte
+    subscription_ids: dict[str, int] = field(default_factory=dict)
+    outbound: list[tuple[int, int, int, int, int | None, int, list[int] | None]] = field(default_factory=list)
+    # (seq, message_id, qos, retain, packet_id, state, sub_ids) in seq order
+    inbound_qos2: dict[int, StoredPublication] = field(default_factory=dict)
     inbound_qos1: dict[int, tuple[int, int, bytes]] = field(default_factory=dict)
     # packet id -> (key_id, redelivery, digest)
 
@@ -122,13 +145,15 @@ class StoredMessage:
     key_id: int | None = None
     redelivery: int = 0
     packet_id: int | None = None
+    props: bytes | None = None
+    expires: float | None = None
 
 
 @dataclass(slots=True)
 class RecoveredState:
     sessions: dict[str, StoredSession]
     messages: dict[int, StoredMessage]
-    retained: dict[str, tuple[bytes, int, str | None]]
+    retained: dict[str, StoredPublication]
     next_message_id: int
     # (route session id, topic filter) -> the first message id stored after it subscribed
     route_since: dict[tuple[str, str], int] = field(default_factory=dict)
@@ -140,18 +165,19 @@ _SAVE_SESSION = "INSERT OR REPLACE INTO sessions VALUES (?, ?, ?, ?)"
 _TOUCH_SESSION = "UPDATE sessions SET last_seen=? WHERE client_id=?"
 _DELETE_SESSION = tuple(f"DELETE FROM {table} WHERE client_id=?"
                         for table in ("sessions", "subscriptions", "outbound", "inbound_qos2", "inbound_qos1"))
-_SAVE_SUBSCRIPTION = "INSERT OR REPLACE INTO subscriptions VALUES (?, ?, ?)"
+_SAVE_SUBSCRIPTION = "INSERT OR REPLACE INTO subscriptions (client_id, topic_filter, qos, sub_id) VALUES (?, ?, ?, ?)"
 _DELETE_SUBSCRIPTION = "DELETE FROM subscriptions WHERE client_id=? AND topic_filter=?"
 _RESERVE_MESSAGE_IDS = "INSERT OR REPLACE INTO meta VALUES ('message_id_reserved', ?)"
 _INSERT_MESSAGE = ("INSERT INTO messages (id, topic, payload, qos, retain, origin, created, username, key_id, "
-                   "redelivery, packet_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+                   "redelivery, packet_id, props, expires) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 _DELETE_MESSAGE = "DELETE FROM messages WHERE id=?"
-_INSERT_OUTBOUND = ("INSERT INTO outbound (client_id, seq, message_id, qos, retain, packet_id, state) "
-                   "VALUES (?, ?, ?, ?, ?, ?, ?)")
+_INSERT_OUTBOUND = ("INSERT INTO outbound (client_id, seq, message_id, qos, retain, packet_id, state, sub_ids) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
 _OUTBOUND_SENT = "UPDATE outbound SET packet_id=?, state=1 WHERE client_id=? AND seq=?"
 _OUTBOUND_RELEASED = "UPDATE outbound SET state=2 WHERE client_id=? AND seq=?"
 _DELETE_OUTBOUND = "DELETE FROM outbound WHERE client_id=? AND seq=?"
-_SAVE_INBOUND_QOS2 = "INSERT OR REPLACE INTO inbound_qos2 VALUES (?, ?, ?, ?, ?)"
+_SAVE_INBOUND_QOS2 = ("INSERT OR REPLACE INTO inbound_qos2 (client_id, packet_id, topic, payload, retain, props, "
+                      "expires) VALUES (?, ?, ?, ?, ?, ?, ?)")
 _DELETE_INBOUND_QOS2 = "DELETE FROM inbound_qos2 WHERE client_id=? AND packet_id=?"
 _SAVE_INBOUND_QOS1 = "INSERT OR REPLACE INTO inbound_qos1 VALUES (?, ?, ?, ?, ?)"
 _DELETE_INBOUND_QOS1 = "DELETE FROM inbound_qos1 WHERE client_id=? AND packet_id=?"
@@ -159,7 +185,8 @@ _DELETE_INBOUND_QOS1 = "DELETE FROM inbound_qos1 WHERE client_id=? AND packet_id
 ROUTE_SINCE = "route_since "
 _SAVE_ROUTE_SINCE = "INSERT OR REPLACE INTO meta VALUES (?, ?)"
 _DELETE_ROUTE_SINCE = "DELETE FROM meta WHERE key=?"
-_SAVE_RETAINED = "INSERT OR REPLACE INTO retained VALUES (?, ?, ?, ?, ?)"
+_SAVE_RETAINED = ("INSERT OR REPLACE INTO retained (topic, payload, qos, origin, updated, props, expires) "
+                  "VALUES (?, ?, ?, ?, ?, ?, ?)")
 _DELETE_RETAINED = "DELETE FROM retained WHERE topic=?"
 
 # A queued write: [sql, params, generation]. ``sql`` None means cancelled. Mutable so that a write
@@ -353,30 +380,35 @@ class StoreWriter:
         for cid, level, last_seen, expiry in conn.execute(
                 "SELECT client_id, protocol_level, last_seen, expiry_seconds FROM sessions"):
             sessions[cid] = StoredSession(cid, level, last_seen, expiry)
-        for cid, flt, qos in conn.execute("SELECT client_id, topic_filter, qos FROM subscriptions"):
+        for cid, flt, qos, sub_id in conn.execute("SELECT client_id, topic_filter, qos, sub_id FROM subscriptions"):
             if cid in sessions:
                 sessions[cid].subscriptions[flt] = qos
-        for cid, seq, mid, qos, retain, pid, state in conn.execute(
-                "SELECT client_id, seq, message_id, qos, retain, packet_id, state FROM outbound "
+                if sub_id:
+                    sessions[cid].subscription_ids[flt] = sub_id
+        for cid, seq, mid, qos, retain, pid, state, sub_ids in conn.execute(
+                "SELECT client_id, seq, message_id, qos, retain, packet_id, state, sub_ids FROM outbound "
                 "ORDER BY client_id, seq"):
             if cid in sessions:
-                sessions[cid].outbound.append((seq, mid, qos, retain, pid, state))
-        for cid, pid, topic, payload, retain in conn.execute(
-                "SELECT client_id, packet_id, topic, payload, retain FROM inbound_qos2"):
+                ids = [int(i) for i in sub_ids.split(",")] if sub_ids else None
+                sessions[cid].outbound.append((seq, mid, qos, retain, pid, state, ids))
+        for cid, pid, topic, payload, retain, props, expires in conn.execute(
+                "SELECT client_id, packet_id, topic, payload, retain, props, expires FROM inbound_qos2"):
             if cid in sessions:
-                sessions[cid].inbound_qos2[pid] = (topic, bytes(payload), bool(retain))
+                sessions[cid].inbound_qos2[pid] = StoredPublication(topic, bytes(payload), 2, bool(retain), cid,
+                                                                    _blob(props), expires)
         for cid, pid, key_id, redelivery, digest in conn.execute(
                 "SELECT client_id, packet_id, key_id, redelivery, digest FROM inbound_qos1"):
             if cid in sessions:
                 sessions[cid].inbound_qos1[pid] = (key_id, redelivery, bytes(digest))
         messages: dict[int, StoredMessage] = {}
-        for mid, topic, payload, qos, retain, origin, username, key_id, redelivery, pid in conn.execute(
-                "SELECT id, topic, payload, qos, retain, origin, username, key_id, redelivery, packet_id "
-                "FROM messages"):
+        for mid, topic, payload, qos, retain, origin, username, key_id, redelivery, pid, props, expires in conn.execute(
+                "SELECT id, topic, payload, qos, retain, origin, username, key_id, redelivery, packet_id, props, "
+                "expires FROM messages"):
             messages[mid] = StoredMessage(mid, topic, bytes(payload), qos, bool(retain), origin, username,
-                                          key_id, redelivery, pid)
-        retained = {topic: (bytes(payload), qos, origin) for topic, payload, qos, origin in
-                    conn.execute("SELECT topic, payload, qos, origin FROM retained")}
+                                          key_id, redelivery, pid, _blob(props), expires)
+        retained = {topic: StoredPublication(topic, bytes(payload), qos, True, origin, _blob(props), expires)
+                    for topic, payload, qos, origin, props, expires in
+                    conn.execute("SELECT topic, payload, qos, origin, props, expires FROM retained")}
         row = conn.execute("SELECT MAX(id) FROM messages").fetchone()
         next_id = (row[0] or 0) + 1
         # ids of messages already deleted may still be message keys (conversion log, inbound_qos1): never
@@ -409,8 +441,8 @@ class Store(StoreWriter):
         for sql in _DELETE_SESSION:
             self.write(sql, (client_id,))
 
-    def save_subscription(self, client_id: str, topic_filter: str, qos: int) -> Op:
-        return self.write(_SAVE_SUBSCRIPTION, (client_id, topic_filter, qos))
+    def save_subscription(self, client_id: str, topic_filter: str, options: int, sub_id: int | None = None) -> Op:
+        return self.write(_SAVE_SUBSCRIPTION, (client_id, topic_filter, options, sub_id))
 
     def delete_subscription(self, client_id: str, topic_filter: str) -> Op:
         return self.write(_DELETE_SUBSCRIPTION, (client_id, topic_filter))
@@ -421,8 +453,9 @@ class Store(StoreWriter):
 
     def insert_message(self, mid: int, topic: str, payload: bytes, qos: int, retain: bool, origin: str | None,
                        created: float, username: str | None, key_id: int | None, redelivery: int,
-                       packet_id: int | None = None) -> Op:
-        params = (mid, topic, payload, qos, int(retain), origin, created, username, key_id, redelivery, packet_id)
+                       packet_id: int | None = None, props: bytes | None = None, expires: float | None = None) -> Op:
+        params = (mid, topic, payload, qos, int(retain), origin, created, username, key_id, redelivery, packet_id,
+                  props, expires)
         with self._lock:   # write(), inlined here and below in what runs once per message or delivery
             op: Op = [_INSERT_MESSAGE, params, self._gen]
             self._ops.append(op)
@@ -437,7 +470,7 @@ class Store(StoreWriter):
             return op
 
     def insert_outbound(self, row: tuple[object, ...]) -> Op:
-        """``row``: (client_id, seq, message_id, qos, retain, packet_id, state), as ``amend`` takes it."""
+        """``row``: (client_id, seq, message_id, qos, retain, packet_id, state, sub_ids), as ``amend`` takes it."""
         with self._lock:
             op: Op = [_INSERT_OUTBOUND, row, self._gen]
             self._ops.append(op)
@@ -457,8 +490,9 @@ class Store(StoreWriter):
             self._lock.notify()
             return op
 
-    def save_inbound_qos2(self, client_id: str, packet_id: int, topic: str, payload: bytes, retain: bool) -> Op:
-        return self.write(_SAVE_INBOUND_QOS2, (client_id, packet_id, topic, payload, int(retain)))
+    def save_inbound_qos2(self, client_id: str, packet_id: int, topic: str, payload: bytes, retain: bool,
+                          props: bytes | None = None, expires: float | None = None) -> Op:
+        return self.write(_SAVE_INBOUND_QOS2, (client_id, packet_id, topic, payload, int(retain), props, expires))
 
     def delete_inbound_qos2(self, client_id: str, packet_id: int) -> Op:
         return self.write(_DELETE_INBOUND_QOS2, (client_id, packet_id))
@@ -480,8 +514,9 @@ class Store(StoreWriter):
     def delete_route_since(self, client_id: str, topic_filter: str) -> Op:
         return self.write(_DELETE_ROUTE_SINCE, (_since_key(client_id, topic_filter),))
 
-    def save_retained(self, topic: str, payload: bytes, qos: int, origin: str | None, updated: float) -> Op:
-        return self.write(_SAVE_RETAINED, (topic, payload, qos, origin, updated))
+    def save_retained(self, topic: str, payload: bytes, qos: int, origin: str | None, updated: float,
+                      props: bytes | None = None, expires: float | None = None) -> Op:
+        return self.write(_SAVE_RETAINED, (topic, payload, qos, origin, updated, props, expires))
 
     def delete_retained(self, topic: str) -> Op:
         return self.write(_DELETE_RETAINED, (topic,))
@@ -491,20 +526,28 @@ def _since_key(client_id: str, topic_filter: str) -> str:
     return ROUTE_SINCE + json.dumps([client_id, topic_filter])
 
 
+def _blob(value: object) -> bytes | None:
+    return None if value is None else bytes(value)  # type: ignore[arg-type]
+
+
+# columns added to existing tables since schema 1: (table, column, declaration)
+_ADDED_COLUMNS = (
+    ("messages", "username", "TEXT"), ("messages", "key_id", "INTEGER"),
+    ("messages", "redelivery", "INTEGER NOT NULL DEFAULT 0"), ("messages", "packet_id", "INTEGER"),
+    ("messages", "props", "BLOB"), ("messages", "expires", "REAL"), ("subscriptions", "sub_id", "INTEGER"),
+    ("outbound", "sub_ids", "TEXT"), ("inbound_qos2", "props", "BLOB"), ("inbound_qos2", "expires", "REAL"),
+    ("retained", "props", "BLOB"), ("retained", "expires", "REAL"),
+)
+
+
 def _migrate(conn: sqlite3.Connection, version: int) -> None:
     """Bring a store written by an older mqbridge to SCHEMA_VERSION (new tables exist already: the
     schema script creates what is missing; columns added to existing tables are added here)."""
-    columns = {r[1] for r in conn.execute("PRAGMA table_info(messages)")}
     conn.execute("BEGIN")
     try:
-        if "username" not in columns:
-            conn.execute("ALTER TABLE messages ADD COLUMN username TEXT")
-        if "key_id" not in columns:
-            conn.execute("ALTER TABLE messages ADD COLUMN key_id INTEGER")
-        if "redelivery" not in columns:
-            conn.execute("ALTER TABLE messages ADD COLUMN redelivery INTEGER NOT NULL DEFAULT 0")
-        if "packet_id" not in columns:
-            conn.execute("ALTER TABLE messages ADD COLUMN packet_id INTEGER")
+        for table, column, declaration in _ADDED_COLUMNS:
+            if column not in {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}:
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
         conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
         conn.execute("COMMIT")
     except BaseException:

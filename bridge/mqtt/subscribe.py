@@ -6,12 +6,18 @@ messages it matches, RETAIN set, at QoS min(retained, granted). MQTT 3.1 closes 
 invalid filter; 3.1.1 refuses that filter alone (SUBACK 0x80), except an empty one, which no topic filter
 may be ([MQTT-4.7.3-1]): that closes the connection, as does any invalid filter in UNSUBSCRIBE, which has
 no per-filter answer ([MQTT-4.8.0-1]: a protocol violation closes the connection).
+
+MQTT 5 (§3.8-3.11): the subscription options No Local, Retain As Published and Retain Handling (0: send
+the retained messages, 1: only for a new subscription, 2: never), a Subscription Identifier carried by
+the deliveries it causes, reason codes per filter in SUBACK and UNSUBACK (0x8F Topic Filter invalid, 0x11
+No subscription existed, 0x9E for a shared subscription, not offered yet).
 """
 from __future__ import annotations
 
 import logging
 
 from bridge.mqtt import packets as P
+from bridge.mqtt import properties as PR
 from bridge.mqtt.connection import ClientConnection
 from bridge.mqtt.messages import StoredMessages
 from bridge.mqtt.publish import Publisher
@@ -34,12 +40,19 @@ class Subscriptions:
         self.messages = messages
         self.publisher = publisher
 
-    def add(self, session: Session, topic_filter: str, qos: int) -> bool:
-        """Subscribe (or change the QoS). True: the store was written (a persistent session)."""
-        self.trie.add(topic_filter, session.client_id, qos)
-        session.subscriptions[topic_filter] = qos
+    def add(self, session: Session, topic_filter: str, qos: int, options: int | None = None,
+            sub_id: int | None = None) -> bool:
+        """Subscribe (or change the QoS and options). True: the store was written (a persistent session)."""
+        if options is None:
+            options = qos
+        self.trie.add(topic_filter, session.client_id, qos, options, sub_id)
+        session.subscriptions[topic_filter] = options
+        if sub_id:
+            session.sub_ids[topic_filter] = sub_id
+        else:
+            session.sub_ids.pop(topic_filter, None)
         if session.persistent:
-            self.store.save_subscription(session.client_id, topic_filter, qos)
+            self.store.save_subscription(session.client_id, topic_filter, options, sub_id)
             return True
         return False
 
@@ -47,6 +60,7 @@ class Subscriptions:
         """Unsubscribe. True: the store was written."""
         if session.subscriptions.pop(topic_filter, None) is None:
             return False
+        session.sub_ids.pop(topic_filter, None)
         self.trie.remove(topic_filter, session.client_id)
         if session.persistent:
             self.store.delete_subscription(session.client_id, topic_filter)
@@ -59,45 +73,66 @@ class Subscriptions:
         for topic_filter in session.subscriptions:
             self.trie.remove(topic_filter, cid)
         session.subscriptions.clear()
+        session.sub_ids.clear()
 
     def on_subscribe(self, conn: ClientConnection, session: Session, packet: P.Subscribe) -> None:
+        v5 = conn.protocol_level == P.MQTT_5
+        sub_id = (packet.properties or {}).get(PR.SUBSCRIPTION_IDENTIFIER) if v5 else None
         codes: list[int] = []
         granted: list[tuple[str, int]] = []
         writes = False
-        for topic_filter, qos in packet.topics:
+        for topic_filter, options in packet.topics:
+            qos = options & 3
             try:
                 validate_topic_filter(topic_filter)
             except TopicError as exc:
                 if conn.protocol_level == P.MQTT_31 or not topic_filter:
                     raise P.ProtocolError(f"invalid topic filter: {exc}", packet="SUBSCRIBE") from None
                 log.warning("client %s: SUBSCRIBE refused: %s", session.client_id, exc)
-                codes.append(P.SUBACK_FAILURE)
+                codes.append(P.Reason.TOPIC_FILTER_INVALID if v5 else P.SUBACK_FAILURE)
                 continue
-            writes |= self.add(session, topic_filter, qos)
+            if v5 and topic_filter.startswith("$share/"):
+                log.warning("client %s: SUBSCRIBE %s refused: shared subscriptions are not offered",
+                            session.client_id, topic_filter)
+                codes.append(P.Reason.SHARED_SUBSCRIPTIONS_NOT_SUPPORTED)
+                continue
+            existed = topic_filter in session.subscriptions
+            writes |= self.add(session, topic_filter, qos, options, sub_id)
             codes.append(qos)
-            granted.append((topic_filter, qos))
-        suback = P.encode_suback(packet.packet_id, codes)
+            handling = (options >> 4) & 3
+            if handling == 0 or handling == 1 and not existed:
+                granted.append((topic_filter, qos))
+        suback = P.encode_suback5(packet.packet_id, codes) if v5 else P.encode_suback(packet.packet_id, codes)
         if writes:
             conn.send_durable(suback)
         else:
             conn.send(suback)
         deliver = self.publisher.deliver
         release_if_unreferenced = self.messages.release_if_unreferenced
+        ids = [sub_id] if sub_id else None
         for topic_filter, qos in granted:
             for msg in self.retained.matching(topic_filter):
-                deliver(session, msg, msg.qos if msg.qos < qos else qos, retain=True)
+                deliver(session, msg, msg.qos if msg.qos < qos else qos, True, ids)
                 release_if_unreferenced(msg)
 
     def on_unsubscribe(self, conn: ClientConnection, session: Session, packet: P.Unsubscribe) -> None:
+        v5 = conn.protocol_level == P.MQTT_5
+        codes: list[int] = []
         for topic_filter in packet.topics:
             try:
                 validate_topic_filter(topic_filter)
             except TopicError as exc:
-                raise P.ProtocolError(f"invalid topic filter: {exc}", packet="UNSUBSCRIBE") from None
+                if not v5 or not topic_filter:
+                    raise P.ProtocolError(f"invalid topic filter: {exc}", packet="UNSUBSCRIBE") from None
+                codes.append(P.Reason.TOPIC_FILTER_INVALID)
+                continue
+            existed = topic_filter in session.subscriptions
+            codes.append(P.Reason.SUCCESS if existed else P.Reason.NO_SUBSCRIPTION_EXISTED)
         writes = False
-        for topic_filter in packet.topics:
-            writes |= self.remove(session, topic_filter)
-        ack = P.encode_ack(P.UNSUBACK, packet.packet_id)
+        for topic_filter, code in zip(packet.topics, codes, strict=True):
+            if code == P.Reason.SUCCESS or not v5:
+                writes |= self.remove(session, topic_filter)
+        ack = P.encode_unsuback5(packet.packet_id, codes) if v5 else P.encode_ack(P.UNSUBACK, packet.packet_id)
         if writes:
             conn.send_durable(ack)
         else:

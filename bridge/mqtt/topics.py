@@ -9,18 +9,32 @@ __all__ = ["SubscriptionTrie", "Subscription", "TopicError", "topic_matches", "v
            "validate_topic_name"]
 
 
+NO_LOCAL = 0x04              # MQTT 5 subscription options: not sent the subscriber's own publications
+RETAIN_AS_PUBLISHED = 0x08   # forwarded with the RETAIN flag it was published with (else 0)
+
+
 class Subscription:
-    """One client's subscription to one filter, with its delivery counter (for monitoring)."""
+    """One client's subscription to one filter, with its delivery counter (for monitoring).
 
-    __slots__ = ("topic_filter", "client_id", "qos", "matched", "rate", "_last")
+    ``grant`` is what a match yields: the QoS in bits 0-1, RETAIN_AS_PUBLISHED; ``no_local`` and ``sub_id``
+    (the MQTT 5 Subscription Identifier, 0: none) decide per publication."""
 
-    def __init__(self, topic_filter: str, client_id: str, qos: int) -> None:
+    __slots__ = ("topic_filter", "client_id", "qos", "grant", "no_local", "sub_id", "matched", "rate", "_last")
+
+    def __init__(self, topic_filter: str, client_id: str, qos: int, options: int = 0,
+                 sub_id: int | None = None) -> None:
         self.topic_filter = topic_filter
         self.client_id = client_id
-        self.qos = qos
+        self.set(qos, options, sub_id)
         self.matched = 0  # publications this subscription matched
         self.rate = 0.0   # matched per second, smoothed (updated by the server's sweep)
         self._last = 0
+
+    def set(self, qos: int, options: int, sub_id: int | None) -> None:
+        self.qos = qos
+        self.grant = qos | (options & RETAIN_AS_PUBLISHED)
+        self.no_local = bool(options & NO_LOCAL)
+        self.sub_id = sub_id or 0
 
     def tick(self, dt: float) -> None:
         self.rate = 0.5 * (self.matched - self._last) / dt + 0.5 * self.rate
@@ -36,7 +50,9 @@ class _Node:
 
 
 class SubscriptionTrie:
-    """Topic filter -> {client id: QoS}; ``match(topic)`` gives each client's highest QoS."""
+    """Topic filter -> {client id: subscription}; ``match(topic)`` gives each client's highest QoS (one delivery
+    per client, for all its matching subscriptions: MQTT 5 §3.3.4 allows it, and it carries every matching
+    Subscription Identifier)."""
 
     def __init__(self) -> None:
         self._root = _Node()
@@ -45,8 +61,8 @@ class SubscriptionTrie:
     def __len__(self) -> int:
         return self._count
 
-    def add(self, topic_filter: str, client_id: str, qos: int) -> bool:
-        """Returns True when the subscription is new, False when it replaced one (new QoS)."""
+    def add(self, topic_filter: str, client_id: str, qos: int, options: int = 0, sub_id: int | None = None) -> bool:
+        """Returns True when the subscription is new, False when it replaced one (new QoS or options)."""
         node = self._root
         for level in topic_filter.split("/"):
             child = node.children.get(level)
@@ -55,9 +71,9 @@ class SubscriptionTrie:
             node = child
         existing = node.subscribers.get(client_id)
         if existing is not None:
-            existing.qos = qos
+            existing.set(qos, options, sub_id)
             return False
-        node.subscribers[client_id] = Subscription(topic_filter, client_id, qos)
+        node.subscribers[client_id] = Subscription(topic_filter, client_id, qos, options, sub_id)
         self._count += 1
         return True
 
@@ -81,41 +97,51 @@ class SubscriptionTrie:
             del parent.children[level]
         return True
 
-    def match(self, topic: str) -> dict[str, int]:
+    def match(self, topic: str, origin: str | None = None, ids: dict[str, list[int]] | None = None) -> dict[str, int]:
+        """Client id -> grant (QoS | RETAIN_AS_PUBLISHED) of the subscriptions ``topic`` matches, leaving
+        out a No Local subscription of the publisher ``origin``; ``ids`` collects Subscription Identifiers."""
         result: dict[str, int] = {}
         levels = topic.split("/")
         dollar = topic.startswith("$")
-        self._walk(self._root, levels, 0, result, dollar)
+        self._walk(self._root, levels, 0, result, dollar, origin, ids)
         return result
 
-    def _walk(self, node: _Node, levels: list[str], i: int, result: dict[str, int], dollar: bool) -> None:
+    def _walk(self, node: _Node, levels: list[str], i: int, result: dict[str, int], dollar: bool,
+              origin: str | None, ids: dict[str, list[int]] | None) -> None:
         children = node.children
         if i == len(levels):
-            self._collect(node, result)
+            self._collect(node, result, origin, ids)
             # "a/#" also matches "a"
             hash_node = children.get("#")
             if hash_node is not None:
-                self._collect(hash_node, result)
+                self._collect(hash_node, result, origin, ids)
             return
         wildcards_ok = not (dollar and i == 0)  # $-topics are not matched by root wildcards
         if wildcards_ok:
             hash_node = children.get("#")
             if hash_node is not None:
-                self._collect(hash_node, result)
+                self._collect(hash_node, result, origin, ids)
             plus = children.get("+")
             if plus is not None:
-                self._walk(plus, levels, i + 1, result, dollar)
+                self._walk(plus, levels, i + 1, result, dollar, origin, ids)
         exact = children.get(levels[i])
         if exact is not None:
-            self._walk(exact, levels, i + 1, result, dollar)
+            self._walk(exact, levels, i + 1, result, dollar, origin, ids)
 
     @staticmethod
-    def _collect(node: _Node, result: dict[str, int]) -> None:
+    def _collect(node: _Node, result: dict[str, int], origin: str | None, ids: dict[str, list[int]] | None) -> None:
         for client_id, sub in node.subscribers.items():
             sub.matched += 1
+            if sub.no_local and client_id == origin:
+                continue
+            grant = sub.grant
             prev = result.get(client_id)
-            if prev is None or sub.qos > prev:
-                result[client_id] = sub.qos
+            if prev is None:
+                result[client_id] = grant
+            elif prev != grant:
+                result[client_id] = max(prev & 3, grant & 3) | ((prev | grant) & RETAIN_AS_PUBLISHED)
+            if sub.sub_id and ids is not None:
+                ids.setdefault(client_id, []).append(sub.sub_id)
 
     def subscriptions(self) -> Iterator[Subscription]:
         stack = [self._root]

@@ -1,16 +1,22 @@
 """Last Will and Testament: what a client's CONNECT asked to publish if its connection fails.
 
 Published when the connection ends without DISCONNECT (network failure, keepalive expiry, protocol
-error, takeover); never after DISCONNECT or a clean broker shutdown, and never into a ``$`` topic (a
-will could otherwise forge $SYS values). WebSphere Message Broker docs on the MQ Telemetry Transport,
-"Last Will and Testament".
+error, takeover); never after DISCONNECT (MQTT 5: unless its reason code is 0x04, Disconnect with Will
+Message) or a clean broker shutdown, and never into a ``$`` topic (a will could otherwise forge $SYS
+values). WebSphere Message Broker docs on the MQ Telemetry Transport, "Last Will and Testament"; MQTT 5.0
+§3.1.3.2 for the Will Properties: forwarded like a PUBLISH's, and a Will Delay Interval during which a
+reconnection to the session cancels the will. A delayed will is held in memory only: after a restart
+of the broker it is not sent.
 """
 from __future__ import annotations
 
+import heapq
 import logging
+from collections.abc import Callable
 
 from bridge.mqtt import packets as P
-from bridge.mqtt.publish import Publisher
+from bridge.mqtt import properties as PR
+from bridge.mqtt.publish import FORWARDED, Publisher
 from bridge.mqtt.session import Message
 
 log = logging.getLogger("mqbridge.broker")
@@ -22,4 +28,54 @@ def publish_will(publisher: Publisher, client_id: str, username: str | None, wil
         log.warning("client %s: will to %s not published: $ topics are reserved", client_id, will.topic)
         return
     log.info("client %s: publishing will to %s (%s)", client_id, will.topic, reason)
-    publisher.publish(Message(will.topic, will.payload, will.qos, will.retain, client_id, username=username))
+    props = will.properties or {}
+    forwarded = {k: v for k, v in props.items() if k in FORWARDED} or None
+    interval = props.get(PR.MESSAGE_EXPIRY_INTERVAL)
+    expires = None if interval is None else publisher.clock() + interval
+    publisher.publish(Message(will.topic, will.payload, will.qos, will.retain, client_id, username=username,
+                              props=forwarded, expires=expires))
+
+
+class DelayedWills:
+    """MQTT 5 wills with a Will Delay Interval, waiting for it to pass (``publish_due``, from the sweep),
+    for the session to end (``session_ended``) or for the client to come back (``reconnected``)."""
+
+    def __init__(self, publisher: Publisher, clock: Callable[[], float]) -> None:
+        self._publisher = publisher
+        self._clock = clock
+        self._pending: dict[str, tuple[float, str | None, P.Will, str]] = {}
+        self._due: list[tuple[float, str]] = []   # heap of (due, client id); stale entries skipped
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def add(self, client_id: str, username: str | None, will: P.Will, delay: float, reason: str) -> None:
+        due = self._clock() + delay
+        self._pending[client_id] = (due, username, will, reason)
+        heapq.heappush(self._due, (due, client_id))
+
+    def reconnected(self, client_id: str, *, session_ends: bool) -> None:
+        """A CONNECT for ``client_id``: its waiting will is cancelled, or sent now if the session ends
+        (Clean Start)."""
+        entry = self._pending.pop(client_id, None)
+        if entry is not None and session_ends:
+            publish_will(self._publisher, client_id, entry[1], entry[2], f"{entry[3]}; its session ended")
+
+    def session_ended(self, client_id: str) -> None:
+        entry = self._pending.pop(client_id, None)
+        if entry is not None:
+            publish_will(self._publisher, client_id, entry[1], entry[2], f"{entry[3]}; its session ended")
+
+    def publish_due(self) -> int:
+        now = self._clock()
+        due = self._due
+        sent = 0
+        while due and due[0][0] <= now:
+            when, client_id = heapq.heappop(due)
+            entry = self._pending.get(client_id)
+            if entry is None or entry[0] != when:
+                continue   # cancelled, or replaced by a later one
+            del self._pending[client_id]
+            publish_will(self._publisher, client_id, entry[1], entry[2], f"{entry[3]}; will delay passed")
+            sent += 1
+        return sent

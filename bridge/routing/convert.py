@@ -104,7 +104,6 @@ class RouteConverter:
         if opts.json_style == "typed" and isinstance(jms.body, MapBody | StreamBody):   # docs/json-forms.md
             typed = map_to_typed_json(jms.body) if isinstance(jms.body, MapBody) else stream_to_typed_json(jms.body)
             pub = dataclasses.replace(pub, payload=typed.encode("utf-8"))
-        _mqtt5_only_losses(pub, report)
         return Outbound(item.key, pub, topic, len(pub.payload)), "publish", report
 
     # -- MQ <-> JMS: IBM MQ docs "Mapping JMS fields onto IBM MQ fields" (docs/jms-mq.md) -------------------
@@ -129,20 +128,6 @@ class RouteConverter:
         target = self.route.target
         assert isinstance(target, QueueEndpoint)
         return Outbound(item.key, data, target.destination, item.size), C.MQFMT_RF_HEADER_2.strip(), report
-
-
-# What jms_to_mqtt maps to MQTT 5 publish properties; the built-in broker delivers MQTT 3.1/3.1.1 only
-# (MqttTarget publishes topic, payload, QoS and retain), so each of them is reported as lost.
-_MQTT5_FIELDS = (("response_topic", "JMSReplyTo"), ("correlation_data", "JMSCorrelationID"),
-                 ("content_type", "JMSType"), ("message_expiry_interval", "JMSExpiration"))
-
-
-def _mqtt5_only_losses(pub: MqttPublication, report: ConversionReport) -> None:
-    for attr, jms_name in _MQTT5_FIELDS:
-        if getattr(pub, attr) is not None:
-            report.dropped(jms_name, f"MQTT 5 {attr.replace('_', ' ')}: the built-in broker speaks MQTT 3.1.1")
-    for name, _ in pub.user_properties:
-        report.dropped(name, "MQTT 5 user property: the built-in broker speaks MQTT 3.1.1")
 
 
 def mq_to_publication(route: Route, item: Inbound) -> Result:

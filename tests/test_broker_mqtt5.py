@@ -1,0 +1,42 @@
+"""MQTT 5.0 in the built-in broker, with real MQTT 5 clients (paho-mqtt 2.x, MQTTv5)."""
+from __future__ import annotations
+
+from bridge.mqtt import packets as P
+from bridge.mqtt import properties as PR
+from tests.support.mqtt5_client import V5, publish_props
+from tests.support.mqtt_clients import RawClient
+
+
+def test_properties_reach_a_v5_subscriber_unchanged(gateway):
+    sub = V5(gateway.port, "sub").connect()
+    assert sub.subscribe("p/#", 1) == [1]
+    pub = V5(gateway.port, "pub").connect()
+    props = publish_props(ContentType="text/plain", ResponseTopic="reply/here", CorrelationData=b"\x00\x01corr",
+                          PayloadFormatIndicator=1, UserProperty=[("a", "1"), ("b", "2"), ("a", "3")],
+                          MessageExpiryInterval=3600)
+    pub.client.publish("p/1", b"hello", 1, properties=props).wait_for_publish(10)
+    (msg,) = sub.wait(1)
+    got = msg.properties
+    assert msg.payload == b"hello" and msg.topic == "p/1"
+    assert got.ContentType == "text/plain" and got.ResponseTopic == "reply/here"
+    assert got.CorrelationData == b"\x00\x01corr" and got.PayloadFormatIndicator == 1
+    assert got.UserProperty == [("a", "1"), ("b", "2"), ("a", "3")]
+    assert 3590 <= got.MessageExpiryInterval <= 3600
+    pub.close()
+    sub.close()
+
+
+def test_packets_sent_with_the_connect_are_decoded_at_its_level(gateway):
+    """A client may send SUBSCRIBE and PUBLISH right behind its CONNECT, before CONNACK: they are level 5."""
+    raw = RawClient(gateway.port)
+    raw.send(P.encode(P.Connect(5, "pipelined", properties={PR.RECEIVE_MAXIMUM: 10}))
+             + P.encode(P.Subscribe(1, (("pipe/#", 1),), {PR.SUBSCRIPTION_IDENTIFIER: 7}), 5)
+             + P.encode(P.Publish("pipe/a", b"x", 1, packet_id=2, properties={PR.CONTENT_TYPE: "t"}), 5))
+    raw.reader.level = 5
+    got = [raw.recv() for _ in range(4)]
+    assert isinstance(got[0], P.Connack) and got[0].return_code == 0
+    assert P.Suback(1, (1,)) in got
+    assert P.PacketIdOnly(P.PUBACK, 2) in got
+    (pub,) = [p for p in got if isinstance(p, P.Publish)]
+    assert pub.topic == "pipe/a" and pub.properties == {PR.CONTENT_TYPE: "t", PR.SUBSCRIPTION_IDENTIFIER: [7]}
+    raw.close()
