@@ -17,6 +17,7 @@ from typing import Any
 
 from bridge import __version__
 from bridge.admin_token import HEADER, bearer
+from bridge.mqtt import packets as P
 from bridge.mqtt.broker import ROUTE_CLIENT_PREFIX, Broker
 from bridge.mqtt.server import MqttServer
 from bridge.mqtt.session import Session
@@ -241,5 +242,5 @@ class AdminServer:
         if conn is None:
             return 404, {"error": f"client {client_id!r} is not connected"}
         conn.close_reason = "disconnected by administrator"
-        conn.abort("disconnected by administrator")
+        conn.abort("disconnected by administrator", P.Reason.ADMINISTRATIVE_ACTION)
         return 200, {"disconnected": client_id}

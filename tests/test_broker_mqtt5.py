@@ -40,3 +40,19 @@ def test_packets_sent_with_the_connect_are_decoded_at_its_level(gateway):
     (pub,) = [p for p in got if isinstance(p, P.Publish)]
     assert pub.topic == "pipe/a" and pub.properties == {PR.CONTENT_TYPE: "t", PR.SUBSCRIPTION_IDENTIFIER: [7]}
     raw.close()
+
+
+def test_a_publication_read_together_with_a_broken_packet_is_not_lost(gateway):
+    sub = V5(gateway.port, "watcher").connect()
+    assert sub.subscribe("kept/#", 1) == [1]
+    raw = RawClient(gateway.port)
+    raw.send(P.encode(P.Connect(5, "sloppy")))
+    raw.reader.level = 5
+    assert raw.recv().return_code == 0
+    raw.send(P.encode(P.Publish("kept/1", b"first", 1, packet_id=9), 5) + b"\xf5\x00")   # AUTH flags must be 0
+    assert raw.recv() == P.PacketIdOnly(P.PUBACK, 9)
+    closing = raw.recv()
+    assert isinstance(closing, P.Disconnect) and closing.reason_code == P.Reason.MALFORMED_PACKET
+    (msg,) = sub.wait(1)
+    assert msg.payload == b"first"
+    sub.close()

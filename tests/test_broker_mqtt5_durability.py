@@ -212,10 +212,7 @@ def test_session_with_expiry_zero_does_not_survive_a_restart(gateway, how):
     third.close()
 
 
-@pytest.mark.parametrize("how", ["stop", pytest.param("kill", marks=pytest.mark.xfail(
-    strict=True, reason="a session's stored last_seen is its CONNECT time until the client leaves; after a crash "
-                        "SessionTable.recover counts the Session Expiry Interval from the CONNECT, so a session "
-                        "connected longer than its interval expires at once"))])
+@pytest.mark.parametrize("how", ["stop", "kill"])
 def test_session_expiry_counts_from_the_end_of_the_connection_after_a_restart(gateway, how):
     c = v5(gateway.port, "long-lived", clean=False, expiry=6)
     c.subscribe("ll/#", 1)
@@ -235,8 +232,6 @@ def test_session_expiry_counts_from_the_end_of_the_connection_after_a_restart(ga
     back.close()
 
 
-@pytest.mark.xfail(strict=True, reason="DelayedWills lives in memory only: a will waiting for its Will Delay "
-                                       "Interval is lost when the gateway restarts, its session is not")
 def test_delayed_will_of_a_persistent_session_survives_a_restart(gateway):
     watcher = v5(gateway.port, "dw-watch", clean=False, expiry=3600)
     watcher.subscribe("dw/#", 1)

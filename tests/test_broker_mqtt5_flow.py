@@ -7,7 +7,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import pytest
 from paho.mqtt.packettypes import PacketTypes
 
 from bridge.mqtt import packets as P
@@ -98,8 +97,6 @@ def test_qos2_delivery_holds_the_receive_maximum_until_pubcomp(gateway):
     raw.close()
 
 
-@pytest.mark.xfail(strict=True, reason="Session.on_pubrec ignores the PUBREC reason code: after PUBREC 0x80 it "
-                   "sends PUBREL and keeps the delivery in flight, so the Receive Maximum window stays used")
 def test_pubrec_with_an_error_code_ends_the_qos2_flow_and_frees_the_window(gateway):
     raw, pub, first = qos2_window(gateway, "qe-raw")
     raw.send(P.encode(P.PacketIdOnly(P.PUBREC, first.packet_id, reason_code=0x80), 5))
@@ -154,8 +151,6 @@ def inflight_left_unacknowledged(gateway: Any, client_id: str, payloads: list[by
     return again, pub
 
 
-@pytest.mark.xfail(strict=True, reason="Session.resume re-sends every in-flight delivery, ignoring the Receive "
-                   "Maximum of the new connection")
 def test_resumed_session_resends_no_more_than_the_new_receive_maximum(gateway):
     payloads = [b"r%d" % i for i in range(5)]
     raw, pub = inflight_left_unacknowledged(gateway, "rr-raw", payloads, {PR.RECEIVE_MAXIMUM: 2})
@@ -171,8 +166,6 @@ def test_resumed_session_resends_no_more_than_the_new_receive_maximum(gateway):
     raw.close()
 
 
-@pytest.mark.xfail(strict=True, reason="Session.resume re-sends in-flight deliveries without checking the new "
-                   "connection's Maximum Packet Size")
 def test_resumed_session_is_not_resent_what_exceeds_its_new_maximum_packet_size(gateway):
     raw, pub = inflight_left_unacknowledged(gateway, "rp-raw", [b"x" * 500, b"small"], {PR.MAXIMUM_PACKET_SIZE: 100})
     publish(pub, "rs/marker", b"marker", 0)
@@ -264,8 +257,6 @@ def test_publish_larger_than_the_servers_maximum_packet_size_closes_the_connecti
     sub.close()
 
 
-@pytest.mark.xfail(strict=True, reason="PacketReader raises PacketTooLarge without a reason code, so the driver "
-                   "sends DISCONNECT 0x81 (Malformed Packet), not 0x95 (Packet too large)")
 def test_publish_larger_than_the_servers_maximum_packet_size_is_answered_with_0x95(gateway_factory):
     gw = gateway_factory({"broker": {"limits": {"max_message_size": 1024}}})
     raw, _ = raw5(gw.port, "mt-raw")

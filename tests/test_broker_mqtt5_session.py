@@ -354,8 +354,6 @@ def test_disconnect_with_will_message_publishes_it_normal_does_not(gateway):
     watcher.close()
 
 
-@pytest.mark.xfail(strict=True, reason="Broker._on_disconnect5 discards the will for every reason code but "
-                                       "0x04; only 0x00 Normal disconnection may discard it")
 def test_disconnect_with_an_error_code_publishes_the_will(gateway):
     """MQTT 5 §3.1.2.5: the will is published when the client closes without a DISCONNECT with Reason Code
     0x00, and [MQTT-3.1.2-10] removes it on a DISCONNECT with 0x00 only; 0x80 is Unspecified error."""
@@ -476,8 +474,6 @@ def test_authentication_refused_in_connack(gateway, props, expected):
     still_serving(gateway.port)
 
 
-@pytest.mark.xfail(strict=True, reason="ConnectionDriver._protocol_error answers a refused level 5 CONNECT "
-                                       "with a Reason String whatever the client's Maximum Packet Size")
 def test_refusing_connack_respects_the_clients_maximum_packet_size(gateway):
     raw, ack = raw5(gateway.port, "small-refused", props={PR.AUTHENTICATION_METHOD: "SCRAM-SHA-1",
                                                           PR.MAXIMUM_PACKET_SIZE: 16})

@@ -287,3 +287,15 @@ def test_largest_connect_fits_max_connect_length():
     reader = P.PacketReader(10 * 1024 * 1024, level=P.MQTT_31, connect_max=P.MAX_CONNECT_LENGTH)
     (packet,) = reader.feed(data)
     assert isinstance(packet, P.Connect) and len(data) - 1 - 3 == P.MAX_CONNECT_LENGTH
+
+
+def test_packets_before_a_bad_one_in_the_same_bytes_are_returned() -> None:
+    """A good PUBLISH and a broken packet read together: the PUBLISH is returned (the broker handles it,
+    nothing is lost), the error is kept for the caller, and the next feed raises it."""
+    reader = P.PacketReader()
+    good = P.encode(P.Publish("a/b", b"kept", 1, packet_id=3))
+    out = reader.feed(good + b"\x00\x00")   # packet type 0 does not exist
+    assert out == [P.Publish("a/b", b"kept", 1, packet_id=3)]
+    assert reader.error is not None and "unknown packet type 0" in reader.error.reason
+    with pytest.raises(P.ProtocolError):
+        reader.feed(b"")

@@ -63,7 +63,8 @@ def test_group_commit_batches_writes(tmp_path: Path) -> None:
 def test_close_flushes_and_reload_recovers(tmp_path: Path) -> None:
     store = Store(tmp_path / "s.db")
     store.open()
-    store.write("INSERT INTO sessions VALUES ('c1', 4, 1.0, 3600)")
+    store.write("INSERT INTO sessions (client_id, protocol_level, last_seen, expiry_seconds) "
+                "VALUES ('c1', 4, 1.0, 3600)")
     store.write("INSERT INTO subscriptions (client_id, topic_filter, qos) VALUES ('c1', 'a/#', 2)")
     store.write("INSERT INTO messages (id, topic, payload, qos, retain, origin, created, username) "
                 "VALUES (7, 'a/b', x'00ff', 2, 0, 'p', 1.0, 'u')")
@@ -98,3 +99,46 @@ def test_newer_schema_is_refused(tmp_path: Path) -> None:
         assert "newer" in str(exc)
     else:
         raise AssertionError("a newer schema was accepted")
+
+
+def test_schema_3_store_is_migrated_to_4_keeping_every_row(tmp_path: Path) -> None:
+    """A store of mqbridge before MQTT 5: its rows come back, the MQTT 5 columns empty."""
+    db = tmp_path / "v3.db"
+    with sqlite3.connect(db) as conn:
+        conn.executescript("""
+            CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+            INSERT INTO meta VALUES ('schema_version', '3');
+            CREATE TABLE sessions (client_id TEXT PRIMARY KEY, protocol_level INTEGER NOT NULL,
+                last_seen REAL NOT NULL, expiry_seconds INTEGER NOT NULL);
+            CREATE TABLE subscriptions (client_id TEXT NOT NULL, topic_filter TEXT NOT NULL, qos INTEGER NOT NULL,
+                PRIMARY KEY (client_id, topic_filter));
+            CREATE TABLE messages (id INTEGER PRIMARY KEY, topic TEXT NOT NULL, payload BLOB NOT NULL,
+                qos INTEGER NOT NULL, retain INTEGER NOT NULL, origin TEXT, created REAL NOT NULL, username TEXT,
+                key_id INTEGER, redelivery INTEGER NOT NULL DEFAULT 0, packet_id INTEGER);
+            CREATE TABLE outbound (client_id TEXT NOT NULL, seq INTEGER NOT NULL, message_id INTEGER NOT NULL,
+                qos INTEGER NOT NULL, retain INTEGER NOT NULL, packet_id INTEGER, state INTEGER NOT NULL,
+                PRIMARY KEY (client_id, seq));
+            CREATE TABLE inbound_qos2 (client_id TEXT NOT NULL, packet_id INTEGER NOT NULL, topic TEXT NOT NULL,
+                payload BLOB NOT NULL, retain INTEGER NOT NULL, PRIMARY KEY (client_id, packet_id));
+            CREATE TABLE retained (topic TEXT PRIMARY KEY, payload BLOB NOT NULL, qos INTEGER NOT NULL, origin TEXT,
+                updated REAL NOT NULL);
+            INSERT INTO sessions VALUES ('c1', 4, 5.0, 3600);
+            INSERT INTO subscriptions VALUES ('c1', 'a/#', 1);
+            INSERT INTO messages VALUES (3, 'a/b', x'01', 1, 0, 'p', 1.0, NULL, NULL, 0, 7);
+            INSERT INTO outbound VALUES ('c1', 1, 3, 1, 0, NULL, 0);
+            INSERT INTO inbound_qos2 VALUES ('c1', 9, 'x', x'02', 0);
+            INSERT INTO retained VALUES ('r', x'03', 1, 'p', 1.0);
+        """)
+    store = Store(db)
+    state = store.open()
+    store.close()
+    s = state.sessions["c1"]
+    assert (s.last_seen, s.expiry_seconds, s.connected) == (5.0, 3600, False)
+    assert s.subscriptions == {"a/#": 1} and s.subscription_ids == {}
+    assert s.outbound == [(1, 3, 1, 0, None, 0, None)]
+    assert s.inbound_qos2 == {9: StoredPublication("x", b"\x02", 2, False, "c1")}
+    assert (state.messages[3].packet_id, state.messages[3].props, state.messages[3].expires) == (7, None, None)
+    assert state.retained == {"r": StoredPublication("r", b"\x03", 1, True, "p")}
+    assert state.wills == []
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "4"

@@ -100,6 +100,7 @@ class Broker:
         """Rebuild sessions, queues and retained messages from the store after a (re)start."""
         self.retained.recover(state.retained)
         restored = self.table.recover(state)
+        self.connects.delayed_wills.recover(state.wills)
         self.routes.recover(state.route_since)
         log.info("recovered %d persistent sessions, %d queued/in-flight deliveries, %d retained",
                  len(state.sessions), restored, len(self.retained))
@@ -126,7 +127,7 @@ class Broker:
             if t == P.PUBACK:
                 session.on_puback(packet.packet_id)
             elif t == P.PUBREC:
-                session.on_pubrec(packet.packet_id)
+                session.on_pubrec(packet.packet_id, packet.reason_code)
             elif t == P.PUBCOMP:
                 session.on_pubcomp(packet.packet_id)
             elif t == P.PUBREL:
@@ -174,8 +175,9 @@ class Broker:
                                       packet="DISCONNECT")
             longest = int(self.limits.session_expiry_hours * 3600)
             self.table.set_expiry(session, min(expiry, longest) if expiry else None)
-        if packet.reason_code != P.Reason.DISCONNECT_WITH_WILL:
+        if packet.reason_code == P.Reason.SUCCESS:   # [MQTT-3.1.2-10]: 0x04 and the error codes keep it
             conn.will = None
+            self.connects.delayed_wills.disarm(conn.client_id)
         reason = "client sent DISCONNECT" if not packet.reason_code else \
             f"client sent DISCONNECT {packet.reason_code:#04x}"
         conn.abort(reason)

@@ -49,7 +49,7 @@ class Connections:
         self.clock = clock
         self.trace_clients = trace_clients
         self.auth = Authenticator(config)   # PasswordFileError: the broker cannot start
-        self.delayed_wills = DelayedWills(publisher, clock)
+        self.delayed_wills = DelayedWills(publisher, clock, table.store)
 
     def on_connect(self, conn: ClientConnection, packet: P.Connect) -> None:
         level = packet.protocol_level
@@ -57,6 +57,7 @@ class Connections:
         conn.protocol_level = level
         client_id = packet.client_id
         props = packet.properties or {}
+        conn.max_packet_out = props.get(PR.MAXIMUM_PACKET_SIZE, NO_LIMIT)   # also for a refusing CONNACK
         if PR.AUTHENTICATION_DATA in props and PR.AUTHENTICATION_METHOD not in props:
             raise P.ProtocolError("Authentication Data without an Authentication Method", packet="CONNECT")
         if PR.AUTHENTICATION_METHOD in props:
@@ -127,6 +128,7 @@ class Connections:
             session.max_packet_out = conn.max_packet_out
         conn.session = session
         self.connections[client_id] = conn
+        self.delayed_wills.arm(client_id, packet.username, packet.will, session.persistent)
         present = session_present and level >= P.MQTT_311
         if level == P.MQTT_5:
             connack = P.encode_connack5(P.Reason.SUCCESS, present, ack_props)

@@ -82,6 +82,9 @@ class ConnectionDriver:
                 handle(conn, packet)
                 if conn.closed or conn.closing:
                     return Read.CLOSED
+            if conn.reader.error is not None:   # a bad packet after the good ones just handled
+                self._protocol_error(conn.reader.error, P.Reason.MALFORMED_PACKET)
+                return Read.CLOSED
             if held:
                 conn.held_bytes += len(data)
                 if conn.held_bytes >= HELD_READ_BYTES:
@@ -195,13 +198,17 @@ class ConnectionDriver:
         who = conn.client_id or "(not connected)"
         log.warning("client %s (%s): protocol error, closing: %s", who, conn.peer, exc)
         code = exc.code if exc.code is not None else default
-        if conn.client_id is None and conn.protocol_level == P.MQTT_5:
-            # a level 5 CONNECT refused: CONNACK with its reason code and why, then the connection closes
+        if conn.client_id is None and P.MQTT_5 in (conn.protocol_level, exc.level):
+            # a level 5 CONNECT refused: CONNACK with its reason code and why (where the client's Maximum
+            # Packet Size allows; unknown when its CONNECT could not be decoded), then the connection closes
             if exc.connack is not None and exc.code is None:
                 code = P.CONNACK_REASON[exc.connack]
             conn.close_reason = f"CONNACK {code:#04x}: {exc.reason}"
             conn.closed = conn.closing = True
-            self._final(P.encode_connack5(code, False, {PR.REASON_STRING: exc.reason[:256]}))
+            data = P.encode_connack5(code, False, {PR.REASON_STRING: exc.reason[:256]})
+            if exc.level == P.MQTT_5 or len(data) > conn.max_packet_out:
+                data = P.encode_connack5(code, False, None)
+            self._final(data)
             return
         if exc.connack is not None and conn.client_id is None:
             # the one answer a refused CONNECT gets, then the connection closes

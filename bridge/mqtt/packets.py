@@ -121,7 +121,11 @@ def _decode_connect(buf: bytes, pos: int, end: int) -> Connect:
     if level == MQTT_311 and password_flag and not username_flag:   # MQTT 5 allows a password alone
         raise ProtocolError("password flag set without user name flag", packet=name, offset=flags_offset)
     if level == MQTT_5:
-        return decode_connect_payload(buf, pos, end, flags, keepalive)
+        try:
+            return decode_connect_payload(buf, pos, end, flags, keepalive)
+        except ProtocolError as exc:   # answered with a level 5 CONNACK
+            exc.level = MQTT_5
+            raise
 
     client_id, pos = _string(buf, pos, end, name, "client identifier")
     will = None
@@ -261,7 +265,7 @@ class PacketReader:
     length at most ``connect_max``, so a connection that has not connected buffers at most that much.
     """
 
-    __slots__ = ("_buf", "level", "max_size", "connect_max")
+    __slots__ = ("_buf", "level", "max_size", "connect_max", "error")
 
     def __init__(self, max_size: int = MAX_REMAINING_LENGTH, level: int = MQTT_311,
                  connect_max: int | None = None) -> None:
@@ -269,8 +273,13 @@ class PacketReader:
         self.max_size = max_size
         self.level = level
         self.connect_max = connect_max   # None: no CONNECT expected first (a client's reader, or connected)
+        # a bad packet behind good ones in the same bytes: they are returned, and this error is for the caller
+        # to act on after them (a later ``feed`` raises it)
+        self.error: ProtocolError | None = None
 
     def feed(self, data: bytes) -> list[Packet]:
+        if self.error is not None:
+            raise self.error
         buf = self._buf
         buf += data
         out: list[Packet] = []
@@ -320,6 +329,11 @@ class PacketReader:
                     self.level = packet.protocol_level
                 if connect_max is not None:
                     self.connect_max = None   # connected: max_size from the next packet on
+            return out
+        except ProtocolError as exc:
+            if not out:
+                raise
+            self.error = exc   # what came before it was well formed: handled first, nothing lost
             return out
         finally:
             if pos:

@@ -242,9 +242,9 @@ def pack(props: Props | None) -> bytes | None:
     return encode_properties(props) if props else None
 
 
-def unpack(blob: bytes | None) -> Props | None:
-    """What ``pack`` stored."""
+def unpack(blob: bytes | None, packet: int = PUBLISH) -> Props | None:
+    """What ``pack`` stored: a publication's properties (``packet`` WILL: a will's)."""
     if not blob:
         return None
-    props, _ = decode_properties(blob, 0, len(blob), PUBLISH, "stored properties")
+    props, _ = decode_properties(blob, 0, len(blob), packet, "stored properties")
     return props or None

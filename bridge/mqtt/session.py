@@ -12,16 +12,17 @@ there is one) and journals through a ``Journal`` (the broker's store, for persis
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections import deque
 from collections.abc import Callable
 from typing import Protocol
 
 from bridge.mqtt import packets as P
-from bridge.mqtt.properties import Props, encode_property_items
+from bridge.mqtt.message import NO_LIMIT, Message, OutMsg, SessionStats
+from bridge.mqtt.outgoing import delivery_bytes, qos0_bytes
 from bridge.mqtt.store import QUEUED, RELEASED, SENT
-from bridge.mqtt.wire import U32, encode_length
+
+__all__ = ["NO_LIMIT", "Journal", "Link", "Message", "OutMsg", "Session", "SessionStats"]
 
 log = logging.getLogger("mqbridge.broker")
 
@@ -45,131 +46,6 @@ class Journal(Protocol):
     def amend(self, op: list[object] | None, params: tuple[object, ...]) -> bool: ...
 
 
-NO_LIMIT = 1 << 62
-
-
-class Message:
-    """A publication as the broker routes it: encoded topic cached, stored once when durable."""
-
-    __slots__ = ("topic", "topic_b", "payload", "qos", "retain", "origin", "username", "store_id", "store_op",
-                 "refs", "ts", "_qos0", "key_id", "redelivery", "packet_id", "delivery_id", "props", "expires",
-                 "_items", "_qos0_5")
-
-    def __init__(self, topic: str, payload: bytes, qos: int, retain: bool = False,
-                 origin: str | None = None, store_id: int | None = None, username: str | None = None,
-                 key_id: int | None = None, redelivery: int = 0, packet_id: int | None = None,
-                 props: Props | None = None, expires: float | None = None) -> None:
-        self.topic = topic
-        self.topic_b = topic.encode("utf-8")
-        self.payload = payload
-        self.qos = qos
-        self.retain = retain
-        self.origin = origin          # publishing client id
-        self.username = username      # its user name (CONNECT), for MQ UserIdentifier / JMSXUserID
-        self.packet_id = packet_id    # the publisher's MQTT message id (QoS 1/2), for RFH2 mqtt/msgid
-        # the id a QoS 1/2 delivery of it takes where that session has it free (an MQ message's, from its
-        # MsgId: MQ Telemetry Table 5); None, or in use: the session's next free id. Not stored: a delivery
-        # still queued at a restart takes the next free id
-        self.delivery_id: int | None = None
-        self.store_id = store_id
-        self.store_op: list[object] | None = None   # the queued INSERT, while the writer has not taken it
-        self.refs = 0
-        self.ts = time.time()     # when the broker took it in (conversion-log latency)
-        self._qos0: bytes | None = None
-        # a publisher's QoS 1 re-send (DUP) is stored again under the first one's message key: key_id is
-        # that publication's store id, redelivery how many times the publisher re-sent it
-        self.key_id = key_id
-        self.redelivery = redelivery
-        # MQTT 5: the properties forwarded unchanged to level 5 subscribers (Payload Format Indicator, Content
-        # Type, Response Topic, Correlation Data, User Properties) and when it expires (unix time; None: never)
-        self.props = props
-        self.expires = expires
-        self._items: bytes | None = None
-        self._qos0_5: bytes | None = None
-
-    def key(self) -> int | None:
-        """The id in this publication's message key (``mqtt:<id>``): the first publication's store id."""
-        return self.key_id if self.key_id is not None else self.store_id
-
-    def size(self) -> int:
-        """What max_queued_bytes counts for this publication: payload and topic bytes."""
-        return len(self.payload) + len(self.topic_b)
-
-    def expired(self, now: float) -> bool:
-        return self.expires is not None and self.expires <= now
-
-    def publish5(self, qos: int, retain: bool, dup: bool, pid: int | None, now: float,
-                 sub_ids: list[int] | None = None) -> bytes:
-        """The PUBLISH a level 5 subscriber gets: the forwarded properties, the remaining Message Expiry
-        Interval (at least 1 s: a delivery already in flight is re-sent even when its time has passed) and
-        the Subscription Identifiers of the subscriptions it matched."""
-        if qos == 0 and not retain and self.expires is None and not sub_ids and self._qos0_5 is not None:
-            return self._qos0_5
-        items = self._items
-        if items is None:
-            items = self._items = encode_property_items(self.props) if self.props else b""
-        extra = b""
-        if self.expires is not None:
-            extra = b"\x02" + U32.pack(max(1, math.ceil(self.expires - now)))
-        if sub_ids:
-            extra += b"".join(b"\x0b" + encode_length(i) for i in sub_ids)
-        props = items + extra
-        data = P.encode_publish5(self.topic_b, self.payload, qos, retain, dup, pid, encode_length(len(props)) + props)
-        if qos == 0 and not retain and self.expires is None and not sub_ids:
-            self._qos0_5 = data
-        return data
-
-    def qos0_bytes(self) -> bytes:
-        """QoS 0 delivery is the same bytes for every subscriber: encode once."""
-        data = self._qos0
-        if data is None:
-            data = self._qos0 = P.encode_publish(self.topic_b, self.payload, 0, False, False, None)
-        return data
-
-
-class OutMsg:
-    """A QoS 1/2 delivery to one session: queued, then in flight until acknowledged."""
-
-    __slots__ = ("msg", "qos", "retain", "packet_id", "state", "seq", "op", "sub_ids")
-
-    def __init__(self, msg: Message, qos: int, retain: bool, seq: int, sub_ids: list[int] | None = None) -> None:
-        self.msg = msg
-        self.qos = qos
-        self.retain = retain
-        self.sub_ids = sub_ids    # MQTT 5: the Subscription Identifiers it is delivered for
-        self.packet_id: int | None = None
-        self.state = QUEUED
-        self.seq = seq
-        self.op: list[object] | None = None   # its queued INSERT INTO outbound, for cancel/amend
-
-
-class SessionStats:
-    __slots__ = ("received", "sent", "dropped", "expired", "too_large", "bytes_in", "bytes_out", "rate_in", "rate_out",
-                 "_last_in", "_last_out")
-
-    def __init__(self) -> None:
-        self.received = 0      # publications received from the client
-        self.sent = 0          # publications sent to the client
-        self.dropped = 0       # publications not delivered (queue full, QoS 0 to a slow client)
-        self.expired = 0       # MQTT 5: expired before they could be sent (Message Expiry Interval)
-        self.too_large = 0     # MQTT 5: larger than the client's Maximum Packet Size: not sent
-        self.bytes_in = 0
-        self.bytes_out = 0
-        self.rate_in = 0.0     # messages/s, smoothed
-        self.rate_out = 0.0
-        self._last_in = 0
-        self._last_out = 0
-
-    def tick(self, dt: float) -> None:
-        if dt <= 0:
-            return
-        a = 0.5
-        self.rate_in = a * (self.received - self._last_in) / dt + (1 - a) * self.rate_in
-        self.rate_out = a * (self.sent - self._last_out) / dt + (1 - a) * self.rate_out
-        self._last_in = self.received
-        self._last_out = self.sent
-
-
 class Session:
     def __init__(self, client_id: str, *, persistent: bool, protocol_level: int,
                  journal: Journal | None, max_inflight: int, max_queued: int,
@@ -189,6 +65,7 @@ class Session:
         self.sub_ids: dict[str, int] = {}         # MQTT 5: topic filter -> its Subscription Identifier
         self.queue: deque[OutMsg] = deque()
         self.inflight: dict[int, OutMsg] = {}     # packet id -> delivery, in send order
+        self.unsent: deque[OutMsg] = deque()      # in flight, to be re-sent once the window allows (resume)
         self.inbound_qos2: dict[int, Message] = {}
         self.inbound_ops: dict[int, list[object]] = {}   # their queued INSERTs, for Journal.cancel
         # persistent sessions: the last stored QoS 1 publication per packet id, to recognise the client's
@@ -231,23 +108,10 @@ class Session:
             if not link.can_take_qos0():
                 self.stats.dropped += 1
                 return
-            if self.protocol_level == 5:
-                now = self.clock()
-                if msg.expires is not None and msg.expires <= now:
-                    self.stats.expired += 1
-                    return
-                data = msg.publish5(0, retain, False, None, now, sub_ids)
-                if len(data) > self.max_packet_out:
-                    self.stats.too_large += 1
-                    return
+            data = qos0_bytes(self, msg, retain, sub_ids)
+            if data is not None:
                 self.stats.sent += 1
                 link.send(data)
-                return
-            self.stats.sent += 1
-            if retain:
-                link.send(P.encode_publish(msg.topic_b, msg.payload, 0, True, False, None))
-            else:
-                link.send(msg.qos0_bytes())
             return
         queue = self.queue
         size = msg.size()
@@ -305,22 +169,19 @@ class Session:
         return pid
 
     def _send_new(self, out: OutMsg, link: Link) -> None:
+        msg = out.msg
+        if self.protocol_level == 5 and self.direct_out is None and msg.expires is not None \
+                and msg.expires <= self.clock():   # not sent yet: it is deleted (MQTT 5 §3.3.2.3.3)
+            self.stats.expired += 1
+            self.finish(out)
+            return
+        pid = self._allocate_pid(msg.delivery_id)
         data = None
-        if self.protocol_level == 5 and self.direct_out is None:
-            msg = out.msg
-            now = self.clock()
-            if msg.expires is not None and msg.expires <= now:   # not sent yet: it is deleted (MQTT 5 §3.3.2.3.3)
-                self.stats.expired += 1
+        if self.direct_out is None:
+            data = delivery_bytes(self, out, False, pid)
+            if data is None:   # larger than the client's Maximum Packet Size: discarded as if delivered
                 self.finish(out)
                 return
-            pid = self._allocate_pid(msg.delivery_id)
-            data = msg.publish5(out.qos, out.retain, False, pid, now, out.sub_ids)
-            if len(data) > self.max_packet_out:   # discarded as if delivered (MQTT 5 §3.1.2.11.4)
-                self.stats.too_large += 1
-                self.finish(out)
-                return
-        else:
-            pid = self._allocate_pid(out.msg.delivery_id)
         out.packet_id = pid
         out.state = SENT
         self.inflight[pid] = out
@@ -343,11 +204,8 @@ class Session:
             self.direct_out(out, dup, durable)
             return
         if data is None:
-            msg = out.msg
-            if self.protocol_level == 5:
-                data = msg.publish5(out.qos, out.retain, dup, out.packet_id, self.clock(), out.sub_ids)
-            else:
-                data = P.encode_publish(msg.topic_b, msg.payload, out.qos, out.retain, dup, out.packet_id)
+            data = delivery_bytes(self, out, dup, out.packet_id, checked=False)
+            assert data is not None
         if durable:
             link.send_durable(data)
         else:
@@ -357,6 +215,11 @@ class Session:
         link = self.link
         if link is None:
             return
+        unsent = self.unsent
+        while unsent and len(self.inflight) - len(unsent) < self.max_inflight:
+            out = unsent.popleft()
+            if self.inflight.get(out.packet_id) is out:   # type: ignore[arg-type]
+                self._resend(link, out)
         queue = self.queue
         while queue and len(self.inflight) < self.max_inflight:
             out = queue.popleft()
@@ -426,12 +289,21 @@ class Session:
         self.finish(out)
         self._fill_window()
 
-    def on_pubrec(self, pid: int) -> None:
+    def on_pubrec(self, pid: int, reason: int = 0) -> None:
         """PUBREC: answered with PUBREL, also for an id not in flight (a PUBREL lost before a reconnect).
-        A PUBREC for a QoS 1 delivery is a protocol violation: the PUBREL would confuse the client."""
+        A PUBREC for a QoS 1 delivery is a protocol violation: the PUBREL would confuse the client. An MQTT 5
+        PUBREC with an error code (0x80 and up) ends the delivery there, without PUBREL (§4.3.3, §4.9)."""
         out = self.inflight.get(pid)
         if out is not None and out.qos == 1:
             raise P.ProtocolError(f"PUBREC for packet id {pid}, a QoS 1 delivery", packet="PUBREC")
+        if reason >= 0x80:
+            if out is not None and out.qos == 2 and out.state == SENT:
+                log.info("session %s: PUBREC %#04x for packet id %d: the client refused the delivery",
+                         self.client_id, reason, pid)
+                del self.inflight[pid]
+                self.finish(out)
+                self._fill_window()
+            return
         if out is not None and out.qos == 2 and out.state == SENT:
             out.state = RELEASED
             journal = self.journal
@@ -454,18 +326,39 @@ class Session:
         self._fill_window()
 
     def resume(self, link: Link) -> None:
-        """The client (re)connected to this session: re-send in-flight with DUP, then the queue."""
+        """The client (re)connected to this session: re-send in-flight with DUP, then the queue. An MQTT 5
+        client is re-sent at most its Receive Maximum at once (the rest as acknowledgements free the window,
+        ``unsent``) and nothing above its Maximum Packet Size (discarded as if delivered)."""
         self.link = link
-        for pid, out in self.inflight.items():
+        self.unsent.clear()
+        window = self.max_inflight
+        for pid, out in list(self.inflight.items()):
             if out.state == RELEASED:
                 link.send(P.encode_ack(P.PUBREL, pid))
-            else:
-                self._emit(link, out, dup=True, durable=False)
-                self.stats.sent += 1
+            elif window <= 0:
+                self.unsent.append(out)
+                continue
+            elif not self._resend(link, out):
+                continue
+            window -= 1
         self._fill_window()
+
+    def _resend(self, link: Link, out: OutMsg) -> bool:
+        """Re-send an in-flight delivery with DUP; False: too large for the client, discarded."""
+        data = None
+        if self.direct_out is None:
+            data = delivery_bytes(self, out, True, out.packet_id)
+            if data is None:
+                del self.inflight[out.packet_id]   # type: ignore[arg-type]
+                self.finish(out)
+                return False
+        self._emit(link, out, dup=True, durable=False, data=data)
+        self.stats.sent += 1
+        return True
 
     def detach(self) -> None:
         self.link = None
+        self.unsent.clear()
 
     # -- recovery -----------------------------------------------------------------------------------
 
@@ -496,6 +389,7 @@ class Session:
                 if msg.refs <= 0 and msg.store_id is not None:
                     self._on_release(msg)
         self.inflight.clear()
+        self.unsent.clear()
         self.queue.clear()
         self.queued_bytes = 0
         self.inbound_qos2.clear()

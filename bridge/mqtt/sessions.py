@@ -137,7 +137,11 @@ class SessionTable:
                 self.store.delete_session(cid)
                 continue
             session = self.new(cid, persistent=True, level=stored.protocol_level)
+            # connected at the crash: its connection ended then, at the latest now (expiry counts from there)
             session.last_seen = stored.last_seen
+            if stored.connected:
+                session.last_seen = self.clock()
+                self.store.touch_session(cid, session.last_seen)
             session.expiry_seconds = stored.expiry_seconds
             for flt, options in stored.subscriptions.items():
                 sub_id = stored.subscription_ids.get(flt)

@@ -16,16 +16,29 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
+
+from bridge.mqtt.store_state import (
+    ROUTE_SINCE,
+    RecoveredState,
+    StoredMessage,
+    StoredPublication,
+    StoredSession,
+    StoredWill,
+    load_state,
+)
+
+__all__ = ["QUEUED", "RELEASED", "SENT", "SCHEMA_VERSION", "RecoveredState", "Store", "StoredMessage",
+           "StoredPublication", "StoredSession", "StoredWill"]
 
 log = logging.getLogger("mqbridge.store")
 
 SCHEMA_VERSION = 4
 # 2: messages.key_id/redelivery and table inbound_qos1 (a publisher's QoS 1 re-send keeps its message key)
 # 3: messages.packet_id (the publisher's MQTT message id, for RFH2 mqtt/msgid)
-# 4: MQTT 5: subscriptions.options/sub_id, outbound.sub_ids, props/expires of messages, inbound_qos2, retained
+# 4: MQTT 5: subscriptions.options/sub_id, outbound.sub_ids, props/expires of messages, inbound_qos2, retained;
+#    sessions.connected; table wills
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -33,7 +46,20 @@ CREATE TABLE IF NOT EXISTS sessions (
     client_id TEXT PRIMARY KEY,
     protocol_level INTEGER NOT NULL,
     last_seen REAL NOT NULL,          -- unix time of the last disconnect (or connect)
-    expiry_seconds INTEGER NOT NULL
+    expiry_seconds INTEGER NOT NULL,  -- -1: an MQTT 5 session that ends with its connection
+    connected INTEGER NOT NULL DEFAULT 0   -- 1 from CONNECT until the client left (a crash: it left then)
+);
+CREATE TABLE IF NOT EXISTS wills (
+    -- MQTT 5 wills with a Will Delay Interval, of persistent sessions: kept while the client is connected
+    -- (published after a crash) and while the delay runs after it left
+    client_id TEXT PRIMARY KEY,
+    topic TEXT NOT NULL,
+    payload BLOB NOT NULL,
+    qos INTEGER NOT NULL,
+    retain INTEGER NOT NULL,
+    props BLOB,                       -- the Will Properties (Will Delay Interval included), encoded
+    username TEXT,
+    due REAL                          -- when it is published; NULL while the client is connected
 );
 CREATE TABLE IF NOT EXISTS subscriptions (
     client_id TEXT NOT NULL,
@@ -106,65 +132,16 @@ SENT = 1
 RELEASED = 2  # PUBREC received, PUBREL sent
 
 
-@dataclass(slots=True)
-class StoredPublication:
-    """A retained message, or an inbound QoS 2 one waiting for PUBREL."""
-    topic: str
-    payload: bytes
-    qos: int
-    retain: bool
-    origin: str | None = None
-    props: bytes | None = None
-    expires: float | None = None
-
-
-@dataclass(slots=True)
-class StoredSession:
-    client_id: str
-    protocol_level: int
-    last_seen: float
-    expiry_seconds: int
-    subscriptions: dict[str, int] = field(default_factory=dict)   # filter -> options byte
-    subscription_ids: dict[str, int] = field(default_factory=dict)
-    outbound: list[tuple[int, int, int, int, int | None, int, list[int] | None]] = field(default_factory=list)
-    # (seq, message_id, qos, retain, packet_id, state, sub_ids) in seq order
-    inbound_qos2: dict[int, StoredPublication] = field(default_factory=dict)
-    inbound_qos1: dict[int, tuple[int, int, bytes]] = field(default_factory=dict)
-    # packet id -> (key_id, redelivery, digest)
-
-
-@dataclass(slots=True)
-class StoredMessage:
-    id: int
-    topic: str
-    payload: bytes
-    qos: int
-    retain: bool
-    origin: str | None
-    username: str | None = None
-    key_id: int | None = None
-    redelivery: int = 0
-    packet_id: int | None = None
-    props: bytes | None = None
-    expires: float | None = None
-
-
-@dataclass(slots=True)
-class RecoveredState:
-    sessions: dict[str, StoredSession]
-    messages: dict[int, StoredMessage]
-    retained: dict[str, StoredPublication]
-    next_message_id: int
-    # (route session id, topic filter) -> the first message id stored after it subscribed
-    route_since: dict[tuple[str, str], int] = field(default_factory=dict)
-
-
 # The statements of the named operations (module constants: the writer batches runs of one statement
 # object through executemany)
-_SAVE_SESSION = "INSERT OR REPLACE INTO sessions VALUES (?, ?, ?, ?)"
-_TOUCH_SESSION = "UPDATE sessions SET last_seen=? WHERE client_id=?"
+_SAVE_SESSION = ("INSERT OR REPLACE INTO sessions (client_id, protocol_level, last_seen, expiry_seconds, connected) "
+                 "VALUES (?, ?, ?, ?, 1)")
+_TOUCH_SESSION = "UPDATE sessions SET last_seen=?, connected=0 WHERE client_id=?"
 _DELETE_SESSION = tuple(f"DELETE FROM {table} WHERE client_id=?"
-                        for table in ("sessions", "subscriptions", "outbound", "inbound_qos2", "inbound_qos1"))
+                        for table in ("sessions", "subscriptions", "outbound", "inbound_qos2", "inbound_qos1", "wills"))
+_SAVE_WILL = "INSERT OR REPLACE INTO wills VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+_WILL_DUE = "UPDATE wills SET due=? WHERE client_id=?"
+_DELETE_WILL = "DELETE FROM wills WHERE client_id=?"
 _SAVE_SUBSCRIPTION = "INSERT OR REPLACE INTO subscriptions (client_id, topic_filter, qos, sub_id) VALUES (?, ?, ?, ?)"
 _DELETE_SUBSCRIPTION = "DELETE FROM subscriptions WHERE client_id=? AND topic_filter=?"
 _RESERVE_MESSAGE_IDS = "INSERT OR REPLACE INTO meta VALUES ('message_id_reserved', ?)"
@@ -181,8 +158,6 @@ _SAVE_INBOUND_QOS2 = ("INSERT OR REPLACE INTO inbound_qos2 (client_id, packet_id
 _DELETE_INBOUND_QOS2 = "DELETE FROM inbound_qos2 WHERE client_id=? AND packet_id=?"
 _SAVE_INBOUND_QOS1 = "INSERT OR REPLACE INTO inbound_qos1 VALUES (?, ?, ?, ?, ?)"
 _DELETE_INBOUND_QOS1 = "DELETE FROM inbound_qos1 WHERE client_id=? AND packet_id=?"
-# a route subscription's first message id (meta rows keyed ROUTE_SINCE + JSON [client id, filter])
-ROUTE_SINCE = "route_since "
 _SAVE_ROUTE_SINCE = "INSERT OR REPLACE INTO meta VALUES (?, ?)"
 _DELETE_ROUTE_SINCE = "DELETE FROM meta WHERE key=?"
 _SAVE_RETAINED = ("INSERT OR REPLACE INTO retained (topic, payload, qos, origin, updated, props, expires) "
@@ -243,7 +218,7 @@ class StoreWriter:
         elif int(row[0]) < SCHEMA_VERSION:
             _migrate(conn, int(row[0]))
         self._conn = conn
-        state = self._load(conn)
+        state = load_state(conn)
         return state
 
     def start(self, loop: CallbackLoop) -> None:
@@ -373,59 +348,6 @@ class StoreWriter:
         for cb in callbacks:
             cb()
 
-    # -- reading (start-up only) ------------------------------------------------------------------
-
-    def _load(self, conn: sqlite3.Connection) -> RecoveredState:
-        sessions: dict[str, StoredSession] = {}
-        for cid, level, last_seen, expiry in conn.execute(
-                "SELECT client_id, protocol_level, last_seen, expiry_seconds FROM sessions"):
-            sessions[cid] = StoredSession(cid, level, last_seen, expiry)
-        for cid, flt, qos, sub_id in conn.execute("SELECT client_id, topic_filter, qos, sub_id FROM subscriptions"):
-            if cid in sessions:
-                sessions[cid].subscriptions[flt] = qos
-                if sub_id:
-                    sessions[cid].subscription_ids[flt] = sub_id
-        for cid, seq, mid, qos, retain, pid, state, sub_ids in conn.execute(
-                "SELECT client_id, seq, message_id, qos, retain, packet_id, state, sub_ids FROM outbound "
-                "ORDER BY client_id, seq"):
-            if cid in sessions:
-                ids = [int(i) for i in sub_ids.split(",")] if sub_ids else None
-                sessions[cid].outbound.append((seq, mid, qos, retain, pid, state, ids))
-        for cid, pid, topic, payload, retain, props, expires in conn.execute(
-                "SELECT client_id, packet_id, topic, payload, retain, props, expires FROM inbound_qos2"):
-            if cid in sessions:
-                sessions[cid].inbound_qos2[pid] = StoredPublication(topic, bytes(payload), 2, bool(retain), cid,
-                                                                    _blob(props), expires)
-        for cid, pid, key_id, redelivery, digest in conn.execute(
-                "SELECT client_id, packet_id, key_id, redelivery, digest FROM inbound_qos1"):
-            if cid in sessions:
-                sessions[cid].inbound_qos1[pid] = (key_id, redelivery, bytes(digest))
-        messages: dict[int, StoredMessage] = {}
-        for mid, topic, payload, qos, retain, origin, username, key_id, redelivery, pid, props, expires in conn.execute(
-                "SELECT id, topic, payload, qos, retain, origin, username, key_id, redelivery, packet_id, props, "
-                "expires FROM messages"):
-            messages[mid] = StoredMessage(mid, topic, bytes(payload), qos, bool(retain), origin, username,
-                                          key_id, redelivery, pid, _blob(props), expires)
-        retained = {topic: StoredPublication(topic, bytes(payload), qos, True, origin, _blob(props), expires)
-                    for topic, payload, qos, origin, props, expires in
-                    conn.execute("SELECT topic, payload, qos, origin, props, expires FROM retained")}
-        row = conn.execute("SELECT MAX(id) FROM messages").fetchone()
-        next_id = (row[0] or 0) + 1
-        # ids of messages already deleted may still be message keys (conversion log, inbound_qos1): never
-        # hand them out again. The broker reserves ids in blocks (meta message_id_reserved).
-        reserved = conn.execute("SELECT value FROM meta WHERE key='message_id_reserved'").fetchone()
-        if reserved is not None:
-            next_id = max(next_id, int(reserved[0]))
-        row = conn.execute("SELECT MAX(key_id) FROM inbound_qos1").fetchone()
-        next_id = max(next_id, (row[0] or 0) + 1)
-        since: dict[tuple[str, str], int] = {}
-        for key, value in conn.execute("SELECT key, value FROM meta WHERE substr(key, 1, ?) = ?",
-                                       (len(ROUTE_SINCE), ROUTE_SINCE)):
-            cid, flt = json.loads(key[len(ROUTE_SINCE):])
-            since[(cid, flt)] = int(value)
-        return RecoveredState(sessions, messages, retained, next_id, since)
-
-
 class Store(StoreWriter):
     """The broker's store: one named operation per change to the broker's tables (every statement the
     broker writes is one of these; ``write`` stays for tests and tools)."""
@@ -440,6 +362,16 @@ class Store(StoreWriter):
         """The session row and everything it owns (subscriptions, deliveries, inbound QoS 1/2 state)."""
         for sql in _DELETE_SESSION:
             self.write(sql, (client_id,))
+
+    def save_will(self, will: StoredWill) -> Op:
+        return self.write(_SAVE_WILL, (will.client_id, will.topic, will.payload, will.qos, int(will.retain),
+                                       will.props, will.username, will.due))
+
+    def set_will_due(self, client_id: str, due: float) -> Op:
+        return self.write(_WILL_DUE, (due, client_id))
+
+    def delete_will(self, client_id: str) -> Op:
+        return self.write(_DELETE_WILL, (client_id,))
 
     def save_subscription(self, client_id: str, topic_filter: str, options: int, sub_id: int | None = None) -> Op:
         return self.write(_SAVE_SUBSCRIPTION, (client_id, topic_filter, options, sub_id))
@@ -526,10 +458,6 @@ def _since_key(client_id: str, topic_filter: str) -> str:
     return ROUTE_SINCE + json.dumps([client_id, topic_filter])
 
 
-def _blob(value: object) -> bytes | None:
-    return None if value is None else bytes(value)  # type: ignore[arg-type]
-
-
 # columns added to existing tables since schema 1: (table, column, declaration)
 _ADDED_COLUMNS = (
     ("messages", "username", "TEXT"), ("messages", "key_id", "INTEGER"),
@@ -537,6 +465,7 @@ _ADDED_COLUMNS = (
     ("messages", "props", "BLOB"), ("messages", "expires", "REAL"), ("subscriptions", "sub_id", "INTEGER"),
     ("outbound", "sub_ids", "TEXT"), ("inbound_qos2", "props", "BLOB"), ("inbound_qos2", "expires", "REAL"),
     ("retained", "props", "BLOB"), ("retained", "expires", "REAL"),
+    ("sessions", "connected", "INTEGER NOT NULL DEFAULT 0"),
 )
 
 

@@ -125,6 +125,7 @@ class ProtocolError(Exception):
         self.offset = offset
         self.connack = connack
         self.code = code
+        self.level: int | None = None   # the protocol level of the CONNECT it was found in, when known
         where = packet or "packet"
         if offset is not None:
             where += f" at offset {offset}"
@@ -132,7 +133,10 @@ class ProtocolError(Exception):
 
 
 class PacketTooLarge(ProtocolError):
-    pass
+    """A packet above the maximum size (MQTT 5: DISCONNECT 0x95 Packet too large)."""
+
+    def __init__(self, reason: str, *, packet: str | None = None, offset: int | None = None) -> None:
+        super().__init__(reason, packet=packet, offset=offset, code=Reason.PACKET_TOO_LARGE)
 
 
 U16 = struct.Struct(">H")
