@@ -94,7 +94,7 @@ def test_connack_announces_the_configured_limits(gateway_factory):
         assert props[PR.RECEIVE_MAXIMUM] == 20
         assert props[PR.MAXIMUM_PACKET_SIZE] == 1000 + 1 + 2   # fixed header + remaining length 1000
         assert props[PR.TOPIC_ALIAS_MAXIMUM] == 3
-        assert props[PR.SHARED_SUBSCRIPTION_AVAILABLE] == 0
+        assert PR.SHARED_SUBSCRIPTION_AVAILABLE not in props   # shared subscriptions available: the default
         assert PR.ASSIGNED_CLIENT_IDENTIFIER not in props and PR.SESSION_EXPIRY_INTERVAL not in props
         # at the announced Maximum Packet Size: taken
         raw.send(P.encode(P.Publish("big", b"x" * (1000 - 2 - 3 - 1), 0), P.MQTT_5))

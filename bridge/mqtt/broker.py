@@ -27,6 +27,7 @@ from bridge.mqtt.retained import RetainedMessages
 from bridge.mqtt.route_sessions import RouteSessions
 from bridge.mqtt.session import Link, Message, OutMsg, Session
 from bridge.mqtt.sessions import SessionTable
+from bridge.mqtt.shared import SharedGroups
 from bridge.mqtt.stats import BrokerStats
 from bridge.mqtt.store import RecoveredState, Store
 from bridge.mqtt.subscribe import Subscriptions
@@ -55,9 +56,11 @@ class Broker:
         self.retained = RetainedMessages(store, clock)
         self.sessions: dict[str, Session] = {}
         self.flow = FlowControl(self.sessions)
+        self.shared = SharedGroups()
         self.publisher = Publisher(config, store, self.sessions, self.trie, self.retained, self.messages,
-                                   self.flow.pressing, self.stats, clock)
-        self.subscriptions = Subscriptions(store, self.trie, self.retained, self.messages, self.publisher)
+                                   self.flow.pressing, self.stats, self.shared, clock)
+        self.subscriptions = Subscriptions(store, self.trie, self.retained, self.messages, self.publisher,
+                                           self.shared)
         self.table = SessionTable(self.sessions, store, self.limits, clock, self.subscriptions, self.messages)
         self.connects = Connections(config, self.table, self.publisher, self.flow, self.stats, clock,
                                     self.trace_clients)
@@ -82,6 +85,7 @@ class Broker:
         self.held_publishers = self.flow.held_publishers
         self.expire_sessions = self.table.expire
         self.table.on_end = self.connects.delayed_wills.session_ended
+        self.table.on_orphans = self.publisher.reassign
         self.publish_due_wills = self.connects.delayed_wills.publish_due
         self.retire_route_sessions = self.routes.retire
         self.settle_route_sessions = self.routes.settle

@@ -25,6 +25,7 @@ from bridge.mqtt.flow import FlowControl
 from bridge.mqtt.publish import Publisher
 from bridge.mqtt.session import NO_LIMIT, Session
 from bridge.mqtt.sessions import SessionTable
+from bridge.mqtt.shared import PREFIX as SHARED_PREFIX
 from bridge.mqtt.stats import BrokerStats
 from bridge.mqtt.topics import TopicError, validate_topic_name
 from bridge.mqtt.wills import DelayedWills, publish_will
@@ -68,6 +69,9 @@ class Connections:
                                   packet="CONNECT", connack=P.ConnackCode.IDENTIFIER_REJECTED)
         if client_id.startswith(ROUTE_CLIENT_PREFIX):
             raise P.ProtocolError(f"client identifier prefix {ROUTE_CLIENT_PREFIX!r} is reserved for routes",
+                                  packet="CONNECT", connack=P.ConnackCode.IDENTIFIER_REJECTED)
+        if client_id.startswith(SHARED_PREFIX):   # shared subscription groups stand in the tree under these
+            raise P.ProtocolError(f"client identifier prefix {SHARED_PREFIX!r} is reserved",
                                   packet="CONNECT", connack=P.ConnackCode.IDENTIFIER_REJECTED)
         assigned = not client_id
         if assigned:
@@ -158,7 +162,6 @@ class Connections:
         ack[PR.MAXIMUM_PACKET_SIZE] = limits.max_message_size + 1 + len(P.encode_length(limits.max_message_size))
         if limits.topic_alias_maximum:
             ack[PR.TOPIC_ALIAS_MAXIMUM] = limits.topic_alias_maximum
-        ack[PR.SHARED_SUBSCRIPTION_AVAILABLE] = 0
 
     def connection_lost(self, conn: ClientConnection, reason: str) -> None:
         """The connection ended (any reason). Publishes the will unless the client sent DISCONNECT."""

@@ -95,13 +95,15 @@ class Message:
 class OutMsg:
     """A QoS 1/2 delivery to one session: queued, then in flight until acknowledged."""
 
-    __slots__ = ("msg", "qos", "retain", "packet_id", "state", "seq", "op", "sub_ids")
+    __slots__ = ("msg", "qos", "retain", "packet_id", "state", "seq", "op", "sub_ids", "shared")
 
-    def __init__(self, msg: Message, qos: int, retain: bool, seq: int, sub_ids: list[int] | None = None) -> None:
+    def __init__(self, msg: Message, qos: int, retain: bool, seq: int, sub_ids: list[int] | None = None,
+                 shared: str | None = None) -> None:
         self.msg = msg
         self.qos = qos
         self.retain = retain
         self.sub_ids = sub_ids    # MQTT 5: the Subscription Identifiers it is delivered for
+        self.shared = shared      # the shared subscription (group key) it came through (shared.py)
         self.packet_id: int | None = None
         self.state = QUEUED
         self.seq = seq

@@ -21,8 +21,10 @@ from bridge.mqtt.messages import StoredMessages
 from bridge.mqtt.properties import Props, pack
 from bridge.mqtt.retained import RetainedMessages
 from bridge.mqtt.session import Message, Session
+from bridge.mqtt.shared import PREFIX as SHARED_PREFIX
+from bridge.mqtt.shared import SharedGroups
 from bridge.mqtt.stats import BrokerStats
-from bridge.mqtt.store import Store
+from bridge.mqtt.store import RELEASED, Store
 from bridge.mqtt.topics import RETAIN_AS_PUBLISHED, SubscriptionTrie, TopicError, validate_topic_name
 
 log = logging.getLogger("mqbridge.broker")
@@ -48,7 +50,7 @@ class Publisher:
 
     def __init__(self, config: BrokerConfig, store: Store, sessions: dict[str, Session], trie: SubscriptionTrie,
                  retained: RetainedMessages, messages: StoredMessages, pressing: list[Session],
-                 stats: BrokerStats, clock: Callable[[], float] = time.time) -> None:
+                 stats: BrokerStats, shared: SharedGroups, clock: Callable[[], float] = time.time) -> None:
         self.config = config
         self.store = store
         self.sessions = sessions
@@ -57,6 +59,7 @@ class Publisher:
         self.messages = messages
         self.pressing = pressing     # FlowControl.pressing: pushing-back sessions a delivery reached
         self.stats = stats
+        self.shared = shared
         self.clock = clock
         # set by the server: ``$SYS/SCADA/MQIsdpListener/<port>|all`` ON/OFF -> what changed
         self.listener_control: Callable[[str, bool], list[str]] | None = None
@@ -230,6 +233,9 @@ class Publisher:
             sessions = self.sessions
             retain = msg.retain
             for client_id, grant in matches.items():
+                if client_id[0] == "$" and client_id.startswith(SHARED_PREFIX):   # a group: one of its members
+                    writes |= self.deliver_shared(client_id, msg)
+                    continue
                 session = sessions.get(client_id)
                 if session is not None:
                     sub_qos = grant & 3
@@ -238,15 +244,33 @@ class Publisher:
             self.messages.release_if_unreferenced(msg)
         return writes
 
+    def deliver_shared(self, key: str, msg: Message, exclude: str | None = None) -> bool:
+        """A publication for the shared subscription ``key``: to the one member ``SharedGroups.pick`` chooses."""
+        chosen = self.shared.pick(key, self.sessions, exclude)
+        if chosen is None:
+            return False
+        client_id, member = chosen
+        qos = member.qos if member.qos < msg.qos else msg.qos
+        retain = msg.retain and bool(member.options & RETAIN_AS_PUBLISHED)
+        ids = [member.sub_id] if member.sub_id else None
+        return self.deliver(self.sessions[client_id], msg, qos, retain, ids, key)
+
+    def reassign(self, session: Session) -> None:
+        """``session`` ends (it left the groups already): what it still held from shared subscriptions goes
+        to another member of each group (undelivered or unacknowledged: at least once)."""
+        for out in session.deliveries():
+            if out.shared is not None and out.state != RELEASED:
+                self.deliver_shared(out.shared, out.msg, exclude=session.client_id)
+
     def deliver(self, session: Session, msg: Message, qos: int, retain: bool = False,
-                sub_ids: list[int] | None = None) -> bool:
+                sub_ids: list[int] | None = None, shared: str | None = None) -> bool:
         """One delivery; a QoS 1/2 delivery to a persistent session stores the message first."""
         writes = False
         if qos and session.persistent:
             if msg.store_id is None:
                 self.messages.store(msg)
             writes = True
-        session.deliver(msg, qos, retain, sub_ids)
+        session.deliver(msg, qos, retain, sub_ids, shared)
         if qos and session.pushing_back:
             self.pressing.append(session)
         return writes

@@ -94,7 +94,8 @@ class Session:
 
     # -- outbound ---------------------------------------------------------------------------------
 
-    def deliver(self, msg: Message, qos: int, retain: bool = False, sub_ids: list[int] | None = None) -> None:
+    def deliver(self, msg: Message, qos: int, retain: bool = False, sub_ids: list[int] | None = None,
+                shared: str | None = None) -> None:
         """A publication matched one of this session's subscriptions (or is a retained replay); ``sub_ids``:
         the MQTT 5 Subscription Identifiers of the subscriptions it matched."""
         link = self.link
@@ -124,7 +125,7 @@ class Session:
                 self.pushing_back = True
                 if self.on_flow is not None:
                     self.on_flow(self, True)
-        out = OutMsg(msg, qos, retain, self._next_seq, sub_ids)
+        out = OutMsg(msg, qos, retain, self._next_seq, sub_ids, shared)
         self._next_seq += 1
         if self.journal is not None:
             self._journal_new(out)

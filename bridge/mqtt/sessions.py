@@ -33,6 +33,8 @@ class SessionTable:
         self.subscriptions = subscriptions
         self.messages = messages
         self.on_end: Callable[[str], None] | None = None   # a session ended (a delayed will is due then)
+        # a session ends: what it holds from shared subscriptions goes to other members (Publisher.reassign)
+        self.on_orphans: Callable[[Session], None] | None = None
         self._next_due = math.inf   # no idle session expires before this time
 
     def new(self, client_id: str, *, persistent: bool, level: int) -> Session:
@@ -100,6 +102,8 @@ class SessionTable:
         """End ``session``: its subscriptions, deliveries and (persistent) store rows."""
         cid = session.client_id
         self.subscriptions.remove_all(session)
+        if self.on_orphans is not None:
+            self.on_orphans(session)
         memory.freed(session.queued_bytes + session.inbound_bytes)   # given back to the OS (memory.py)
         session.discard_messages()
         if self.sessions.get(cid) is session:
@@ -130,7 +134,6 @@ class SessionTable:
                                  key_id=m.key_id, redelivery=m.redelivery, packet_id=m.packet_id,
                                  props=unpack(m.props), expires=m.expires)
                     for mid, m in state.messages.items()}
-        trie = self.subscriptions.trie
         restored = 0
         for cid, stored in state.sessions.items():
             if stored.expiry_seconds < 0:   # MQTT 5 Session Expiry 0: it ended with its connection (a crash)
@@ -144,11 +147,7 @@ class SessionTable:
                 self.store.touch_session(cid, session.last_seen)
             session.expiry_seconds = stored.expiry_seconds
             for flt, options in stored.subscriptions.items():
-                sub_id = stored.subscription_ids.get(flt)
-                session.subscriptions[flt] = options
-                if sub_id:
-                    session.sub_ids[flt] = sub_id
-                trie.add(flt, cid, options & 3, options, sub_id)
+                self.subscriptions.restore(session, flt, options, stored.subscription_ids.get(flt))
             for seq, mid, qos, retain, pid, state_, sub_ids in stored.outbound:
                 msg = messages.get(mid)
                 if msg is None:

@@ -10,7 +10,8 @@ no per-filter answer ([MQTT-4.8.0-1]: a protocol violation closes the connection
 MQTT 5 (§3.8-3.11): the subscription options No Local, Retain As Published and Retain Handling (0: send
 the retained messages, 1: only for a new subscription, 2: never), a Subscription Identifier carried by
 the deliveries it causes, reason codes per filter in SUBACK and UNSUBACK (0x8F Topic Filter invalid, 0x11
-No subscription existed, 0x9E for a shared subscription, not offered yet).
+No subscription existed). Shared subscriptions ``$share/{name}/{filter}`` (shared.py) join a group: no
+retained messages are sent for them (§4.8.2), and No Local on one is a Protocol Error.
 """
 from __future__ import annotations
 
@@ -23,8 +24,9 @@ from bridge.mqtt.messages import StoredMessages
 from bridge.mqtt.publish import Publisher
 from bridge.mqtt.retained import RetainedMessages
 from bridge.mqtt.session import Session
+from bridge.mqtt.shared import SharedGroups, parse_shared
 from bridge.mqtt.store import Store
-from bridge.mqtt.topics import SubscriptionTrie, TopicError, validate_topic_filter
+from bridge.mqtt.topics import NO_LOCAL, SubscriptionTrie, TopicError, validate_topic_filter
 
 log = logging.getLogger("mqbridge.broker")
 
@@ -33,8 +35,9 @@ class Subscriptions:
     """Subscriptions of all sessions: the session's table, the topic tree, the store rows."""
 
     def __init__(self, store: Store, trie: SubscriptionTrie, retained: RetainedMessages,
-                 messages: StoredMessages, publisher: Publisher) -> None:
+                 messages: StoredMessages, publisher: Publisher, shared: SharedGroups) -> None:
         self.store = store
+        self.shared = shared
         self.trie = trie
         self.retained = retained
         self.messages = messages
@@ -45,12 +48,7 @@ class Subscriptions:
         """Subscribe (or change the QoS and options). True: the store was written (a persistent session)."""
         if options is None:
             options = qos
-        self.trie.add(topic_filter, session.client_id, qos, options, sub_id)
-        session.subscriptions[topic_filter] = options
-        if sub_id:
-            session.sub_ids[topic_filter] = sub_id
-        else:
-            session.sub_ids.pop(topic_filter, None)
+        self.restore(session, topic_filter, options, sub_id)
         if session.persistent:
             self.store.save_subscription(session.client_id, topic_filter, options, sub_id)
             return True
@@ -61,7 +59,7 @@ class Subscriptions:
         if session.subscriptions.pop(topic_filter, None) is None:
             return False
         session.sub_ids.pop(topic_filter, None)
-        self.trie.remove(topic_filter, session.client_id)
+        self._untree(topic_filter, session.client_id)
         if session.persistent:
             self.store.delete_subscription(session.client_id, topic_filter)
             return True
@@ -71,9 +69,30 @@ class Subscriptions:
         """The session ends: out of the topic tree (its store rows go with the session's)."""
         cid = session.client_id
         for topic_filter in session.subscriptions:
-            self.trie.remove(topic_filter, cid)
+            self._untree(topic_filter, cid)
         session.subscriptions.clear()
         session.sub_ids.clear()
+
+    def restore(self, session: Session, topic_filter: str, options: int, sub_id: int | None) -> None:
+        """A subscription in the session and the topic tree (a shared one: in its group), not the store."""
+        group = parse_shared(topic_filter)
+        if group is not None:
+            if self.shared.join(topic_filter, session.client_id, options & 3, options, sub_id):
+                self.trie.add(group[1], topic_filter, 2)
+        else:
+            self.trie.add(topic_filter, session.client_id, options & 3, options, sub_id)
+        session.subscriptions[topic_filter] = options
+        if sub_id:
+            session.sub_ids[topic_filter] = sub_id
+        else:
+            session.sub_ids.pop(topic_filter, None)
+
+    def _untree(self, topic_filter: str, client_id: str) -> None:
+        group = parse_shared(topic_filter)
+        if group is None:
+            self.trie.remove(topic_filter, client_id)
+        elif self.shared.leave(topic_filter, client_id):
+            self.trie.remove(group[1], topic_filter)
 
     def on_subscribe(self, conn: ClientConnection, session: Session, packet: P.Subscribe) -> None:
         v5 = conn.protocol_level == P.MQTT_5
@@ -84,23 +103,22 @@ class Subscriptions:
         for topic_filter, options in packet.topics:
             qos = options & 3
             try:
-                validate_topic_filter(topic_filter)
+                shared = parse_shared(topic_filter)
+                if shared is None:
+                    validate_topic_filter(topic_filter)
             except TopicError as exc:
                 if conn.protocol_level == P.MQTT_31 or not topic_filter:
                     raise P.ProtocolError(f"invalid topic filter: {exc}", packet="SUBSCRIBE") from None
                 log.warning("client %s: SUBSCRIBE refused: %s", session.client_id, exc)
                 codes.append(P.Reason.TOPIC_FILTER_INVALID if v5 else P.SUBACK_FAILURE)
                 continue
-            if v5 and topic_filter.startswith("$share/"):
-                log.warning("client %s: SUBSCRIBE %s refused: shared subscriptions are not offered",
-                            session.client_id, topic_filter)
-                codes.append(P.Reason.SHARED_SUBSCRIPTIONS_NOT_SUPPORTED)
-                continue
+            if shared is not None and v5 and options & NO_LOCAL:
+                raise P.ProtocolError(f"No Local on the shared subscription {topic_filter!r}", packet="SUBSCRIBE")
             existed = topic_filter in session.subscriptions
             writes |= self.add(session, topic_filter, qos, options, sub_id)
             codes.append(qos)
             handling = (options >> 4) & 3
-            if handling == 0 or handling == 1 and not existed:
+            if shared is None and (handling == 0 or handling == 1 and not existed):
                 granted.append((topic_filter, qos))
         suback = P.encode_suback5(packet.packet_id, codes) if v5 else P.encode_suback(packet.packet_id, codes)
         if writes:
