@@ -7,6 +7,7 @@ queued is not delivered (§3.3.2.3.3). mosquitto_pub/mosquitto_sub at -V 5 (mosq
 "mosquitto_pub", "mosquitto_sub": -D, -F) exchange properties with paho."""
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import time
 from typing import Any
@@ -180,6 +181,8 @@ def test_v311_persistent_session_gets_queued_v5_messages_and_wills_as_payload_on
     will = ("mixq/will", b"will", 1, packet_props(PacketTypes.WILLMESSAGE, UserProperty=[("w", "1")]))
     drop(v5(gateway.port, "mixq-dies", will=will))
     wait_for(lambda: session(gateway, "old311")["queued"] == 2, 10, what="2 queued for old311")
+    # the will was acknowledged to nobody: only once its rows are committed must a SIGKILL keep it
+    wait_for(lambda: _committed_outbound(gateway, "old311") == 2, 10, what="both deliveries committed")
     restart(gateway, "kill")
     raw = RawClient(gateway.port)
     try:
@@ -192,6 +195,11 @@ def test_v311_persistent_session_gets_queued_v5_messages_and_wills_as_payload_on
     finally:
         raw.close()
     pub.client.loop_stop()
+
+
+def _committed_outbound(gateway, client_id: str) -> int:
+    with sqlite3.connect(f"file:{gateway.data_dir / 'broker.sqlite3'}?mode=ro", uri=True) as db:
+        return db.execute("SELECT COUNT(*) FROM outbound WHERE client_id=?", (client_id,)).fetchone()[0]
 
 
 @pytest.mark.parametrize("how", ["stop", "kill"])

@@ -97,6 +97,8 @@ def _publish(buf: bytes, flags: int, end: int) -> Publish:
     if qos:
         pid = read_packet_id(buf, pos, end, name)
         pos += 2
+    if pos < end and buf[pos] == 0:   # no properties: the common case, without the property decoder
+        return Publish(topic, bytes(buf[pos + 1:end]), qos, bool(flags & 0x01), dup, pid, None)
     props, pos = decode_properties(buf, pos, end, PUBLISH, name)
     return Publish(topic, bytes(buf[pos:end]), qos, bool(flags & 0x01), dup, pid, props or None)
 

@@ -18,6 +18,13 @@ trace_log = logging.getLogger("mqbridge.trace")
 class ClientConnection:
     """Transport-independent half of a connection. ``write``/``abort`` are given by the server."""
 
+    __slots__ = ("peer", "listener", "reader", "created", "last_activity", "connected_at", "client_id",
+                 "protocol_level", "keepalive", "clean_session", "username", "authenticated", "will", "session",
+                 "topic_aliases", "topic_alias_max", "expiry_at_connect", "max_packet_out", "disconnect_sent",
+                 "closed", "closing", "close_reason", "trace", "_write", "_abort", "_after_commit", "_buffer_size",
+                 "_qos0_limit", "_held", "_held_start", "held_by", "held", "held_bytes", "on_unhold", "packets_in",
+                 "packets_out", "bytes_in", "bytes_out")
+
     def __init__(self, *, peer: str, listener: str, max_packet_size: int, now: float,
                  write: Callable[[bytes], None], abort: Callable[[], None],
                  after_commit: Callable[[Callable[[], None]], None],
@@ -42,7 +49,7 @@ class ClientConnection:
         self.session: Session | None = None
         # MQTT 5 (connect.py): the client's Topic Aliases, and how many it may set; whether it asked for
         # Session Expiry 0 at CONNECT (then DISCONNECT may not set another); its Maximum Packet Size
-        self.topic_aliases: dict[int, str] = {}
+        self.topic_aliases: dict[int, str] | None = None   # made at the first alias
         self.topic_alias_max = 0
         self.expiry_at_connect = 0
         self.max_packet_out = 1 << 62

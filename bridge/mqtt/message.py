@@ -18,7 +18,7 @@ class Message:
 
     __slots__ = ("topic", "topic_b", "payload", "qos", "retain", "origin", "username", "store_id", "store_op",
                  "refs", "ts", "_qos0", "key_id", "redelivery", "packet_id", "delivery_id", "props", "expires",
-                 "_items", "_qos0_5")
+                 "_items", "qos0_5")
 
     def __init__(self, topic: str, payload: bytes, qos: int, retain: bool = False,
                  origin: str | None = None, store_id: int | None = None, username: str | None = None,
@@ -50,7 +50,7 @@ class Message:
         self.props = props
         self.expires = expires
         self._items: bytes | None = None
-        self._qos0_5: bytes | None = None
+        self.qos0_5: bytes | None = None   # its QoS 0 PUBLISH for level 5 subscribers, once encoded
 
     def key(self) -> int | None:
         """The id in this publication's message key (``mqtt:<id>``): the first publication's store id."""
@@ -68,8 +68,14 @@ class Message:
         """The PUBLISH a level 5 subscriber gets: the forwarded properties, the remaining Message Expiry
         Interval (at least 1 s: a delivery already in flight is re-sent even when its time has passed) and
         the Subscription Identifiers of the subscriptions it matched."""
-        if qos == 0 and not retain and self.expires is None and not sub_ids and self._qos0_5 is not None:
-            return self._qos0_5
+        plain = not retain and self.expires is None and not sub_ids
+        if plain and qos == 0 and self.qos0_5 is not None:
+            return self.qos0_5
+        if plain and not self.props:   # nothing to forward: an empty property length
+            data = P.encode_publish5(self.topic_b, self.payload, qos, False, dup, pid, b"\x00")
+            if qos == 0:
+                self.qos0_5 = data
+            return data
         items = self._items
         if items is None:
             items = self._items = encode_property_items(self.props) if self.props else b""
@@ -81,7 +87,7 @@ class Message:
         props = items + extra
         data = P.encode_publish5(self.topic_b, self.payload, qos, retain, dup, pid, encode_length(len(props)) + props)
         if qos == 0 and not retain and self.expires is None and not sub_ids:
-            self._qos0_5 = data
+            self.qos0_5 = data
         return data
 
     def qos0_bytes(self) -> bytes:

@@ -325,10 +325,9 @@ class PacketReader:
                 pos = i + length
                 packet = decode_body(first >> 4, first & 0x0F, body, self.level)
                 out.append(packet)
-                if type(packet) is Connect:   # what follows in the same bytes is of its level
-                    self.level = packet.protocol_level
-                if connect_max is not None:
+                if connect_max is not None:   # the CONNECT (a server's reader checked the first byte)
                     self.connect_max = None   # connected: max_size from the next packet on
+                    self.level = packet.protocol_level   # type: ignore[union-attr]  # what follows is of its level
             return out
         except ProtocolError as exc:
             if not out:

@@ -21,11 +21,10 @@ from bridge.mqtt.messages import StoredMessages
 from bridge.mqtt.properties import Props, pack
 from bridge.mqtt.retained import RetainedMessages
 from bridge.mqtt.session import Message, Session
-from bridge.mqtt.shared import PREFIX as SHARED_PREFIX
 from bridge.mqtt.shared import SharedGroups
 from bridge.mqtt.stats import BrokerStats
 from bridge.mqtt.store import RELEASED, Store
-from bridge.mqtt.topics import RETAIN_AS_PUBLISHED, SubscriptionTrie, TopicError, validate_topic_name
+from bridge.mqtt.topics import RETAIN_AS_PUBLISHED, SHARED_GROUP, SubscriptionTrie, TopicError, validate_topic_name
 
 log = logging.getLogger("mqbridge.broker")
 
@@ -134,10 +133,13 @@ class Publisher:
             if alias > conn.topic_alias_max:
                 raise P.ProtocolError(f"Topic Alias {alias} exceeds the Topic Alias Maximum {conn.topic_alias_max}",
                                       packet="PUBLISH", code=P.Reason.TOPIC_ALIAS_INVALID)
+            aliases = conn.topic_aliases
+            if aliases is None:
+                aliases = conn.topic_aliases = {}
             if topic:
-                conn.topic_aliases[alias] = topic
+                aliases[alias] = topic
             else:
-                known = conn.topic_aliases.get(alias)
+                known = aliases.get(alias)
                 if known is None:
                     raise P.ProtocolError(f"Topic Alias {alias} was never set on this connection", packet="PUBLISH")
                 topic = known
@@ -227,22 +229,32 @@ class Publisher:
         writes = False
         if msg.retain:
             writes = self.retained.set(msg)
-        ids: dict[str, list[int]] = {}
-        matches = self.trie.match(msg.topic, msg.origin, ids)
+        trie = self.trie
+        ids: dict[str, list[int]] | None = {} if trie.special else None
+        matches = trie.match(msg.topic, msg.origin, ids)
         if matches:
             sessions = self.sessions
-            retain = msg.retain
+            deliver = self.deliver
+            mqos = msg.qos
             for client_id, grant in matches.items():
-                if client_id[0] == "$" and client_id.startswith(SHARED_PREFIX):   # a group: one of its members
-                    writes |= self.deliver_shared(client_id, msg)
+                if grant > 3 or ids:   # Retain As Published, a shared group, Subscription Identifiers
+                    writes |= self._deliver_special(client_id, grant, msg, ids)
                     continue
-                session = sessions.get(client_id)
+                session = sessions.get(client_id)   # the hot path: a plain subscription
                 if session is not None:
-                    sub_qos = grant & 3
-                    writes |= self.deliver(session, msg, sub_qos if sub_qos < msg.qos else msg.qos,
-                                           retain and bool(grant & RETAIN_AS_PUBLISHED), ids.get(client_id))
+                    writes |= deliver(session, msg, grant if grant < mqos else mqos)
             self.messages.release_if_unreferenced(msg)
         return writes
+
+    def _deliver_special(self, client_id: str, grant: int, msg: Message, ids: dict[str, list[int]] | None) -> bool:
+        if grant & SHARED_GROUP:
+            return self.deliver_shared(client_id, msg)
+        session = self.sessions.get(client_id)
+        if session is None:
+            return False
+        qos = grant & 3
+        return self.deliver(session, msg, qos if qos < msg.qos else msg.qos,
+                            msg.retain and bool(grant & RETAIN_AS_PUBLISHED), ids.get(client_id) if ids else None)
 
     def deliver_shared(self, key: str, msg: Message, exclude: str | None = None) -> bool:
         """A publication for the shared subscription ``key``: to the one member ``SharedGroups.pick`` chooses."""

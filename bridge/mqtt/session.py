@@ -47,6 +47,12 @@ class Journal(Protocol):
 
 
 class Session:
+    __slots__ = ("client_id", "persistent", "protocol_level", "journal", "max_inflight", "max_queued",
+                 "max_queued_bytes", "queued_bytes", "inbound_bytes", "_dropping", "_on_release", "subscriptions",
+                 "queue", "inflight", "unsent", "inbound_qos2", "inbound_ops", "inbound_qos1", "link", "direct",
+                 "direct_out", "soft_limit", "pushing_back", "on_flow", "last_seen", "expiry_seconds",
+                 "ends_with_connection", "max_packet_out", "clock", "stats", "_next_pid", "_next_seq")
+
     def __init__(self, client_id: str, *, persistent: bool, protocol_level: int,
                  journal: Journal | None, max_inflight: int, max_queued: int,
                  on_release: Callable[[Message], None], max_queued_bytes: int = 1 << 62) -> None:
@@ -62,10 +68,10 @@ class Session:
         self._dropping = False                     # logged that the queue is full; reset once it drains
         self._on_release = on_release     # called when a stored message loses its last reference
         self.subscriptions: dict[str, int] = {}   # topic filter -> subscription options (3.1/3.1.1: the QoS)
-        self.sub_ids: dict[str, int] = {}         # MQTT 5: topic filter -> its Subscription Identifier
         self.queue: deque[OutMsg] = deque()
         self.inflight: dict[int, OutMsg] = {}     # packet id -> delivery, in send order
-        self.unsent: deque[OutMsg] = deque()      # in flight, to be re-sent once the window allows (resume)
+        # in flight, to be re-sent once the window allows (resume); made when needed (an idle session's memory)
+        self.unsent: deque[OutMsg] | None = None
         self.inbound_qos2: dict[int, Message] = {}
         self.inbound_ops: dict[int, list[object]] = {}   # their queued INSERTs, for Journal.cancel
         # persistent sessions: the last stored QoS 1 publication per packet id, to recognise the client's
@@ -109,7 +115,14 @@ class Session:
             if not link.can_take_qos0():
                 self.stats.dropped += 1
                 return
-            data = qos0_bytes(self, msg, retain, sub_ids)
+            if self.protocol_level != 5:   # the hot path: the same bytes for every such subscriber
+                self.stats.sent += 1
+                link.send(msg.qos0_bytes() if not retain else
+                          P.encode_publish(msg.topic_b, msg.payload, 0, True, False, None))
+                return
+            data = msg.qos0_5 if not retain and not sub_ids and msg.expires is None else None
+            if data is None or len(data) > self.max_packet_out:   # encode (once per publication), or check
+                data = qos0_bytes(self, msg, retain, sub_ids)
             if data is not None:
                 self.stats.sent += 1
                 link.send(data)
@@ -217,7 +230,7 @@ class Session:
         if link is None:
             return
         unsent = self.unsent
-        while unsent and len(self.inflight) - len(unsent) < self.max_inflight:
+        while unsent and len(self.inflight) - len(unsent) < self.max_inflight:   # (None or empty: none)
             out = unsent.popleft()
             if self.inflight.get(out.packet_id) is out:   # type: ignore[arg-type]
                 self._resend(link, out)
@@ -331,12 +344,14 @@ class Session:
         client is re-sent at most its Receive Maximum at once (the rest as acknowledgements free the window,
         ``unsent``) and nothing above its Maximum Packet Size (discarded as if delivered)."""
         self.link = link
-        self.unsent.clear()
+        self.unsent = None
         window = self.max_inflight
         for pid, out in list(self.inflight.items()):
             if out.state == RELEASED:
                 link.send(P.encode_ack(P.PUBREL, pid))
             elif window <= 0:
+                if self.unsent is None:
+                    self.unsent = deque()
                 self.unsent.append(out)
                 continue
             elif not self._resend(link, out):
@@ -359,7 +374,7 @@ class Session:
 
     def detach(self) -> None:
         self.link = None
-        self.unsent.clear()
+        self.unsent = None
 
     # -- recovery -----------------------------------------------------------------------------------
 
@@ -390,7 +405,7 @@ class Session:
                 if msg.refs <= 0 and msg.store_id is not None:
                     self._on_release(msg)
         self.inflight.clear()
-        self.unsent.clear()
+        self.unsent = None
         self.queue.clear()
         self.queued_bytes = 0
         self.inbound_qos2.clear()

@@ -26,7 +26,7 @@ from bridge.mqtt.retained import RetainedMessages
 from bridge.mqtt.session import Session
 from bridge.mqtt.shared import SharedGroups, parse_shared
 from bridge.mqtt.store import Store
-from bridge.mqtt.topics import NO_LOCAL, SubscriptionTrie, TopicError, validate_topic_filter
+from bridge.mqtt.topics import NO_LOCAL, SHARED_GROUP, SubscriptionTrie, TopicError, validate_topic_filter
 
 log = logging.getLogger("mqbridge.broker")
 
@@ -58,7 +58,6 @@ class Subscriptions:
         """Unsubscribe. True: the store was written."""
         if session.subscriptions.pop(topic_filter, None) is None:
             return False
-        session.sub_ids.pop(topic_filter, None)
         self._untree(topic_filter, session.client_id)
         if session.persistent:
             self.store.delete_subscription(session.client_id, topic_filter)
@@ -71,21 +70,16 @@ class Subscriptions:
         for topic_filter in session.subscriptions:
             self._untree(topic_filter, cid)
         session.subscriptions.clear()
-        session.sub_ids.clear()
 
     def restore(self, session: Session, topic_filter: str, options: int, sub_id: int | None) -> None:
         """A subscription in the session and the topic tree (a shared one: in its group), not the store."""
         group = parse_shared(topic_filter)
         if group is not None:
             if self.shared.join(topic_filter, session.client_id, options & 3, options, sub_id):
-                self.trie.add(group[1], topic_filter, 2)
+                self.trie.add(group[1], topic_filter, 2, SHARED_GROUP)
         else:
             self.trie.add(topic_filter, session.client_id, options & 3, options, sub_id)
         session.subscriptions[topic_filter] = options
-        if sub_id:
-            session.sub_ids[topic_filter] = sub_id
-        else:
-            session.sub_ids.pop(topic_filter, None)
 
     def _untree(self, topic_filter: str, client_id: str) -> None:
         group = parse_shared(topic_filter)

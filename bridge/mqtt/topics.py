@@ -11,6 +11,7 @@ __all__ = ["SubscriptionTrie", "Subscription", "TopicError", "topic_matches", "v
 
 NO_LOCAL = 0x04              # MQTT 5 subscription options: not sent the subscriber's own publications
 RETAIN_AS_PUBLISHED = 0x08   # forwarded with the RETAIN flag it was published with (else 0)
+SHARED_GROUP = 0x40          # (a reserved options bit) the entry is a shared subscription's group (shared.py)
 
 
 class Subscription:
@@ -32,7 +33,7 @@ class Subscription:
 
     def set(self, qos: int, options: int, sub_id: int | None) -> None:
         self.qos = qos
-        self.grant = qos | (options & RETAIN_AS_PUBLISHED)
+        self.grant = qos | (options & (RETAIN_AS_PUBLISHED | SHARED_GROUP))
         self.no_local = bool(options & NO_LOCAL)
         self.sub_id = sub_id or 0
 
@@ -41,12 +42,17 @@ class Subscription:
         self._last = self.matched
 
 
+def _special(sub: Subscription) -> int:
+    return 1 if sub.no_local or sub.sub_id else 0
+
+
 class _Node:
-    __slots__ = ("children", "subscribers")
+    __slots__ = ("children", "subscribers", "special")
 
     def __init__(self) -> None:
         self.children: dict[str, _Node] = {}
         self.subscribers: dict[str, Subscription] = {}  # client id -> subscription
+        self.special = 0   # subscribers with No Local or a Subscription Identifier (else the plain loop)
 
 
 class SubscriptionTrie:
@@ -57,6 +63,7 @@ class SubscriptionTrie:
     def __init__(self) -> None:
         self._root = _Node()
         self._count = 0
+        self.special = 0   # subscriptions with No Local or a Subscription Identifier (match needs ``ids`` then)
 
     def __len__(self) -> int:
         return self._count
@@ -71,9 +78,15 @@ class SubscriptionTrie:
             node = child
         existing = node.subscribers.get(client_id)
         if existing is not None:
+            before = _special(existing)
             existing.set(qos, options, sub_id)
+            change = _special(existing) - before
+            node.special += change
+            self.special += change
             return False
-        node.subscribers[client_id] = Subscription(topic_filter, client_id, qos, options, sub_id)
+        sub = node.subscribers[client_id] = Subscription(topic_filter, client_id, qos, options, sub_id)
+        node.special += _special(sub)
+        self.special += _special(sub)
         self._count += 1
         return True
 
@@ -86,8 +99,11 @@ class SubscriptionTrie:
                 return False
             path.append((node, level))
             node = child
-        if node.subscribers.pop(client_id, None) is None:
+        sub = node.subscribers.pop(client_id, None)
+        if sub is None:
             return False
+        node.special -= _special(sub)
+        self.special -= _special(sub)
         self._count -= 1
         # prune empty branches
         for parent, level in reversed(path):
@@ -130,6 +146,16 @@ class SubscriptionTrie:
 
     @staticmethod
     def _collect(node: _Node, result: dict[str, int], origin: str | None, ids: dict[str, list[int]] | None) -> None:
+        if not node.special:   # the hot path: no No Local, no Subscription Identifier here
+            for client_id, sub in node.subscribers.items():
+                sub.matched += 1
+                grant = sub.grant
+                prev = result.get(client_id)
+                if prev is None:
+                    result[client_id] = grant
+                elif prev != grant:
+                    result[client_id] = max(prev & 3, grant & 3) | ((prev | grant) & RETAIN_AS_PUBLISHED)
+            return
         for client_id, sub in node.subscribers.items():
             sub.matched += 1
             if sub.no_local and client_id == origin:
