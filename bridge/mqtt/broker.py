@@ -177,8 +177,7 @@ class Broker:
             if conn.expiry_at_connect == 0 and expiry:
                 raise P.ProtocolError("Session Expiry Interval set by DISCONNECT after 0 in CONNECT",
                                       packet="DISCONNECT")
-            longest = int(self.limits.session_expiry_hours * 3600)
-            self.table.set_expiry(session, min(expiry, longest) if expiry else None)
+            self.table.set_expiry(session, min(expiry, self.table.longest_expiry) if expiry else None)
         if packet.reason_code == P.Reason.SUCCESS:   # [MQTT-3.1.2-10]: 0x04 and the error codes keep it
             conn.will = None
             self.connects.delayed_wills.disarm(conn.client_id)

@@ -49,6 +49,7 @@ from bridge.mqtt.wire import (
     encode_string,
     read_binary,
     read_packet_id,
+    read_publish_head,
     read_string,
 )
 
@@ -85,21 +86,10 @@ def decode_connect_payload(buf: bytes, pos: int, end: int, flags: int, keepalive
 
 
 def _publish(buf: bytes, flags: int, end: int) -> Publish:
-    name = "PUBLISH"
-    qos = (flags >> 1) & 0x03
-    if qos == 3:
-        raise ProtocolError("QoS 3 is not allowed", packet=name, offset=0)
-    dup = bool(flags & 0x08)
-    if dup and qos == 0:
-        raise ProtocolError("DUP set on a QoS 0 publication", packet=name, offset=0)
-    topic, pos = read_string(buf, 0, end, name, "topic name")
-    pid = None
-    if qos:
-        pid = read_packet_id(buf, pos, end, name)
-        pos += 2
+    qos, dup, topic, pid, pos = read_publish_head(buf, flags, end)
     if pos < end and buf[pos] == 0:   # no properties: the common case, without the property decoder
         return Publish(topic, bytes(buf[pos + 1:end]), qos, bool(flags & 0x01), dup, pid, None)
-    props, pos = decode_properties(buf, pos, end, PUBLISH, name)
+    props, pos = decode_properties(buf, pos, end, PUBLISH, "PUBLISH")
     return Publish(topic, bytes(buf[pos:end]), qos, bool(flags & 0x01), dup, pid, props or None)
 
 

@@ -113,8 +113,7 @@ class Connections:
         conn.trace = client_id in self.trace_clients
         self.stats.connections_total += 1
 
-        limits = self.table.limits
-        longest = int(limits.session_expiry_hours * 3600)
+        longest = self.table.longest_expiry
         ack_props: PR.Props = {}
         if level == P.MQTT_5:
             requested = props.get(PR.SESSION_EXPIRY_INTERVAL, 0)
@@ -128,7 +127,7 @@ class Connections:
         else:
             session, session_present = self.table.open(client_id, clean=packet.clean_session, level=level,
                                                        expiry_seconds=longest, now=now)
-            session.max_inflight = limits.max_inflight
+            session.max_inflight = self.table.limits.max_inflight
             session.max_packet_out = conn.max_packet_out
         conn.session = session
         self.connections[client_id] = conn
@@ -153,7 +152,7 @@ class Connections:
         Size) and what CONNACK tells it of the server's limits."""
         limits = self.table.limits
         session.max_inflight = min(limits.max_inflight, props.get(PR.RECEIVE_MAXIMUM, 65535))
-        conn.max_packet_out = session.max_packet_out = props.get(PR.MAXIMUM_PACKET_SIZE, NO_LIMIT)
+        session.max_packet_out = conn.max_packet_out   # taken from the CONNECT first thing (on_connect)
         conn.topic_alias_max = limits.topic_alias_maximum
         if assigned:
             ack[PR.ASSIGNED_CLIENT_IDENTIFIER] = assigned

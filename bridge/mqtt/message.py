@@ -86,7 +86,7 @@ class Message:
             extra += b"".join(b"\x0b" + encode_length(i) for i in sub_ids)
         props = items + extra
         data = P.encode_publish5(self.topic_b, self.payload, qos, retain, dup, pid, encode_length(len(props)) + props)
-        if qos == 0 and not retain and self.expires is None and not sub_ids:
+        if plain and qos == 0:
             self.qos0_5 = data
         return data
 

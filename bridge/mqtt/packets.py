@@ -64,6 +64,7 @@ from bridge.mqtt.wire import (
     ProtocolError,
     Reason,
     encode_length,
+    read_publish_head,
 )
 from bridge.mqtt.wire import U16 as _U16
 from bridge.mqtt.wire import encode_string as _str
@@ -144,19 +145,8 @@ def _decode_connect(buf: bytes, pos: int, end: int) -> Connect:
     return Connect(level, client_id, clean, keepalive, will, username, password)
 
 
-def _decode_publish(buf: bytes, flags: int, pos: int, end: int) -> Publish:
-    name = "PUBLISH"
-    qos = (flags >> 1) & 0x03
-    if qos == 3:
-        raise ProtocolError("QoS 3 is not allowed", packet=name, offset=0)
-    dup = bool(flags & 0x08)
-    if dup and qos == 0:
-        raise ProtocolError("DUP set on a QoS 0 publication", packet=name, offset=0)
-    topic, pos = _string(buf, pos, end, name, "topic name")
-    pid = None
-    if qos:
-        pid = _packet_id(buf, pos, end, name)
-        pos += 2
+def _decode_publish(buf: bytes, flags: int, end: int) -> Publish:
+    qos, dup, topic, pid, pos = read_publish_head(buf, flags, end)
     return Publish(topic, bytes(buf[pos:end]), qos, bool(flags & 0x01), dup, pid)
 
 
@@ -222,7 +212,7 @@ def decode_body(ptype: int, flags: int, body: bytes, level: int = MQTT_311) -> P
     if ptype == PUBLISH:
         if level == MQTT_5:
             return decode_body5(ptype, flags, body)
-        return _decode_publish(body, flags, 0, end)
+        return _decode_publish(body, flags, end)
     if ptype == AUTH and level != MQTT_5:
         raise ProtocolError("unknown packet type 15 (AUTH exists in MQTT 5 only)", packet=name, offset=0)
     required = _REQUIRED_FLAGS[ptype]

@@ -34,6 +34,14 @@ FORWARDED = frozenset({PR.PAYLOAD_FORMAT_INDICATOR, PR.CONTENT_TYPE, PR.RESPONSE
                        PR.USER_PROPERTY})
 
 
+def forwarded(props: Props, now: float) -> tuple[Props | None, float | None]:
+    """What a level 5 publication (a PUBLISH's properties, or a will's) carries to subscribers: the
+    properties forwarded unchanged, and when it expires (Message Expiry Interval from ``now``)."""
+    interval = props.get(PR.MESSAGE_EXPIRY_INTERVAL)
+    return ({k: v for k, v in props.items() if k in FORWARDED} or None,
+            None if interval is None else now + interval)
+
+
 def publication_digest(topic_b: bytes, payload: bytes, qos: int, retain: bool) -> bytes:
     """What identifies a publication's content for re-send detection: BLAKE2b-128 of topic, QoS, retain
     and payload (the topic length first, so no topic/payload split can collide)."""
@@ -154,10 +162,7 @@ class Publisher:
                 validate_topic_name(response)
             except TopicError as exc:
                 raise P.ProtocolError(f"Response Topic: {exc}", packet="PUBLISH") from None
-        interval = props.get(PR.MESSAGE_EXPIRY_INTERVAL)
-        expires = None if interval is None else self.clock() + interval
-        forwarded = {k: v for k, v in props.items() if k in FORWARDED}
-        return topic, forwarded or None, expires
+        return (topic, *forwarded(props, self.clock()))
 
     def _may_hold_inbound(self, conn: ClientConnection, session: Session, msg: Message) -> bool:
         """A client may leave at most max_inbound_qos2 QoS 2 publications (and max_queued_bytes of them)
@@ -270,9 +275,16 @@ class Publisher:
     def reassign(self, session: Session) -> None:
         """``session`` ends (it left the groups already): what it still held from shared subscriptions goes
         to another member of each group (undelivered or unacknowledged: at least once)."""
+        last = 0   # held for a group it was the last member of: they end with it, as a clean session's do
         for out in session.deliveries():
             if out.shared is not None and out.state != RELEASED:
-                self.deliver_shared(out.shared, out.msg, exclude=session.client_id)
+                if self.shared.members.get(out.shared):
+                    self.deliver_shared(out.shared, out.msg, exclude=session.client_id)
+                else:
+                    last += 1
+        if last:
+            log.info("session %s ended holding %d deliveries of shared subscriptions it was the last member of",
+                     session.client_id, last)
 
     def deliver(self, session: Session, msg: Message, qos: int, retain: bool = False,
                 sub_ids: list[int] | None = None, shared: str | None = None) -> bool:

@@ -19,7 +19,7 @@ from typing import Protocol
 
 from bridge.mqtt import packets as P
 from bridge.mqtt.message import NO_LIMIT, Message, OutMsg, SessionStats
-from bridge.mqtt.outgoing import delivery_bytes, qos0_bytes
+from bridge.mqtt.outgoing import delivery_bytes, qos0_bytes5
 from bridge.mqtt.store import QUEUED, RELEASED, SENT
 
 __all__ = ["NO_LIMIT", "Journal", "Link", "Message", "OutMsg", "Session", "SessionStats"]
@@ -120,9 +120,7 @@ class Session:
                 link.send(msg.qos0_bytes() if not retain else
                           P.encode_publish(msg.topic_b, msg.payload, 0, True, False, None))
                 return
-            data = msg.qos0_5 if not retain and not sub_ids and msg.expires is None else None
-            if data is None or len(data) > self.max_packet_out:   # encode (once per publication), or check
-                data = qos0_bytes(self, msg, retain, sub_ids)
+            data = qos0_bytes5(self, msg, retain, sub_ids)
             if data is not None:
                 self.stats.sent += 1
                 link.send(data)
@@ -184,8 +182,8 @@ class Session:
 
     def _send_new(self, out: OutMsg, link: Link) -> None:
         msg = out.msg
-        if self.protocol_level == 5 and self.direct_out is None and msg.expires is not None \
-                and msg.expires <= self.clock():   # not sent yet: it is deleted (MQTT 5 §3.3.2.3.3)
+        if self.protocol_level == 5 and self.direct_out is None and msg.expired(self.clock()):
+            # not sent yet: it is deleted (MQTT 5 §3.3.2.3.3)
             self.stats.expired += 1
             self.finish(out)
             return

@@ -76,6 +76,12 @@ class SessionTable:
             self.store.save_session(client_id, level, now, stored_expiry)
         return session, present
 
+    @property
+    def longest_expiry(self) -> int:
+        """The longest a session may wait for its client (limits.session_expiry_hours), in seconds: a 3.1.1
+        persistent session's expiry, and the cap on an MQTT 5 client's Session Expiry Interval."""
+        return int(self.limits.session_expiry_hours * 3600)
+
     def set_expiry(self, session: Session, expiry_seconds: int | None) -> None:
         """MQTT 5 DISCONNECT changed the Session Expiry Interval (None: to 0, the session ends now)."""
         if expiry_seconds is None:

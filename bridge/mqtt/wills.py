@@ -18,7 +18,7 @@ from collections.abc import Callable
 from bridge.mqtt import packets as P
 from bridge.mqtt import properties as PR
 from bridge.mqtt.properties import pack, unpack
-from bridge.mqtt.publish import FORWARDED, Publisher
+from bridge.mqtt.publish import Publisher, forwarded
 from bridge.mqtt.session import Message
 from bridge.mqtt.store import Store, StoredWill
 
@@ -31,12 +31,9 @@ def publish_will(publisher: Publisher, client_id: str, username: str | None, wil
         log.warning("client %s: will to %s not published: $ topics are reserved", client_id, will.topic)
         return
     log.info("client %s: publishing will to %s (%s)", client_id, will.topic, reason)
-    props = will.properties or {}
-    forwarded = {k: v for k, v in props.items() if k in FORWARDED} or None
-    interval = props.get(PR.MESSAGE_EXPIRY_INTERVAL)
-    expires = None if interval is None else publisher.clock() + interval
+    props, expires = forwarded(will.properties or {}, publisher.clock())
     publisher.publish(Message(will.topic, will.payload, will.qos, will.retain, client_id, username=username,
-                              props=forwarded, expires=expires))
+                              props=props, expires=expires))
 
 
 class DelayedWills:

@@ -184,6 +184,24 @@ def read_packet_id(buf: bytes, pos: int, end: int, name: str) -> int:
     return pid
 
 
+def read_publish_head(buf: bytes, flags: int, end: int) -> tuple[int, bool, str, int | None, int]:
+    """A PUBLISH's fixed-header flags and variable header up to the packet id, every level: (QoS, DUP,
+    topic name, packet id or None, position after them). QoS 3 and DUP on QoS 0 are refused."""
+    name = "PUBLISH"
+    qos = (flags >> 1) & 0x03
+    if qos == 3:
+        raise ProtocolError("QoS 3 is not allowed", packet=name, offset=0)
+    dup = bool(flags & 0x08)
+    if dup and qos == 0:
+        raise ProtocolError("DUP set on a QoS 0 publication", packet=name, offset=0)
+    topic, pos = read_string(buf, 0, end, name, "topic name")
+    pid = None
+    if qos:
+        pid = read_packet_id(buf, pos, end, name)
+        pos += 2
+    return qos, dup, topic, pid, pos
+
+
 def read_varint(buf: bytes, pos: int, end: int, name: str, what: str) -> tuple[int, int]:
     """A variable byte integer (§1.5.5): 1..4 bytes, 7 bits each, least significant first."""
     value = 0
