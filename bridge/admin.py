@@ -228,7 +228,7 @@ class AdminServer:
             "client_id": s.client_id, "persistent": s.persistent, "connected": s.link is not None,
             "protocol_level": s.protocol_level, "subscriptions": dict(s.subscriptions),
             "queued": len(s.queue), "queued_bytes": s.queued_bytes, "inflight": len(s.inflight),
-            "inbound_qos2": len(s.inbound_qos2), "inbound_qos2_bytes": s.inbound_bytes,
+            "inbound_qos2": len(s.inbound.qos2) if s.inbound else 0, "inbound_qos2_bytes": s.inbound_bytes,
             "last_seen": s.last_seen, "expiry_seconds": s.expiry_seconds,
             "received": s.stats.received, "sent": s.stats.sent, "dropped": s.stats.dropped,
         } for s in self.broker.sessions.values() if not s.client_id.startswith(ROUTE_CLIENT_PREFIX)]

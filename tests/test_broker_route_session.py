@@ -32,7 +32,8 @@ def test_route_session_subscribes_replaces_its_filter_and_is_recovered(tmp_path:
     _attach(broker, "a/#", got)
     session = broker.sessions["$route:r"]
     assert session.persistent and session.expiry_seconds == 0 and session.subscriptions == {"a/#": 2}
-    assert session.soft_limit and session.max_inflight == 8 and session.max_queued == 100
+    assert session.overflow is not None and session.overflow.on_flow is not None   # pushes back, not drops
+    assert session.max_inflight == 8 and session.max_queued == 100
     assert "$route:r" not in broker.connections
     broker.publish(Message("a/x", b"1", 1))
     broker.publish(Message("b/x", b"2", 1))

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 
 from bridge.mqtt.connection import ClientConnection
+from bridge.mqtt.overflow import Overflow
 from bridge.mqtt.session import Session
 
 log = logging.getLogger("mqbridge.broker")
@@ -32,16 +33,13 @@ class FlowControl:
 
     def enable(self, session: Session) -> None:
         """Make ``session`` (a route's) push back instead of dropping (see the module docstring)."""
-        session.soft_limit = True
-        session.on_flow = self._on_flow
+        session.overflow = Overflow(lambda pushing: self._on_flow(session, pushing))
 
     def disable(self, session: Session) -> None:
         """``session`` no longer belongs to a running route: it lets go of the publishers it holds."""
         if session.pushing_back:
-            session.pushing_back = False
             self._on_flow(session, False)
-        session.soft_limit = False
-        session.on_flow = None
+        session.overflow = None
 
     def _on_flow(self, session: Session, pushing: bool) -> None:
         cid = session.client_id

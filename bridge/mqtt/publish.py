@@ -118,16 +118,17 @@ class Publisher:
             return
         # QoS 2: store until PUBREL, publish then, once
         ack = P.encode_ack(P.PUBREC, pid)
-        if pid in session.inbound_qos2:
+        inbound = session.take_inbound()
+        if pid in inbound.qos2:
             conn.send(ack)   # a re-sent PUBLISH (DUP): acknowledge again, publish nothing
             return
         msg = Message(topic, packet.payload, 2, packet.retain, conn.client_id, username=conn.username,
                       packet_id=pid, props=props, expires=expires)
         if not self._may_hold_inbound(conn, session, msg):
             return
-        session.hold_inbound(pid, msg)
+        inbound.hold(pid, msg)
         if session.persistent:
-            session.inbound_ops[pid] = self.store.save_inbound_qos2(session.client_id, pid, topic, packet.payload,
+            inbound.ops[pid] = self.store.save_inbound_qos2(session.client_id, pid, topic, packet.payload,
                                                                     packet.retain, pack(props), expires)
             conn.send_durable(ack)
         else:
@@ -170,7 +171,7 @@ class Publisher:
         it (it sends it again after reconnecting to a persistent session). MQTT 5 calls this "Receive
         Maximum exceeded"; 3.1.1 has no code for it."""
         limits = self.config.limits
-        held = len(session.inbound_qos2)
+        held = len(session.take_inbound().qos2)
         if held < limits.max_inbound_qos2 and session.inbound_bytes + msg.size() <= limits.max_queued_bytes:
             return True
         self.stats.inbound_qos2_refused += 1
@@ -193,7 +194,7 @@ class Publisher:
         costs at most a duplicate, which QoS 1 allows and the audit counts as allowed. Anything else is a
         new publication. The (packet id -> key) index is written in the same commit as the message, so a
         PUBACK lost to a crash still finds it after the restart. Returns whether the store was written."""
-        index = session.inbound_qos1
+        index = session.take_inbound().qos1
         digest = publication_digest(msg.topic_b, msg.payload, 1, msg.retain)
         if dup:
             entry = index.get(pid)
@@ -214,11 +215,12 @@ class Publisher:
         return writes
 
     def on_pubrel(self, conn: ClientConnection, session: Session, pid: int) -> None:
-        msg = session.release_inbound(pid)
+        inbound = session.inbound
+        msg = inbound.release(pid) if inbound is not None else None
         writes = False
         if msg is not None:
             writes = self.publish(msg)
-            if session.persistent and not self.store.cancel(session.inbound_ops.pop(pid, None)):
+            if session.persistent and not self.store.cancel(inbound.ops.pop(pid, None)):  # type: ignore[union-attr]
                 self.store.delete_inbound_qos2(session.client_id, pid)
                 writes = True
         ack = P.encode_ack(P.PUBCOMP, pid)

@@ -1,4 +1,4 @@
-"""One client's session: subscriptions, the outbound queue and in-flight window, inbound QoS 2 state.
+"""One client's session: subscriptions, the outbound queue and in-flight window, the acknowledgements.
 
 WebSphere MQ Telemetry docs "Qualities of service provided by an MQTT client" and WebSphere Message
 Broker docs ("Quality of Service levels and flows"): QoS 1 PUBLISH/PUBACK, QoS 2
@@ -7,7 +7,9 @@ SwiftMQ docs "MQTT Swiftlet": persistent sessions keep subscriptions and queue Q
 the client is away.
 
 A session never touches sockets or SQLite itself: it writes through a ``Link`` (the connection, when
-there is one) and journals through a ``Journal`` (the broker's store, for persistent sessions).
+there is one) and journals through a ``DeliveryJournal`` (the broker's store, for persistent sessions).
+What it does with a full queue is ``overflow.py``; what its client published and the broker still answers
+for (QoS 2 until PUBREL, QoS 1 re-send recognition) is ``inbound.py``.
 """
 from __future__ import annotations
 
@@ -18,8 +20,11 @@ from collections.abc import Callable
 from typing import Protocol
 
 from bridge.mqtt import packets as P
+from bridge.mqtt.delivery_journal import DeliveryJournal, Journal
+from bridge.mqtt.inbound import Inbound
 from bridge.mqtt.message import NO_LIMIT, Message, OutMsg, SessionStats
 from bridge.mqtt.outgoing import delivery_bytes, qos0_bytes5
+from bridge.mqtt.overflow import Overflow
 from bridge.mqtt.store import QUEUED, RELEASED, SENT
 
 __all__ = ["NO_LIMIT", "Journal", "Link", "Message", "OutMsg", "Session", "SessionStats"]
@@ -35,23 +40,12 @@ class Link(Protocol):
     def can_take_qos0(self) -> bool: ...
 
 
-class Journal(Protocol):
-    """The store operations a persistent session's deliveries need (``Store``'s named operations)."""
-
-    def insert_outbound(self, row: tuple[object, ...]) -> list[object]: ...
-    def mark_outbound_sent(self, client_id: str, seq: int, packet_id: int) -> list[object]: ...
-    def mark_outbound_released(self, client_id: str, seq: int) -> list[object]: ...
-    def delete_outbound(self, client_id: str, seq: int) -> list[object]: ...
-    def cancel(self, op: list[object] | None) -> bool: ...
-    def amend(self, op: list[object] | None, params: tuple[object, ...]) -> bool: ...
-
-
 class Session:
     __slots__ = ("client_id", "persistent", "protocol_level", "journal", "max_inflight", "max_queued",
-                 "max_queued_bytes", "queued_bytes", "inbound_bytes", "_dropping", "_on_release", "subscriptions",
-                 "queue", "inflight", "unsent", "inbound_qos2", "inbound_ops", "inbound_qos1", "link", "direct",
-                 "direct_out", "soft_limit", "pushing_back", "on_flow", "last_seen", "expiry_seconds",
-                 "ends_with_connection", "max_packet_out", "clock", "stats", "_next_pid", "_next_seq")
+                 "max_queued_bytes", "queued_bytes", "overflow", "subscriptions", "queue",
+                 "inflight", "unsent", "inbound", "link", "direct", "direct_out", "last_seen",
+                 "expiry_seconds", "ends_with_connection", "max_packet_out", "clock", "stats", "_next_pid",
+                 "_next_seq")
 
     def __init__(self, client_id: str, *, persistent: bool, protocol_level: int,
                  journal: Journal | None, max_inflight: int, max_queued: int,
@@ -59,35 +53,23 @@ class Session:
         self.client_id = client_id
         self.persistent = persistent
         self.protocol_level = protocol_level
-        self.journal = journal if persistent else None
+        self.journal = DeliveryJournal(journal, client_id, on_release) if persistent and journal else None
         self.max_inflight = max_inflight
         self.max_queued = max_queued
         self.max_queued_bytes = max_queued_bytes   # also bounds the unreleased inbound QoS 2 (Publisher)
         self.queued_bytes = 0                      # Message.size() of what is in ``queue``
-        self.inbound_bytes = 0                     # Message.size() of what is in ``inbound_qos2``
-        self._dropping = False                     # logged that the queue is full; reset once it drains
-        self._on_release = on_release     # called when a stored message loses its last reference
+        self.overflow: Overflow | None = None      # what happens when the queue is full (overflow.py)
         self.subscriptions: dict[str, int] = {}   # topic filter -> subscription options (3.1/3.1.1: the QoS)
         self.queue: deque[OutMsg] = deque()
         self.inflight: dict[int, OutMsg] = {}     # packet id -> delivery, in send order
         # in flight, to be re-sent once the window allows (resume); made when needed (an idle session's memory)
         self.unsent: deque[OutMsg] | None = None
-        self.inbound_qos2: dict[int, Message] = {}
-        self.inbound_ops: dict[int, list[object]] = {}   # their queued INSERTs, for Journal.cancel
-        # persistent sessions: the last stored QoS 1 publication per packet id, to recognise the client's
-        # DUP re-send of it: packet id -> (key id, redelivery, digest) (Publisher._publish_qos1_persistent)
-        self.inbound_qos1: dict[int, tuple[int, int, bytes]] = {}
+        self.inbound: Inbound | None = None       # made when the client first publishes QoS 2 (take_inbound)
         self.link: Link | None = None
         # in-process consumers (a route) take messages without the wire encoding: QoS 0 as (msg, retain),
         # QoS 1/2 as (delivery, dup, durable) — durable: only once the store has committed
         self.direct: Callable[[Message, bool], None] | None = None
         self.direct_out: Callable[[OutMsg, bool, bool], None] | None = None
-        # a route's session: max_queued is a soft limit. What reaches it is queued all the same, and the
-        # session says (on_flow(self, True)) that it is pushing back, so the broker holds the publishers
-        # that fill it; once the queue is down to the low-water mark it says so again (on_flow(self, False))
-        self.soft_limit = False
-        self.pushing_back = False
-        self.on_flow: Callable[[Session, bool], None] | None = None
         self.last_seen = 0.0
         self.expiry_seconds = 0
         # MQTT 5: a Session Expiry Interval of 0 on a resumed persistent session: it ends with this connection
@@ -129,46 +111,20 @@ class Session:
         size = msg.size()
         direct = link is not None and not queue and len(self.inflight) < self.max_inflight
         if len(queue) >= self.max_queued or (not direct and self.queued_bytes + size > self.max_queued_bytes):
-            if not self.soft_limit:
-                self._drop(msg)
+            overflow = self.overflow
+            if overflow is None:
+                overflow = self.overflow = Overflow()
+            if not overflow.full(self, msg):
                 return
-            if not self.pushing_back:
-                self.pushing_back = True
-                if self.on_flow is not None:
-                    self.on_flow(self, True)
         out = OutMsg(msg, qos, retain, self._next_seq, sub_ids, shared)
         self._next_seq += 1
         if self.journal is not None:
-            self._journal_new(out)
+            self.journal.new(out)
         if direct and link is not None:
             self._send_new(out, link)
         else:
             queue.append(out)
             self.queued_bytes += size
-
-    def _drop(self, msg: Message) -> None:
-        """A client session's queue is full (max_queued or max_queued_bytes): the delivery is dropped and
-        counted; logged once until the queue has drained to its low-water mark."""
-        self.stats.dropped += 1
-        if not self._dropping:
-            self._dropping = True
-            log.warning("session %s: queue full (%d deliveries, %d bytes; max_queued %d, max_queued_bytes %d): "
-                        "QoS 1/2 deliveries to it are dropped and counted until it drains (first: %s, %d bytes)",
-                        self.client_id, len(self.queue), self.queued_bytes, self.max_queued, self.max_queued_bytes,
-                        msg.topic, len(msg.payload))
-
-    def _journal_new(self, out: OutMsg) -> None:
-        journal = self.journal
-        assert journal is not None
-        msg = out.msg
-        if msg.store_id is None:
-            raise RuntimeError("a journaled delivery needs a stored message")
-        msg.refs += 1
-        out.op = journal.insert_outbound(self._outbound_row(out))
-
-    def _outbound_row(self, out: OutMsg) -> tuple[object, ...]:
-        sub_ids = ",".join(map(str, out.sub_ids)) if out.sub_ids else None
-        return (self.client_id, out.seq, out.msg.store_id, out.qos, int(out.retain), out.packet_id, out.state, sub_ids)
 
     def _allocate_pid(self, preferred: int | None = None) -> int:
         inflight = self.inflight
@@ -200,8 +156,7 @@ class Session:
         self.stats.sent += 1
         journal = self.journal
         if journal is not None:
-            if not journal.amend(out.op, self._outbound_row(out)):
-                journal.mark_outbound_sent(self.client_id, out.seq, pid)
+            journal.sent(out)
             if out.qos == 2:
                 # the packet id must be durable before the PUBLISH leaves, or a crash could make us
                 # send the same message again under a new id: a QoS 2 duplicate.
@@ -237,8 +192,9 @@ class Session:
             out = queue.popleft()
             self.queued_bytes -= out.msg.size()
             self._send_new(out, link)
-        if (self.pushing_back or self._dropping) and self.below_low_water():
-            self._relieved()
+        overflow = self.overflow
+        if overflow is not None and overflow.engaged and self.below_low_water():
+            overflow.drained(self)
 
     def low_water(self) -> int:
         """Where a route's session stops pushing back: 90 % of max_queued (and of max_queued_bytes)."""
@@ -249,49 +205,28 @@ class Session:
 
     def check_relief(self) -> None:
         """After max_queued changed (a route reloaded with another limit): stop pushing back if under it."""
-        if self.pushing_back and self.below_low_water():
-            self._relieved()
+        if self.overflow is not None and self.below_low_water():
+            self.overflow.drained(self)
 
-    def _relieved(self) -> None:
-        if self._dropping:
-            self._dropping = False
-            log.info("session %s: queue drained to %d deliveries, %d bytes (%d dropped so far)", self.client_id,
-                     len(self.queue), self.queued_bytes, self.stats.dropped)
-        if not self.pushing_back:
-            return
-        self.pushing_back = False
-        if self.on_flow is not None:
-            self.on_flow(self, False)
+    @property
+    def pushing_back(self) -> bool:
+        return self.overflow is not None and self.overflow.pushing
 
-    # -- inbound QoS 2 --------------------------------------------------------------------------------
+    # -- inbound ----------------------------------------------------------------------------------------
 
-    def hold_inbound(self, pid: int, msg: Message) -> None:
-        """A QoS 2 publication received and acknowledged (PUBREC): kept until the client's PUBREL."""
-        old = self.inbound_qos2.get(pid)
-        if old is not None:
-            self.inbound_bytes -= old.size()
-        self.inbound_qos2[pid] = msg
-        self.inbound_bytes += msg.size()
+    def take_inbound(self) -> Inbound:
+        if self.inbound is None:
+            self.inbound = Inbound()
+        return self.inbound
 
-    def release_inbound(self, pid: int) -> Message | None:
-        """PUBREL: the held publication, now to be published (None: not held, e.g. released before)."""
-        msg = self.inbound_qos2.pop(pid, None)
-        if msg is not None:
-            self.inbound_bytes -= msg.size()
-        return msg
+    @property
+    def inbound_bytes(self) -> int:
+        return self.inbound.bytes if self.inbound is not None else 0
 
     def finish(self, out: OutMsg) -> None:
         """A delivery is done (acknowledged, withdrawn): its row goes, its message once unreferenced."""
-        journal = self.journal
-        if journal is not None:
-            # acknowledged before the writer took the insert: neither row need ever be written
-            if not journal.cancel(out.op):
-                journal.delete_outbound(self.client_id, out.seq)
-            out.op = None
-            msg = out.msg
-            msg.refs -= 1
-            if msg.refs <= 0 and msg.store_id is not None:
-                self._on_release(msg)
+        if self.journal is not None:
+            self.journal.done(out)
 
     def on_puback(self, pid: int) -> None:
         out = self.inflight.get(pid)
@@ -318,9 +253,8 @@ class Session:
             return
         if out is not None and out.qos == 2 and out.state == SENT:
             out.state = RELEASED
-            journal = self.journal
-            if journal is not None and not journal.amend(out.op, self._outbound_row(out)):
-                journal.mark_outbound_released(self.client_id, out.seq)
+            if self.journal is not None:
+                self.journal.released(out)
         if self.link is not None:
             if self.journal is not None:
                 # PUBREL only once "released" is durable: else a crash after the client's PUBCOMP
@@ -378,7 +312,8 @@ class Session:
 
     def restore_outbound(self, out: OutMsg) -> None:
         """Put back a delivery read from the store (start-up), keeping its sequence and state."""
-        out.msg.refs += 1
+        if self.journal is not None:
+            self.journal.restored(out)
         if out.state in (SENT, RELEASED) and out.packet_id:
             self.inflight[out.packet_id] = out
         else:
@@ -398,17 +333,11 @@ class Session:
         """Drop every queued and in-flight delivery (clean session, expiry, admin delete)."""
         for out in list(self.inflight.values()) + list(self.queue):
             if self.journal is not None:
-                msg = out.msg
-                msg.refs -= 1
-                if msg.refs <= 0 and msg.store_id is not None:
-                    self._on_release(msg)
+                self.journal.unref(out.msg)
         self.inflight.clear()
         self.unsent = None
         self.queue.clear()
         self.queued_bytes = 0
-        self.inbound_qos2.clear()
-        self.inbound_bytes = 0
-        self.inbound_ops.clear()
-        if self.pushing_back or self._dropping:
-            self._relieved()
-        self.inbound_qos1.clear()
+        self.inbound = None
+        if self.overflow is not None:
+            self.overflow.drained(self)

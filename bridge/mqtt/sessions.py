@@ -164,10 +164,12 @@ class SessionTable:
                 out.state = state_
                 session.restore_outbound(out)
                 restored += 1
-            for pid, p in stored.inbound_qos2.items():
-                session.hold_inbound(pid, Message(p.topic, p.payload, 2, p.retain, cid, packet_id=pid,
-                                                  props=unpack(p.props), expires=p.expires))
-            session.inbound_qos1.update(stored.inbound_qos1)
+            if stored.inbound_qos2 or stored.inbound_qos1:
+                inbound = session.take_inbound()
+                for pid, p in stored.inbound_qos2.items():
+                    inbound.hold(pid, Message(p.topic, p.payload, 2, p.retain, cid, packet_id=pid,
+                                              props=unpack(p.props), expires=p.expires))
+                inbound.qos1.update(stored.inbound_qos1)
             self.sessions[cid] = session
             if session.expiry_seconds:
                 self._next_due = min(self._next_due, session.last_seen + session.expiry_seconds)
