@@ -139,6 +139,30 @@ def test_convert_mqtt_to_mq(capsys, tmp_path):
     assert doc["report"][0]["change"] == "truncated"
 
 
+def test_convert_mqtt5_properties_to_mq_and_back(capsys, tmp_path):
+    """The MQTT 5 properties of a description reach the MQ message (docs/mqtt5-mq.md) and come back."""
+    desc = tmp_path / "pub5.json"
+    desc.write_text(json.dumps({"topic": "svc/req", "payload": "hi", "qos": 1, "packet_id": 9, "client_id": "r",
+                                "response_topic": "svc/replies", "correlation_data_hex": b"req-1".hex(),
+                                "user_properties": [["order", "42"]], "message_expiry_interval": 60}))
+    out_file = tmp_path / "req.bin"
+    code, out, err = run(capsys, "convert", "--from", "mqtt", "--to", "mq", str(desc), "--reply-to-queue", "SVC.REP",
+                         "--out", str(out_file), "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    folders = {f["name"]: f["elements"] for f in doc["result"]["headers"][0]["folders"]}
+    assert folders["usr"] == [{"name": "order", "value": "42"}]
+    assert {"name": "Rto", "value": "topic://svc/replies"} in folders["jms"]
+    assert doc["result"]["MQMD"]["ReplyToQ"].strip() == "SVC.REP" and doc["result"]["MQMD"]["Expiry"] == 600
+    assert doc["report"] == []
+    code, out, err = run(capsys, "convert", "--from", "mq", "--to", "mqtt", str(out_file), "--json",
+                         "--allocate-packet-id", "5")
+    assert code == 0, err
+    back = json.loads(out)["result"]
+    assert back["user_properties"] == [["order", "42"]] and back["response_topic"] == "svc/replies"
+    assert back["message_expiry_interval"] == 60 and bytes.fromhex(back["correlation_data_hex"]) == b"req-1"
+
+
 def test_convert_raw_payload_with_flags(capsys, tmp_path):
     raw = tmp_path / "payload.bin"
     raw.write_bytes(b"\x00\x01binary")
@@ -229,7 +253,10 @@ def test_convert_mq_to_mqtt(capsys):
         "Q",
         str(FIXTURE_DIR / "mq_plain_string.json"),
     )
-    assert code == 0 and '"packet_id": 4779' in out and "dropped   MQMD.ReplyToQ" in out
+    assert code == 0 and '"packet_id": 4779' in out
+    # MQMD ReplyToQ/ReplyToQMgr is the MQTT 5 Response Topic (docs/mqtt5-mq.md), no longer dropped
+    assert '"response_topic": "queue://QM1/REPLY.Q"' in out and "MQMD.ReplyToQ" not in out
+    assert "payload_format_indicator" not in out   # MQSTR, but in CCSID 819: the bytes are not UTF-8 text
 
 
 def test_convert_unknown_pair(capsys):

@@ -21,7 +21,7 @@ def _mqtt_to_mq(raw: bytes, name: str, args: argparse.Namespace) -> ConvertResul
     pub = read_mqtt_publication(raw, name, args)
     options = MqttToMqOptions(
         user_id_source=UserIdSource(args.user_id_source), configured_user_id=args.configured_user_id or "",
-        encoding=args.encoding, mqmd_version=args.mqmd_version,
+        encoding=args.encoding, mqmd_version=args.mqmd_version, reply_to_queue=args.reply_to_queue,
     )
     data, report = MqttToMqEncoder(options).encode(pub)
     return ConvertResult(report=report, data=data, document=message_as_dict(decode_message(data)))
@@ -52,6 +52,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--encoding", type=int, choices=[273, 546], default=546,
                    help="MQMD.Encoding: 546 little-endian (x86 native), 273 big-endian")
     g.add_argument("--mqmd-version", type=int, choices=[1, 2], default=1)
+    g.add_argument("--reply-to-queue", metavar="QUEUE",
+                   help="MQMD.ReplyToQ when the MQTT 5 Response Topic is a topic (docs/mqtt5-mq.md)")
     g = p.add_argument_group("MQ -> MQTT (MQ Telemetry Tables 4-5)")
     g.add_argument("--subscriber-qos", type=int, choices=[0, 1, 2],
                    help="QoS of the matching subscription (omit for an unsolicited message)")
@@ -65,6 +67,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def entries() -> Iterable[ConvertEntry]:
     return [
-        ConvertEntry("mqtt", "mq", _mqtt_to_mq, "MQTT publication -> MQ message bytes (MQ Telemetry Tables 1-3)"),
+        ConvertEntry("mqtt", "mq", _mqtt_to_mq, "MQTT publication -> MQ message bytes (MQ Telemetry Tables 1-3; "
+                     "MQTT 5 properties: docs/mqtt5-mq.md)"),
         ConvertEntry("mq", "mqtt", _mq_to_mqtt, "MQ message -> MQTT publication (MQ Telemetry Tables 4-5)"),
     ]

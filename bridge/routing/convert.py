@@ -53,7 +53,8 @@ class RouteConverter:
         self._mq_encoder = MqttToMqEncoder(MqttToMqOptions(
             user_id_source=UserIdSource(opts.user_identifier), configured_user_id=opts.configured_user_id,
             persistence=FIXED_PERSISTENCE[opts.persistence],
-            priority=C.MQPRI_PRIORITY_AS_Q_DEF if opts.priority is None else opts.priority))
+            priority=C.MQPRI_PRIORITY_AS_Q_DEF if opts.priority is None else opts.priority,
+            reply_to_queue=opts.reply_to_queue))
         table: dict[tuple[str, str], Convert] = {
             ("mqtt", "mq"): self._mqtt_to_mq,
             ("mq", "mqtt"): self._mq_to_mqtt,

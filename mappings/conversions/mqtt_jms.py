@@ -326,11 +326,29 @@ def property_to_string(value: JavaValue) -> str | None:
     return v  # type: ignore[return-value]
 
 
-def _mqtt_string(text: str, name: str, report: ConversionReport) -> str | None:
+def mqtt_string(text: str, name: str, report: ConversionReport) -> str | None:
+    """``text`` as an MQTT UTF-8 string, or None (dropped, reported) when MQTT cannot carry it."""
     if _BAD_MQTT_CHAR.search(text):
         report.dropped(name, "contains U+0000 or an unpaired surrogate, which MQTT strings cannot carry")
         return None
     return text
+
+
+def user_property_value(name: str, value: JavaValue, report: ConversionReport) -> str | None:
+    """A JMS property as the value of an MQTT 5 user property of the same name (None: dropped, reported)."""
+    text = property_to_string(value)
+    if text is None:
+        report.dropped(name, "null value" if value.value is None else "byte[] is not valid UTF-8")
+        return None
+    if value.type is not JavaType.STRING:
+        report.coerced(name, f"{value.type.value} -> String")
+    return mqtt_string(text, name, report)
+
+
+def response_topic_of(reply: Destination, report: ConversionReport) -> str | None:
+    """JMSReplyTo as an MQTT 5 Response Topic: a plain topic by its name, anything else as its URI."""
+    plain_topic = reply.kind is DestinationKind.TOPIC and not reply.options
+    return mqtt_string(reply.name if plain_topic else reply.uri, "JMSReplyTo", report)
 
 
 def _payload(message: JmsMessage) -> tuple[bytes, int | None]:
@@ -391,7 +409,7 @@ def jms_to_mqtt(
 
     user_props: list[tuple[str, str]] = []
     if headers.message_id is not None:
-        text = _mqtt_string(headers.message_id, MESSAGE_ID, report)
+        text = mqtt_string(headers.message_id, MESSAGE_ID, report)
         if text is not None:
             user_props.append((MESSAGE_ID, text))
     if headers.timestamp != 0:
@@ -411,26 +429,14 @@ def jms_to_mqtt(
             else:
                 username = value.value
             continue
-        text = property_to_string(value)
-        if text is None:
-            why = "null value" if value.value is None else "byte[] is not valid UTF-8"
-            report.dropped(name, why)
-            continue
-        if value.type is not JavaType.STRING:
-            report.coerced(name, f"{value.type.value} -> String")
-        text = _mqtt_string(text, name, report)
+        text = user_property_value(name, value, report)
         if text is not None:
             user_props.append((name, text))
 
     content_type = None
     if headers.type is not None:
-        content_type = _mqtt_string(headers.type, "JMSType", report)
-    response_topic = None
-    if headers.reply_to is not None:
-        reply = headers.reply_to
-        plain_topic = reply.kind is DestinationKind.TOPIC and not reply.options
-        response_topic = reply.name if plain_topic else reply.uri
-        response_topic = _mqtt_string(response_topic, "JMSReplyTo", report)
+        content_type = mqtt_string(headers.type, "JMSType", report)
+    response_topic = None if headers.reply_to is None else response_topic_of(headers.reply_to, report)
     correlation = headers.correlation_id
     correlation_data = correlation.encode("utf-8", "surrogatepass") if isinstance(correlation, str) else (
         correlation)

@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
 
+from mappings.conversions.mqtt5_mq import has_properties, properties_from_mq, properties_to_mq
 from mappings.errors import MappingError
 from mappings.mq import constants as C
 from mappings.mq.message import MqMessage, decode_message
 from mappings.mq.mqmd import FIELD_TABLE, Mqmd, encode_mqmd
-from mappings.mq.rfh2 import Rfh1, Rfh2, RfhFolder, escape_text
+from mappings.mq.rfh2 import Rfh1, Rfh2, RfhFolder, encode_folder, escape_text
 from mappings.mqtt.publication import MqttPublication
 from mappings.report import ConversionReport, Finding
 
@@ -70,6 +71,8 @@ class MqttToMqOptions:
     # A route's overrides, written into the MQMD by the encoder (not patched afterwards):
     persistence: int | None = None          # MQMD.Persistence; None: from the QoS (MQ Telemetry Table 1)
     priority: int = C.MQPRI_PRIORITY_AS_Q_DEF   # MQMD.Priority; MQ Telemetry Table 1 leaves the default
+    # MQMD.ReplyToQ of a publication whose MQTT 5 Response Topic is a topic (mqtt5_mq); None: left blank
+    reply_to_queue: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +155,13 @@ def _check_publication(pub: MqttPublication) -> None:
         if not isinstance(getattr(pub, name), str | None):
             raise MappingError(f"must be a string, got {type(getattr(pub, name)).__name__}", structure=where,
                                field=name)
+    for name, low, high in (("payload_format_indicator", 0, 1), ("message_expiry_interval", 0, 2**32 - 1)):
+        value = getattr(pub, name)
+        if value is not None and (value.__class__ is not int or not low <= value <= high):
+            raise MappingError(f"must be an integer {low}..{high}, got {value!r}", structure=where, field=name)
+    if not isinstance(pub.correlation_data, bytes | None):
+        raise MappingError(f"must be bytes, got {type(pub.correlation_data).__name__}", structure=where,
+                           field="correlation_data")
     if not isinstance(pub.user_properties, tuple | list) or not all(
             isinstance(p, tuple | list) and len(p) == 2 for p in pub.user_properties):
         raise MappingError("must be a sequence of (name, value) pairs", structure=where,
@@ -193,18 +203,6 @@ def folder_client_id(pub: MqttPublication, options: MqttToMqOptions, report: Con
                          f"{len(raw)} bytes cut to {len(cut.encode())} (MQ Telemetry Table 2: 1..23 bytes)")
         return cut
     return cid
-
-
-def _report_mqtt5_properties(pub: MqttPublication, report: ConversionReport) -> None:
-    """MQ Telemetry Tables 1-3 carry no MQTT 5 properties: each one present is reported as dropped."""
-    for attr, label in (("payload_format_indicator", "payload format indicator"),
-                        ("content_type", "content type"), ("response_topic", "response topic"),
-                        ("correlation_data", "correlation data"),
-                        ("message_expiry_interval", "message expiry interval")):
-        if getattr(pub, attr) is not None:
-            report.dropped(label, "no place in MQMD/RFH2 MQ Telemetry Tables 1-2")
-    for name, _value in pub.user_properties:
-        report.dropped(f"user property {name}", "no place in MQMD/RFH2 MQ Telemetry Tables 1-2")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -259,7 +257,7 @@ class MqttToMqEncoder:
 
     def __init__(self, options: MqttToMqOptions = MqttToMqOptions()) -> None:
         self.options = options
-        order = C.integer_byte_order(options.encoding)
+        order = self._order = C.integer_byte_order(options.encoding)
         # MQMD bytes around UserIdentifier (offset 196, 12 bytes; IBM MQ docs "MQMD - Message descriptor")
         mds = [encode_mqmd(_mqmd_for(options, qos)) for qos in (0, 1)]
         self._md_parts = tuple((md[:196], md[208:]) for md in mds)
@@ -310,14 +308,26 @@ class MqttToMqEncoder:
         mqtt += b"   "[: -len(mqtt) % 4]
         mqps = (_MQPS_RETAINED if pub.retain else _MQPS) % self._topic(topic)
         mqps += b"   "[: -len(mqps) % 4]
-        if (pub.user_properties or pub.content_type is not None or pub.payload_format_indicator is not None
-                or pub.response_topic is not None or pub.correlation_data is not None
-                or pub.message_expiry_interval is not None):
-            _check_publication(pub)
-            _report_mqtt5_properties(pub, report)
         long_ = self._long
+        if has_properties(pub):
+            _check_publication(pub)
+            return self._with_properties(pub, md, (mqtt, mqps), report), report
         head = self._head(44 + len(mqtt) + len(mqps), *self._rfh_fixed)
         return b"".join((md, head, long_(len(mqtt)), mqtt, long_(len(mqps)), mqps, payload)), report
+
+    def _with_properties(self, pub: MqttPublication, md: bytes, folders: tuple[bytes, ...],
+                         report: ConversionReport) -> bytes:
+        """MQ Telemetry's message plus the MQTT 5 properties (mqtt5_mq): MQMD fields, mcd/jms/usr folders."""
+        fields = properties_to_mq(pub, report, reply_to_queue=self.options.reply_to_queue)
+        if fields.md:
+            base = _mqmd_for(self.options, pub.qos)
+            md = encode_mqmd(dataclasses.replace(base, user_identifier=md[196:208].decode("latin-1"), **fields.md))
+        encoding, ccsid, fmt, flags, nv_ccsid = self._rfh_fixed
+        if fields.text:
+            fmt = C.MQFMT_STRING.encode()
+        parts = [*folders, *(encode_folder(f, nv_ccsid, self._order) for f in fields.folders)]
+        body = b"".join(self._long(len(part)) + part for part in parts)
+        return b"".join((md, self._head(36 + len(body), encoding, ccsid, fmt, flags, nv_ccsid), body, pub.payload))
 
 
 _MQPS = b"<mqps><Top>%s</Top></mqps>"
@@ -374,9 +384,12 @@ def packet_id_from_msg_id(msg_id: bytes) -> int:
     return int.from_bytes(msg_id[-2:], "big")
 
 
-def _report_discarded(msg: MqMessage, report: ConversionReport) -> None:
-    """MQ Telemetry Table 4 preamble: any other MQMD data or header is discarded -- each one is reported."""
+def _report_discarded(msg: MqMessage, report: ConversionReport, used: set[str]) -> None:
+    """MQ Telemetry Table 4 preamble: any other MQMD data or header is discarded -- each one is reported.
+    ``used``: the MQMD attributes and folder/element names the MQTT 5 properties carry (mqtt5_mq)."""
     for attr in _REPORTED_MQMD_FIELDS:
+        if attr in used:
+            continue
         value = getattr(msg.md, attr)
         if value != getattr(_MQMD_DEFAULT, attr) and not (attr == "priority" and value < 0):
             report.dropped(f"MQMD.{FIELD_TABLE[attr][1]}", "not carried by MQTT (MQ Telemetry Tables 4-5)")
@@ -388,12 +401,12 @@ def _report_discarded(msg: MqMessage, report: ConversionReport) -> None:
             report.dropped(f"{type(header).__name__.upper()} header {index + 1}", "not carried by MQTT")
             continue
         for folder in header.folders:
-            used = _USED_ELEMENTS.get(folder.name)
-            if used is None:
+            known = _USED_ELEMENTS.get(folder.name, set())
+            if not known and not any(f"{folder.name}/{el.name}" in used for el in folder.elements):
                 report.dropped(f"MQRFH2 folder {folder.name}", f"{len(folder.elements)} elements")
                 continue
             for el in folder.elements:
-                if el.name not in used:
+                if el.name not in known and f"{folder.name}/{el.name}" not in used:
                     report.dropped(f"{folder.name}/{el.name}", "not carried by MQTT (MQ Telemetry Tables 4-5)")
 
 
@@ -445,9 +458,10 @@ def mq_to_mqtt(msg: MqMessage, *, subscriber_qos: int | None = None,
     mqtt = msg.rfh2_folder(MQTT_FOLDER)
     if mqtt is not None:
         client_id = mqtt.value("clientId") or None
-    _report_discarded(msg, report)
+    properties, used = properties_from_mq(msg, report)
+    _report_discarded(msg, report, used)
     pub = MqttPublication(topic=topic, payload=msg.body, qos=qos, retain=retained, dup=False,
-                          packet_id=packet_id, client_id=client_id)
+                          packet_id=packet_id, client_id=client_id, **properties)
     return pub, report
 
 

@@ -152,6 +152,8 @@ class RouteOptions(_Model):
     max_queued: int | None = Field(None, ge=1)
     # MQ -> JMS: a usr property value its dt= cannot hold backs the whole message out, or is dropped (a finding)
     bad_property: Literal["backout", "drop"] = "backout"
+    # MQTT -> MQ: the MQMD ReplyToQ of a request whose MQTT 5 Response Topic is a topic (docs/mqtt5-mq.md)
+    reply_to_queue: str | None = Field(None, pattern=r"^[A-Za-z0-9._/%]{1,48}$")
 
     @field_validator("selector")
     @classmethod
@@ -183,6 +185,9 @@ class Route(_Model):
                 validate_topic_filter(src.mqtt)
             except TopicError as exc:
                 raise ValueError(f"from.mqtt: {exc}") from None
+        if self.options.reply_to_queue is not None and not (isinstance(src, MqttEndpoint)
+                                                            and isinstance(dst, QueueEndpoint)):
+            raise ValueError("options.reply_to_queue: only a route from MQTT to an MQ queue writes MQMD ReplyToQ")
         if self.options.max_queued is not None and not isinstance(src, MqttEndpoint):
             raise ValueError("options.max_queued: only a route from an MQTT topic filter has a broker session "
                              "queue to limit")
