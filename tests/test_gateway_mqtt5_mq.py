@@ -81,6 +81,7 @@ def test_mqtt5_request_answered_by_an_mqi_responder_on_the_embedded_store(
         request = _take(store, "SVC.REQ")
         md = request.md
         assert md.reply_to_q.strip() == "SVC.REP"                 # the route's reply_to_queue for a topic
+        assert md.msg_type == C.MQMT_REQUEST                       # a reply is expected
         assert md.correl_id == b"req-17".ljust(24, b"\x00")
         assert 5900 <= md.expiry <= 6000                           # tenths of a second, counted from the publish
         folders = _folders(request)

@@ -98,7 +98,11 @@ def properties_to_mq(pub: MqttPublication, report: ConversionReport, *, reply_to
             report.truncated("MQMD.Expiry", f"{pub.message_expiry_interval} s is beyond an MQLONG of tenths: "
                              f"{MQLONG_MAX} tenths")
             tenths = MQLONG_MAX
+        if tenths == 0:
+            report.coerced("MQMD.Expiry", "0 s (already expired): 1 tenth, the least MQ accepts")
         ctx.md["expiry"] = max(tenths, 1)
+    if "reply_to_q" in ctx.md:
+        ctx.md["msg_type"] = C.MQMT_REQUEST   # a reply is expected (IBM MQ JMS mapping: JMSReplyTo set)
     folders = []
     if ctx.mcd:
         mcd = {"Msd": BODY_TABLE[BodyType.TEXT if text else BodyType.BYTES][0]} | ctx.mcd
@@ -145,7 +149,7 @@ def _correlation_to_mq(data: bytes, ctx: ToMq) -> None:
 # --------------------------------------------------------------------------------------------------
 # MQ -> MQTT 5
 # --------------------------------------------------------------------------------------------------
-_MD_USED = ("correl_id", "reply_to_q", "reply_to_q_mgr", "expiry")
+_MD_USED = ("correl_id", "reply_to_q", "reply_to_q_mgr", "expiry")   # and msg_type of a request
 
 
 def properties_from_mq(msg: MqMessage, report: ConversionReport) -> tuple[dict[str, Any], set[str]]:
@@ -184,7 +188,10 @@ def properties_from_mq(msg: MqMessage, report: ConversionReport) -> tuple[dict[s
         out["payload_format_indicator"] = 1
     if MCD in folders:
         ctx.used.add(f"{MCD}/Msd")   # the body class, which the payload format indicator gives
-    return {k: v for k, v in out.items() if v is not None and v != ()}, ctx.used | set(_MD_USED)
+    used = ctx.used | set(_MD_USED)
+    if md.msg_type == C.MQMT_REQUEST and "response_topic" in out:
+        used.add("msg_type")   # a request: the Response Topic says a reply is expected
+    return {k: v for k, v in out.items() if v is not None and v != ()}, used
 
 
 def _values(folder: RfhFolder | None) -> dict[str, str | None]:

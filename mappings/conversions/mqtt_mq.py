@@ -163,7 +163,8 @@ def _check_publication(pub: MqttPublication) -> None:
         raise MappingError(f"must be bytes, got {type(pub.correlation_data).__name__}", structure=where,
                            field="correlation_data")
     if not isinstance(pub.user_properties, tuple | list) or not all(
-            isinstance(p, tuple | list) and len(p) == 2 for p in pub.user_properties):
+            isinstance(p, tuple | list) and len(p) == 2 and isinstance(p[0], str) and isinstance(p[1], str)
+            for p in pub.user_properties):
         raise MappingError("must be a sequence of (name, value) pairs", structure=where,
                            field="user_properties")
 
@@ -325,6 +326,8 @@ class MqttToMqEncoder:
         encoding, ccsid, fmt, flags, nv_ccsid = self._rfh_fixed
         if fields.text:
             fmt = C.MQFMT_STRING.encode()
+            if self.options.coded_char_set_id != C.CCSID_UTF8:   # UTF-8 text, whatever the channel's CCSID
+                ccsid = C.CCSID_UTF8
         parts = [*folders, *(encode_folder(f, nv_ccsid, self._order) for f in fields.folders)]
         body = b"".join(self._long(len(part)) + part for part in parts)
         return b"".join((md, self._head(36 + len(body), encoding, ccsid, fmt, flags, nv_ccsid), body, pub.payload))
