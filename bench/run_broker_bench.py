@@ -108,21 +108,37 @@ class Broker:
         return info
 
 
+# the "+acl" variants: both brokers read this acl_file (mosquitto's format). Anonymous clients (the load
+# generator's) may use b/#, except a denied subtree no publication uses: the subscribers' "b/#" is only
+# partly readable, so every delivery is checked against the rules (mqbridge: acl.py; mosquitto: always)
+BENCH_ACL = "topic readwrite b/#\ntopic deny b/secret/#\n"
+
+
+def _acl_file(workdir: Path) -> Path:
+    path = workdir / "acl"
+    path.write_text(BENCH_ACL)
+    return path
+
+
 class Mosquitto(Broker):
     """``default``: Debian's mosquitto as shipped, with only what a loopback test needs (its own port,
-    anonymous clients on that listener, a log file); otherwise tuned to mqbridge's limits (below)."""
+    anonymous clients on that listener, a log file); otherwise tuned to mqbridge's limits (below).
+    ``acl``: with BENCH_ACL as its acl_file."""
 
-    def __init__(self, workdir: Path, persistence: bool, default: bool = False) -> None:
+    def __init__(self, workdir: Path, persistence: bool, default: bool = False, acl: bool = False) -> None:
         super().__init__(workdir)
         self.persistence = persistence
         self.default = default
+        self.acl = acl
         self.label = "mosquitto-default" if default else "mosquitto+persist" if persistence else "mosquitto"
+        self.label += "+acl" if acl else ""
 
     def start(self) -> None:
         conf = self.dir / "mosquitto.conf"
         if self.default:
             conf.write_text(f"listener {self.port} 127.0.0.1\nallow_anonymous true\nuser root\n"
-                            f"log_dest file {self.dir / 'broker.log'}\n")
+                            f"log_dest file {self.dir / 'broker.log'}\n"
+                            + (f"acl_file {_acl_file(self.dir)}\n" if self.acl else ""))
             self.proc = subprocess.Popen([MOSQUITTO, "-c", str(conf)], stdout=subprocess.DEVNULL,
                                          stderr=subprocess.DEVNULL, preexec_fn=_raise_nofile)
             _wait_port(self.port, self.proc)
@@ -151,11 +167,12 @@ class Mosquitto(Broker):
 
 
 class Mqbridge(Broker):
-    def __init__(self, workdir: Path, synchronous: str = "FULL", code: Path = ROOT) -> None:
+    def __init__(self, workdir: Path, synchronous: str = "FULL", code: Path = ROOT, acl: bool = False) -> None:
         super().__init__(workdir)
         self.synchronous = synchronous
         self.code = code          # the source tree the broker runs from (--code: A/B of two commits)
-        self.label = f"mqbridge-{synchronous}"
+        self.acl = acl
+        self.label = f"mqbridge-{synchronous}" + ("+acl" if acl else "")
         self.admin_port = free_port()
 
     def counters(self, timeout: float = 5.0) -> dict[str, Any]:
@@ -187,7 +204,8 @@ class Mqbridge(Broker):
             "data_dir": str(data),
             "broker": {"listeners": [{"host": "127.0.0.1", "port": self.port, "max_connections": 0}],  # idle: 10,000
                        "sys_interval": 0,
-                       "durability": {"synchronous": self.synchronous}},
+                       "durability": {"synchronous": self.synchronous},
+                       **({"acl_file": str(_acl_file(self.dir))} if self.acl else {})},
             "admin": {"enabled": True, "port": self.admin_port},   # loopback; read once after the run
             "logging": {"level": "WARNING"},
         }))
@@ -230,6 +248,10 @@ def scenarios(duration: float, idle: int) -> dict[str, tuple[Spec, list[str]]]:
         "qos2": (Spec("qos2", qos=2, publishers=4, payload=64, window=64, clean=False, duration=d), durable),
         "fanout-50": (Spec("fanout-50", qos=0, publishers=1, subscribers=50, payload=64, budget=2_000,
                            duration=d), plain),
+        # the same under an ACL file (BENCH_ACL): each of the 50 deliveries per publication checked
+        "fanout-50-acl": (Spec("fanout-50-acl", qos=0, publishers=1, subscribers=50, payload=64, budget=2_000,
+                               duration=d), ["mosquitto-default", "mosquitto-default+acl", "mqbridge-FULL",
+                                             "mqbridge-FULL+acl"]),
         "latency-qos0": (Spec("latency-qos0", qos=0, publishers=1, payload=64, rate=5000, latency=True,
                               duration=d), plain),
         "latency-qos1": (Spec("latency-qos1", qos=1, publishers=1, payload=64, rate=2000, window=1000,
@@ -257,6 +279,7 @@ HEADLINE = {
     "qos1-pubpersist": ("delivered_per_s", "msg/s end to end"),
     "qos2": ("delivered_per_s", "msg/s end to end"),
     "fanout-50": ("delivered_per_s", "deliveries/s"),
+    "fanout-50-acl": ("delivered_per_s", "deliveries/s"),
     "qos0-64-v5": ("delivered_per_s", "msg/s delivered"),
     "qos1-v5": ("delivered_per_s", "msg/s end to end"),
     "fanout-50-v5-props": ("delivered_per_s", "deliveries/s"),
@@ -271,10 +294,13 @@ CODE_TREES: dict[str, Path] = {}   # --code NAME=TREE: label suffix "@NAME" -> s
 
 
 def make_broker(label: str, workdir: Path) -> Broker:
+    acl = label.endswith("+acl") or "+acl@" in label
     if label.startswith("mosquitto"):
-        return Mosquitto(workdir, persistence=label.endswith("+persist"), default=label == "mosquitto-default")
+        base = label.removesuffix("+acl")
+        return Mosquitto(workdir, persistence=base.endswith("+persist"), default=base == "mosquitto-default", acl=acl)
     mode, _, code = label.split("-", 1)[1].partition("@")
-    broker = Mqbridge(workdir, synchronous=mode, code=CODE_TREES[code] if code else ROOT)
+    broker = Mqbridge(workdir, synchronous=mode.removesuffix("+acl"), code=CODE_TREES[code] if code else ROOT,
+                      acl=acl)
     broker.label = label
     return broker
 

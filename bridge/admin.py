@@ -184,6 +184,8 @@ class AdminServer:
                       "sent_per_s": round(sum(s.stats.rate_out for s in sessions), 1)},
             "protocol_errors": b.stats.protocol_errors,
             "inbound_qos2_refused": b.stats.inbound_qos2_refused,
+            # refused by the ACL file (docs/broker.md): publications (and wills) not routed, subscriptions
+            "acl_denied": {"publish": b.stats.acl_denied_publish, "subscribe": b.stats.acl_denied_subscribe},
             "top_queued": self.top_queued(sessions),
             "store": {"commits": b.store.commits, "ops": b.store.ops_written,
                       "last_commit_ms": round(b.store.last_commit_seconds * 1000, 2),

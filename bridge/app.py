@@ -19,7 +19,7 @@ from bridge.connectors.embedded import QueueStore, default_path
 from bridge.connectors.registry import RouteSetupError
 from bridge.convlog import ConversionLog
 from bridge.mqtt.broker import Broker
-from bridge.mqtt.passwords import PasswordFileError
+from bridge.mqtt.passwords import AuthFileError
 from bridge.mqtt.server import MqttServer
 from bridge.mqtt.store import Store
 from bridge.routing.router import Router
@@ -109,12 +109,14 @@ class Gateway:
         assert self.broker is not None
         try:
             users = self.broker.connects.auth.read_users()
+            acl = self.broker.connects.auth.read_acl()
             rules = load_rules(self.config.rules)
             assert self.router is not None
             changes = await self.router.apply(rules, discard)
             changes += self.broker.connects.auth.install(users)
-        except PasswordFileError as exc:
-            log.error("reload refused, the password file is invalid:\n%s", exc)
+            changes += self.broker.reload_acl(acl)
+        except AuthFileError as exc:
+            log.error("reload refused, the password or ACL file is invalid:\n%s", exc)
             return False, exc.problems
         except RulesError as exc:
             log.error("reload refused, rules are invalid:\n%s", exc)
@@ -172,7 +174,7 @@ async def serve(config: GatewayConfig) -> int:
         pass
     try:
         await gateway.start()
-    except (OSError, RulesError, RouteSetupError, PasswordFileError) as exc:
+    except (OSError, RulesError, RouteSetupError, AuthFileError) as exc:
         log.error("cannot start: %s", exc)
         await gateway.stop()
         return 1

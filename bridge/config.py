@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -154,6 +155,19 @@ class BrokerConfig(_Model):
     allow_anonymous: bool | None = None
     users: dict[str, StoredPassword] = Field(default_factory=dict)   # user name -> "$7$..." (mqbridge passwd)
     password_file: Path | None = None      # mosquitto_passwd's format; re-read by `mqbridge reload`
+    acl_file: Path | None = None           # mosquitto's acl_file format (docs/broker.md); re-read by reload
+    # a regular expression every client id must match in full; %u: the (checked) user name, e.g. "%u(-.+)?"
+    client_id_pattern: str | None = None
+
+    @field_validator("client_id_pattern")
+    @classmethod
+    def _client_id_pattern(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value.replace("%u", "u"))
+            except re.error as exc:
+                raise ValueError(f"not a regular expression: {exc}") from None
+        return value
 
     @field_validator("users")
     @classmethod

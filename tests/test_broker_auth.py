@@ -50,6 +50,7 @@ def login(port: int, user: str | None, password: str | None, *, source: str = "1
         sock.sendall(P.encode(P.Connect(level, client_id or f"g-{uuid.uuid4().hex[:8]}", True, 60, None, user,
                                         None if password is None else password.encode())))
         reader = P.PacketReader()
+        reader.level = level
         while True:
             data = sock.recv(4096)
             assert data, "closed without CONNACK"
@@ -319,3 +320,38 @@ def test_without_its_password_file_the_deploy_config_does_not_start(tmp_path):
     assert r.returncode == 1
     assert "cannot read the password file" in out and "mqbridge passwd -c" in out
     assert not os.path.exists(tmp_path / "var" / "runtime.json")
+
+
+# -- client ids bound to user names (client_id_pattern) ---------------------------------------------------
+
+
+@pytest.mark.parametrize("level", [P.MQTT_311, P.MQTT_5])
+def test_client_id_pattern_binds_client_ids_to_user_names(gateway_factory, passwd_file, level):
+    """Nobody takes over another user's session: with ``client_id_pattern: "%u(-.+)?"`` alice may use
+    "alice" and "alice-2", not "bob" or "alicex"; refused with CONNACK 2 (MQTT 5: 0x85)."""
+    gw = gateway_factory({"broker": {"password_file": str(passwd_file), "client_id_pattern": "%u(-.+)?"}})
+    refused = P.ConnackCode.IDENTIFIER_REJECTED if level == P.MQTT_311 else P.Reason.CLIENT_IDENTIFIER_NOT_VALID
+    assert login(gw.port, "alice", "wonder land", client_id="alice", level=level) == 0
+    assert login(gw.port, "alice", "wonder land", client_id="alice-2", level=level) == 0
+    assert login(gw.port, "alice", "wonder land", client_id="bob", level=level) == refused
+    assert login(gw.port, "alice", "wonder land", client_id="alicex", level=level) == refused
+    assert login(gw.port, "bob", "builder", client_id="bob", level=level) == 0
+    assert login(gw.port, "bob", "builder", client_id="alice", level=level) == refused
+    # a wrong password is still refused as such, before the client id is looked at
+    assert login(gw.port, "bob", "wrong", client_id="bob", level=level) != 0
+
+
+def test_client_id_pattern_with_a_user_needs_a_checked_user_name(gateway_factory):
+    """Without a password database a user name is only what the client says: a %u pattern refuses all."""
+    gw = gateway_factory({"broker": {"client_id_pattern": "%u", "allow_anonymous": True}})
+    assert login(gw.port, "mallory", None, client_id="mallory") == P.ConnackCode.IDENTIFIER_REJECTED
+    gw2 = gateway_factory({"broker": {"client_id_pattern": "sensor-[0-9]+", "allow_anonymous": True}})
+    assert login(gw2.port, None, None, client_id="sensor-17") == 0
+    assert login(gw2.port, None, None, client_id="actuator-1") == P.ConnackCode.IDENTIFIER_REJECTED
+
+
+def test_an_invalid_client_id_pattern_is_refused_by_validate(tmp_path):
+    conf = tmp_path / "gw.yaml"
+    conf.write_text("broker:\n  client_id_pattern: 'a(b'\n")
+    out = mqbridge("validate", "-c", str(conf))
+    assert out.returncode != 0 and "client_id_pattern" in out.stderr and "regular expression" in out.stderr

@@ -101,8 +101,8 @@ def test_newer_schema_is_refused(tmp_path: Path) -> None:
         raise AssertionError("a newer schema was accepted")
 
 
-def test_schema_3_store_is_migrated_to_4_keeping_every_row(tmp_path: Path) -> None:
-    """A store of mqbridge before MQTT 5: its rows come back, the MQTT 5 columns empty."""
+def test_schema_3_store_is_migrated_to_5_keeping_every_row(tmp_path: Path) -> None:
+    """A store of mqbridge before MQTT 5: its rows come back, the MQTT 5 columns and the user name empty."""
     db = tmp_path / "v3.db"
     with sqlite3.connect(db) as conn:
         conn.executescript("""
@@ -133,7 +133,7 @@ def test_schema_3_store_is_migrated_to_4_keeping_every_row(tmp_path: Path) -> No
     state = store.open()
     store.close()
     s = state.sessions["c1"]
-    assert (s.last_seen, s.expiry_seconds, s.connected) == (5.0, 3600, False)
+    assert (s.last_seen, s.expiry_seconds, s.connected, s.username) == (5.0, 3600, False, None)
     assert s.subscriptions == {"a/#": 1} and s.subscription_ids == {}
     assert s.outbound == [(1, 3, 1, 0, None, 0, None)]
     assert s.inbound_qos2 == {9: StoredPublication("x", b"\x02", 2, False, "c1")}
@@ -141,4 +141,4 @@ def test_schema_3_store_is_migrated_to_4_keeping_every_row(tmp_path: Path) -> No
     assert state.retained == {"r": StoredPublication("r", b"\x03", 1, True, "p")}
     assert state.wills == []
     with sqlite3.connect(db) as conn:
-        assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "4"
+        assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "5"

@@ -14,7 +14,8 @@ from bridge.cli.mq_dump import render
 from bridge.config import ConfigError, GatewayConfig, load_config
 from bridge.connectors.embedded import QueueStore, default_path
 from bridge.convlog import log_files
-from bridge.mqtt.passwords import PasswordFileError, parse_hash, read_password_file
+from bridge.mqtt.acl import read_acl
+from bridge.mqtt.passwords import AuthFileError, parse_hash, read_password_file
 from bridge.rules_file import load_rules
 from mappings.errors import MappingError
 from mappings.mq import constants as C
@@ -97,14 +98,18 @@ def _validate_config(path: Path) -> GatewayConfig | None:
         users = {name: parse_hash(stored) for name, stored in cfg.broker.users.items()}
         if cfg.broker.password_file is not None:
             users.update(read_password_file(cfg.broker.password_file))
+        acl = read_acl(cfg.broker.acl_file) if cfg.broker.acl_file is not None else None
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return None
-    except PasswordFileError as exc:
+    except AuthFileError as exc:
         for line in exc.problems:
             print(line, file=sys.stderr)
         return None
     print(f"{path}: OK, {len(users)} users")
+    if acl is not None:
+        print(f"  acl {acl.source}: rules for {len(acl.users)} users, {len(acl.patterns)} patterns; everything "
+              "else is refused" + ("" if users else " (no users: every client gets the anonymous rules)"))
     for lst in cfg.broker.listeners:
         anonymous = "allowed" if cfg.broker.anonymous_allowed(lst) else "refused"
         print(f"  listener {lst.label()}: anonymous clients {anonymous}")

@@ -21,12 +21,14 @@ import hmac
 import ipaddress
 import logging
 import os
+import re
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from bridge.config import BrokerConfig
+from bridge.mqtt.acl import Acl, Grants, read_acl
 from bridge.mqtt.packets import ConnackCode
 from bridge.mqtt.passwords import PasswordFileError, PasswordHash, make_hash, parse_hash, read_password_file
 
@@ -168,6 +170,7 @@ class Authenticator:
         self._decoy = make_hash(os.urandom(16))
         self._anonymous: dict[str, bool] = {}
         self.users = self.read_users()
+        self.acl = self.read_acl()
         self._report_listeners()
 
     # -- users --------------------------------------------------------------------------------------
@@ -208,6 +211,42 @@ class Authenticator:
     def reload(self) -> list[str]:
         """Re-read the password file (``mqbridge reload``); PasswordFileError leaves the old users."""
         return self.install(self.read_users())
+
+    # -- ACL ----------------------------------------------------------------------------------------
+
+    def read_acl(self) -> Acl | None:
+        """The ACL file's rules (None: no file, every client may publish and read everything); AclError."""
+        path = self.config.acl_file
+        return None if path is None else read_acl(path)
+
+    def install_acl(self, acl: Acl | None) -> list[str]:
+        old, self.acl = self.acl, acl
+        if old == acl:
+            return []
+        line = "acl: " + (f"{acl.source}: {len(acl.users)} users, {len(acl.patterns)} patterns" if acl else "none")
+        log.info("%s", line)
+        return [line]
+
+    def client_id_refused(self, client_id: str, user: str | None) -> str | None:
+        """Why ``client_id`` may not be used by ``user`` under ``client_id_pattern`` (None: it may): so that no
+        one takes over another user's session and its queued messages."""
+        pattern = self.config.client_id_pattern
+        if pattern is None:
+            return None
+        if "%u" in pattern:
+            if user is None or not self.users:
+                return f"client_id_pattern {pattern!r} needs a user name checked by a password"
+            pattern = pattern.replace("%u", re.escape(user))
+        if re.fullmatch(pattern, client_id) is None:
+            return f"client id {client_id!r} does not match client_id_pattern {self.config.client_id_pattern!r}"
+        return None
+
+    def grants(self, client_id: str, user: str | None) -> Grants | None:
+        """A client's ACL rules. The user name counts only where a password database checks it: without one,
+        any client could claim any name, so every client gets the anonymous rules."""
+        if self.acl is None:
+            return None
+        return self.acl.grants(client_id, user if self.users else None)
 
     # -- anonymous policy ---------------------------------------------------------------------------
 

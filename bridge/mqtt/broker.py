@@ -18,6 +18,7 @@ from collections.abc import Callable
 from bridge.config import BrokerConfig
 from bridge.mqtt import packets as P
 from bridge.mqtt import properties as PR
+from bridge.mqtt.acl import Acl
 from bridge.mqtt.connect import ROUTE_CLIENT_PREFIX, Connections
 from bridge.mqtt.connection import ClientConnection
 from bridge.mqtt.flow import FlowControl
@@ -86,6 +87,7 @@ class Broker:
         self.expire_sessions = self.table.expire
         self.table.on_end = self.connects.delayed_wills.session_ended
         self.table.on_orphans = self.publisher.reassign
+        self.table.grants = self.publisher.grants = self.connects.auth.grants
         self.publish_due_wills = self.connects.delayed_wills.publish_due
         self.retire_route_sessions = self.routes.retire
         self.settle_route_sessions = self.routes.settle
@@ -99,6 +101,17 @@ class Broker:
     @listener_control.setter
     def listener_control(self, hook: Callable[[str, bool], list[str]] | None) -> None:
         self.publisher.listener_control = hook
+
+    def reload_acl(self, acl: Acl | None) -> list[str]:
+        """``mqbridge reload``: the ACL file's new rules, for every session (connected or not) from now on."""
+        changes = self.connects.auth.install_acl(acl)
+        if changes:
+            for session in list(self.sessions.values()):
+                if not session.client_id.startswith(ROUTE_CLIENT_PREFIX):
+                    session.acl = self.connects.auth.grants(session.client_id, session.username)
+                    self.subscriptions.apply_acl(session)
+                    self.table.withdraw_unreadable(session)
+        return changes
 
     def recover(self, state: RecoveredState) -> None:
         """Rebuild sessions, queues and retained messages from the store after a (re)start."""

@@ -91,6 +91,17 @@ class Connections:
         refused = self.auth.check(conn.listener, conn.peer, packet.client_id, packet.username, packet.password)
         if refused is not None:
             raise P.ProtocolError("not authorized", packet="CONNECT", connack=refused)
+        why = self.auth.client_id_refused(client_id, packet.username)
+        if why is not None:
+            self.auth.log.warning("client %r user %r from %s refused: %s", client_id, packet.username, conn.peer, why)
+            raise P.ProtocolError(why, packet="CONNECT", connack=P.ConnackCode.IDENTIFIER_REJECTED)
+        grants = self.auth.grants(client_id, packet.username)
+        will = packet.will
+        if grants is not None and will is not None and not will.topic.startswith("$") \
+                and not grants.may_publish(will.topic):
+            self.stats.acl_denied_publish += 1
+            raise P.ProtocolError(f"the ACL does not let it publish its will to {will.topic!r}", packet="CONNECT",
+                                  connack=P.ConnackCode.NOT_AUTHORIZED)
 
         # takeover: the older connection is closed, and its will published (it did not DISCONNECT)
         old = self.connections.get(client_id)
@@ -122,14 +133,19 @@ class Connections:
                 ack_props[PR.SESSION_EXPIRY_INTERVAL] = expiry
             conn.expiry_at_connect = requested
             session, session_present = self.table.open(client_id, clean=packet.clean_session, level=level,
-                                                       expiry_seconds=expiry, now=now, persistent=expiry > 0)
+                                                       expiry_seconds=expiry, now=now, persistent=expiry > 0,
+                                                       username=packet.username)
             self._limits5(conn, session, props, ack_props, assigned and client_id)
         else:
             session, session_present = self.table.open(client_id, clean=packet.clean_session, level=level,
-                                                       expiry_seconds=longest, now=now)
+                                                       expiry_seconds=longest, now=now, username=packet.username)
             session.max_inflight = self.table.limits.max_inflight
             session.max_packet_out = conn.max_packet_out
         conn.session = session
+        if grants is not None or session.acl is not None:
+            session.acl = grants
+            self.table.subscriptions.apply_acl(session)   # a resumed session's, under this client's rules
+            self.table.withdraw_unreadable(session)       # and what was queued for it
         self.connections[client_id] = conn
         self.delayed_wills.arm(client_id, packet.username, packet.will, session.persistent)
         present = session_present and level >= P.MQTT_311

@@ -32,12 +32,16 @@ class HashError(ValueError):
     """A stored password that is not a usable salted hash; the message says how to fix it."""
 
 
-class PasswordFileError(Exception):
-    """A password file that cannot be used; ``problems`` are ``FILE:LINE: ...`` lines."""
+class AuthFileError(Exception):
+    """A password or ACL file that cannot be used; ``problems`` are ``FILE:LINE: ...`` lines."""
 
     def __init__(self, problems: list[str]) -> None:
         super().__init__("\n".join(problems))
         self.problems = problems
+
+
+class PasswordFileError(AuthFileError):
+    """A password file that cannot be used."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from bridge.config import BrokerConfig
 from bridge.mqtt import packets as P
 from bridge.mqtt import properties as PR
+from bridge.mqtt.acl import Grants
 from bridge.mqtt.connection import ClientConnection
 from bridge.mqtt.messages import StoredMessages
 from bridge.mqtt.properties import Props, pack
@@ -24,7 +25,14 @@ from bridge.mqtt.session import Message, Session
 from bridge.mqtt.shared import SharedGroups
 from bridge.mqtt.stats import BrokerStats
 from bridge.mqtt.store import RELEASED, Store
-from bridge.mqtt.topics import RETAIN_AS_PUBLISHED, SHARED_GROUP, SubscriptionTrie, TopicError, validate_topic_name
+from bridge.mqtt.topics import (
+    ACL_CHECK,
+    RETAIN_AS_PUBLISHED,
+    SHARED_GROUP,
+    SubscriptionTrie,
+    TopicError,
+    validate_topic_name,
+)
 
 log = logging.getLogger("mqbridge.broker")
 
@@ -70,6 +78,8 @@ class Publisher:
         self.clock = clock
         # set by the server: ``$SYS/SCADA/MQIsdpListener/<port>|all`` ON/OFF -> what changed
         self.listener_control: Callable[[str, bool], list[str]] | None = None
+        # a client's ACL rules now (Authenticator.grants, set by the broker): for wills, published later
+        self.grants: Callable[[str, str | None], Grants | None] = lambda client_id, user: None
 
     # -- from clients -------------------------------------------------------------------------------
 
@@ -96,6 +106,9 @@ class Publisher:
                 conn.send(P.encode_ack(P.PUBACK, packet.packet_id))  # type: ignore[arg-type]
             elif qos == 2:
                 conn.send(P.encode_ack(P.PUBREC, packet.packet_id))  # type: ignore[arg-type]
+            return
+        if session.acl is not None and not session.acl.may_publish(topic):
+            self._denied(conn, session, topic, qos, packet.packet_id)
             return
         if qos == 0:
             self.publish(Message(topic, packet.payload, 0, packet.retain, conn.client_id, username=conn.username,
@@ -164,6 +177,16 @@ class Publisher:
             except TopicError as exc:
                 raise P.ProtocolError(f"Response Topic: {exc}", packet="PUBLISH") from None
         return (topic, *forwarded(props, self.clock()))
+
+    def _denied(self, conn: ClientConnection, session: Session, topic: str, qos: int, pid: int | None) -> None:
+        """The ACL does not let the client publish to ``topic``: the publication is acknowledged (MQTT 5: with
+        0x87 Not authorized) and not routed, as mosquitto does, and counted."""
+        self.stats.acl_denied_publish += 1
+        log.debug("client %s (user %s): PUBLISH to %r denied by the ACL", conn.client_id, session.username, topic)
+        if qos and pid is not None:
+            ack = P.PUBACK if qos == 1 else P.PUBREC
+            v5 = conn.protocol_level == P.MQTT_5
+            conn.send(P.encode_ack5(ack, pid, P.Reason.NOT_AUTHORIZED) if v5 else P.encode_ack(ack, pid))
 
     def _may_hold_inbound(self, conn: ClientConnection, session: Session, msg: Message) -> bool:
         """A client may leave at most max_inbound_qos2 QoS 2 publications (and max_queued_bytes of them)
@@ -259,6 +282,8 @@ class Publisher:
         session = self.sessions.get(client_id)
         if session is None:
             return False
+        if grant & ACL_CHECK and (session.acl is None or not session.acl.may_read(msg.topic)):
+            return False
         qos = grant & 3
         return self.deliver(session, msg, qos if qos < msg.qos else msg.qos,
                             msg.retain and bool(grant & RETAIN_AS_PUBLISHED), ids.get(client_id) if ids else None)
@@ -338,7 +363,8 @@ class Publisher:
         """$SYS/broker/... values: retained in memory only (rebuilt at start), never stored."""
         msg = Message(topic, value.encode("utf-8"), 0, True, None)
         self.retained.set(msg, persist=False)
-        for client_id, _qos in self.trie.match(topic).items():
+        for client_id, grant in self.trie.match(topic).items():
             session = self.sessions.get(client_id)
-            if session is not None:
-                session.deliver(msg, 0)
+            if session is None or grant & ACL_CHECK and (session.acl is None or not session.acl.may_read(topic)):
+                continue
+            session.deliver(msg, 0)

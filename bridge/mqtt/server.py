@@ -343,6 +343,8 @@ class MqttServer:
             "messages/sent": str(sum(s.stats.sent for s in b.sessions.values())),
             "messages/retained/count": str(len(b.retained)),
             "messages/resends": str(stats.resends_recognised),
+            "acl/denied/publish": str(stats.acl_denied_publish),
+            "acl/denied/subscribe": str(stats.acl_denied_subscribe),
             "subscriptions/count": str(len(b.trie)),
             "load/messages/received/rate": f"{sum(s.stats.rate_in for s in b.sessions.values()):.1f}",
             "load/messages/sent/rate": f"{sum(s.stats.rate_out for s in b.sessions.values()):.1f}",

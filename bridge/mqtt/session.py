@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from bridge.mqtt import packets as P
+from bridge.mqtt.acl import Grants
 from bridge.mqtt.delivery_journal import DeliveryJournal, Journal
 from bridge.mqtt.inbound import Inbound
 from bridge.mqtt.message import NO_LIMIT, Message, OutMsg, SessionStats
@@ -45,7 +46,7 @@ class Session:
                  "max_queued_bytes", "queued_bytes", "overflow", "subscriptions", "queue",
                  "inflight", "unsent", "inbound", "link", "direct", "direct_out", "last_seen",
                  "expiry_seconds", "ends_with_connection", "max_packet_out", "clock", "stats", "_next_pid",
-                 "_next_seq")
+                 "_next_seq", "username", "acl")
 
     def __init__(self, client_id: str, *, persistent: bool, protocol_level: int,
                  journal: Journal | None, max_inflight: int, max_queued: int,
@@ -79,6 +80,8 @@ class Session:
         self.stats = SessionStats()
         self._next_pid = 1
         self._next_seq = 1
+        self.username: str | None = None   # of its client's last CONNECT
+        self.acl: Grants | None = None     # that client's ACL rules (acl.py); None: no ACL file
 
     # -- outbound ---------------------------------------------------------------------------------
 

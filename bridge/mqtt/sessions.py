@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import logging
 import math
+from collections import deque
 from collections.abc import Callable
 
 from bridge.config import LimitsConfig
 from bridge.mqtt import memory
+from bridge.mqtt.acl import Grants
 from bridge.mqtt.messages import StoredMessages
 from bridge.mqtt.properties import unpack
 from bridge.mqtt.session import Message, OutMsg, Session
@@ -35,6 +37,8 @@ class SessionTable:
         self.on_end: Callable[[str], None] | None = None   # a session ended (a delayed will is due then)
         # a session ends: what it holds from shared subscriptions goes to other members (Publisher.reassign)
         self.on_orphans: Callable[[Session], None] | None = None
+        # a client's ACL rules (Authenticator.grants): for sessions restored at start-up
+        self.grants: Callable[[str, str | None], Grants | None] = lambda client_id, user: None
         self._next_due = math.inf   # no idle session expires before this time
 
     def new(self, client_id: str, *, persistent: bool, level: int) -> Session:
@@ -46,7 +50,7 @@ class SessionTable:
         return session
 
     def open(self, client_id: str, *, clean: bool, level: int, expiry_seconds: int, now: float,
-             persistent: bool | None = None) -> tuple[Session, bool]:
+             persistent: bool | None = None, username: str | None = None) -> tuple[Session, bool]:
         """The session a CONNECT (or a route) starts with; True: it existed. ``clean`` discards the one it had
         (3.1.1 Clean Session, MQTT 5 Clean Start); ``persistent`` (default: not clean) keeps it after the
         connection, expiring ``expiry_seconds`` after the client leaves (0: never). An MQTT 5 client that
@@ -71,9 +75,10 @@ class SessionTable:
             sessions[client_id] = session
         session.protocol_level = level
         session.last_seen = now
+        session.username = username
         if session.persistent:
             stored_expiry = -1 if session.ends_with_connection else session.expiry_seconds
-            self.store.save_session(client_id, level, now, stored_expiry)
+            self.store.save_session(client_id, level, now, stored_expiry, username)
         return session, present
 
     @property
@@ -90,7 +95,29 @@ class SessionTable:
         session.ends_with_connection = False
         session.expiry_seconds = expiry_seconds
         if session.persistent:
-            self.store.save_session(session.client_id, session.protocol_level, self.clock(), expiry_seconds)
+            self.store.set_session_expiry(session.client_id, self.clock(), expiry_seconds)
+
+    def withdraw_unreadable(self, session: Session) -> int:
+        """Drop the session's queued and in-flight deliveries that its ACL rules (changed by a reload, or by
+        another user resuming it) no longer let it read; how many."""
+        acl = session.acl
+        if acl is None or not (session.queue or session.inflight):
+            return 0
+        gone = [out for out in session.inflight.values() if not acl.may_read(out.msg.topic)]
+        for out in gone:
+            del session.inflight[out.packet_id]   # type: ignore[arg-type]
+            session.finish(out)
+        kept = deque(out for out in session.queue if acl.may_read(out.msg.topic))
+        for out in session.queue:
+            if not acl.may_read(out.msg.topic):
+                session.queued_bytes -= out.msg.size()
+                session.finish(out)
+                gone.append(out)
+        session.queue = kept
+        if gone:
+            log.info("session %s (user %s): %d queued or in-flight deliveries withdrawn: its ACL rules do not let "
+                     "it read them", session.client_id, session.username, len(gone))
+        return len(gone)
 
     def left(self, session: Session) -> None:
         """Its connection ended: a persistent session waits for the client, a clean one ends."""
@@ -152,6 +179,8 @@ class SessionTable:
                 session.last_seen = self.clock()
                 self.store.touch_session(cid, session.last_seen)
             session.expiry_seconds = stored.expiry_seconds
+            session.username = stored.username
+            session.acl = self.grants(cid, stored.username)
             for flt, options in stored.subscriptions.items():
                 self.subscriptions.restore(session, flt, options, stored.subscription_ids.get(flt))
             for seq, mid, qos, retain, pid, state_, sub_ids in stored.outbound:

@@ -17,3 +17,6 @@ class BrokerStats:
     resends_recognised: int = 0
     # connections closed for leaving more than max_inbound_qos2 (or max_queued_bytes of) QoS 2 unreleased
     inbound_qos2_refused: int = 0
+    # ACL (acl.py): publications not routed, subscriptions refused
+    acl_denied_publish: int = 0
+    acl_denied_subscribe: int = 0

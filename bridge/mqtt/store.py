@@ -34,11 +34,12 @@ __all__ = ["QUEUED", "RELEASED", "SENT", "SCHEMA_VERSION", "RecoveredState", "St
 
 log = logging.getLogger("mqbridge.store")
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # 2: messages.key_id/redelivery and table inbound_qos1 (a publisher's QoS 1 re-send keeps its message key)
 # 3: messages.packet_id (the publisher's MQTT message id, for RFH2 mqtt/msgid)
 # 4: MQTT 5: subscriptions.options/sub_id, outbound.sub_ids, props/expires of messages, inbound_qos2, retained;
 #    sessions.connected; table wills
+# 5: sessions.username (ACL rules for a session whose client is away)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -47,7 +48,8 @@ CREATE TABLE IF NOT EXISTS sessions (
     protocol_level INTEGER NOT NULL,
     last_seen REAL NOT NULL,          -- unix time of the last disconnect (or connect)
     expiry_seconds INTEGER NOT NULL,  -- -1: an MQTT 5 session that ends with its connection
-    connected INTEGER NOT NULL DEFAULT 0   -- 1 from CONNECT until the client left (a crash: it left then)
+    connected INTEGER NOT NULL DEFAULT 0,  -- 1 from CONNECT until the client left (a crash: it left then)
+    username TEXT                     -- of the last CONNECT: whose ACL rules apply while the client is away
 );
 CREATE TABLE IF NOT EXISTS wills (
     -- MQTT 5 wills with a Will Delay Interval, of persistent sessions: kept while the client is connected
@@ -134,8 +136,9 @@ RELEASED = 2  # PUBREC received, PUBREL sent
 
 # The statements of the named operations (module constants: the writer batches runs of one statement
 # object through executemany)
-_SAVE_SESSION = ("INSERT OR REPLACE INTO sessions (client_id, protocol_level, last_seen, expiry_seconds, connected) "
-                 "VALUES (?, ?, ?, ?, 1)")
+_SAVE_SESSION = ("INSERT OR REPLACE INTO sessions (client_id, protocol_level, last_seen, expiry_seconds, connected, "
+                 "username) VALUES (?, ?, ?, ?, 1, ?)")
+_SET_SESSION_EXPIRY = "UPDATE sessions SET last_seen=?, expiry_seconds=? WHERE client_id=?"
 _TOUCH_SESSION = "UPDATE sessions SET last_seen=?, connected=0 WHERE client_id=?"
 _DELETE_SESSION = tuple(f"DELETE FROM {table} WHERE client_id=?"
                         for table in ("sessions", "subscriptions", "outbound", "inbound_qos2", "inbound_qos1", "wills"))
@@ -352,8 +355,12 @@ class Store(StoreWriter):
     """The broker's store: one named operation per change to the broker's tables (every statement the
     broker writes is one of these; ``write`` stays for tests and tools)."""
 
-    def save_session(self, client_id: str, level: int, last_seen: float, expiry_seconds: int) -> Op:
-        return self.write(_SAVE_SESSION, (client_id, level, last_seen, expiry_seconds))
+    def save_session(self, client_id: str, level: int, last_seen: float, expiry_seconds: int,
+                     username: str | None = None) -> Op:
+        return self.write(_SAVE_SESSION, (client_id, level, last_seen, expiry_seconds, username))
+
+    def set_session_expiry(self, client_id: str, last_seen: float, expiry_seconds: int) -> Op:
+        return self.write(_SET_SESSION_EXPIRY, (last_seen, expiry_seconds, client_id))
 
     def touch_session(self, client_id: str, last_seen: float) -> Op:
         return self.write(_TOUCH_SESSION, (last_seen, client_id))
@@ -465,7 +472,7 @@ _ADDED_COLUMNS = (
     ("messages", "props", "BLOB"), ("messages", "expires", "REAL"), ("subscriptions", "sub_id", "INTEGER"),
     ("outbound", "sub_ids", "TEXT"), ("inbound_qos2", "props", "BLOB"), ("inbound_qos2", "expires", "REAL"),
     ("retained", "props", "BLOB"), ("retained", "expires", "REAL"),
-    ("sessions", "connected", "INTEGER NOT NULL DEFAULT 0"),
+    ("sessions", "connected", "INTEGER NOT NULL DEFAULT 0"), ("sessions", "username", "TEXT"),
 )
 
 

@@ -27,6 +27,7 @@ class StoredSession:
     last_seen: float
     expiry_seconds: int
     connected: bool = False
+    username: str | None = None
     subscriptions: dict[str, int] = field(default_factory=dict)   # filter -> options byte
     subscription_ids: dict[str, int] = field(default_factory=dict)
     outbound: list[tuple[int, int, int, int, int | None, int, list[int] | None]] = field(default_factory=list)
@@ -82,9 +83,9 @@ def _blob(value: object) -> bytes | None:
 def load_state(conn: sqlite3.Connection) -> RecoveredState:
     """Everything the broker rebuilds its state from (read once, at start-up)."""
     sessions: dict[str, StoredSession] = {}
-    for cid, level, last_seen, expiry, connected in conn.execute(
-            "SELECT client_id, protocol_level, last_seen, expiry_seconds, connected FROM sessions"):
-        sessions[cid] = StoredSession(cid, level, last_seen, expiry, bool(connected))
+    for cid, level, last_seen, expiry, connected, username in conn.execute(
+            "SELECT client_id, protocol_level, last_seen, expiry_seconds, connected, username FROM sessions"):
+        sessions[cid] = StoredSession(cid, level, last_seen, expiry, bool(connected), username)
     for cid, flt, qos, sub_id in conn.execute("SELECT client_id, topic_filter, qos, sub_id FROM subscriptions"):
         if cid in sessions:
             sessions[cid].subscriptions[flt] = qos

@@ -19,6 +19,7 @@ import logging
 
 from bridge.mqtt import packets as P
 from bridge.mqtt import properties as PR
+from bridge.mqtt.acl import Verdict
 from bridge.mqtt.connection import ClientConnection
 from bridge.mqtt.messages import StoredMessages
 from bridge.mqtt.publish import Publisher
@@ -72,14 +73,34 @@ class Subscriptions:
         session.subscriptions.clear()
 
     def restore(self, session: Session, topic_filter: str, options: int, sub_id: int | None) -> None:
-        """A subscription in the session and the topic tree (a shared one: in its group), not the store."""
+        """A subscription in the session and the topic tree (a shared one: in its group), not the store.
+        Under an ACL, a subscription that may read only some of its topics has each one checked; a shared one
+        must be able to read all (its group delivers to one member, unchecked)."""
         group = parse_shared(topic_filter)
+        verdict = session.acl.subscribe(group[1] if group else topic_filter) if session.acl else Verdict.ALL
         if group is not None:
+            if verdict is not Verdict.ALL:
+                log.warning("client %s: shared subscription %r left: its ACL does not let it read every topic of it",
+                            session.client_id, topic_filter)
+                self.remove(session, topic_filter)
+                return
             if self.shared.join(topic_filter, session.client_id, options & 3, options, sub_id):
                 self.trie.add(group[1], topic_filter, 2, SHARED_GROUP)
         else:
-            self.trie.add(topic_filter, session.client_id, options & 3, options, sub_id)
+            self.trie.add(topic_filter, session.client_id, options & 3, options, sub_id, verdict is not Verdict.ALL)
         session.subscriptions[topic_filter] = options
+
+    def apply_acl(self, session: Session) -> None:
+        """The session's ACL rules changed (a CONNECT, a reload): its subscriptions are checked again."""
+        for topic_filter, options in list(session.subscriptions.items()):
+            group = parse_shared(topic_filter)
+            if group is None:
+                sub = self.trie.get(topic_filter, session.client_id)
+                self.restore(session, topic_filter, options, sub.sub_id if sub is not None else None)
+            elif session.acl is not None and session.acl.subscribe(group[1]) is not Verdict.ALL:
+                log.warning("client %s: shared subscription %r left: its ACL does not let it read every topic of "
+                            "it", session.client_id, topic_filter)
+                self.remove(session, topic_filter)
 
     def _untree(self, topic_filter: str, client_id: str) -> None:
         group = parse_shared(topic_filter)
@@ -108,6 +129,13 @@ class Subscriptions:
                 continue
             if shared is not None and v5 and options & NO_LOCAL:
                 raise P.ProtocolError(f"No Local on the shared subscription {topic_filter!r}", packet="SUBSCRIBE")
+            verdict = session.acl.subscribe(shared[1] if shared else topic_filter) if session.acl else Verdict.ALL
+            if verdict is Verdict.NONE or shared is not None and verdict is not Verdict.ALL:
+                self.publisher.stats.acl_denied_subscribe += 1
+                log.info("client %s (user %s): SUBSCRIBE %r refused by the ACL", session.client_id, session.username,
+                         topic_filter)
+                codes.append(P.Reason.NOT_AUTHORIZED if v5 else P.SUBACK_FAILURE)
+                continue
             existed = topic_filter in session.subscriptions
             writes |= self.add(session, topic_filter, qos, options, sub_id)
             codes.append(qos)
@@ -122,8 +150,11 @@ class Subscriptions:
         deliver = self.publisher.deliver
         release_if_unreferenced = self.messages.release_if_unreferenced
         ids = [sub_id] if sub_id else None
+        acl = session.acl
         for topic_filter, qos in granted:
             for msg in self.retained.matching(topic_filter):
+                if acl is not None and not acl.may_read(msg.topic):
+                    continue
                 deliver(session, msg, msg.qos if msg.qos < qos else qos, True, ids)
                 release_if_unreferenced(msg)
 

@@ -12,6 +12,7 @@ __all__ = ["SubscriptionTrie", "Subscription", "TopicError", "topic_matches", "v
 NO_LOCAL = 0x04              # MQTT 5 subscription options: not sent the subscriber's own publications
 RETAIN_AS_PUBLISHED = 0x08   # forwarded with the RETAIN flag it was published with (else 0)
 SHARED_GROUP = 0x40          # (a reserved options bit) the entry is a shared subscription's group (shared.py)
+ACL_CHECK = 0x80             # (not an options bit) the subscriber may read only some topics it matches (acl.py)
 
 
 class Subscription:
@@ -23,23 +24,29 @@ class Subscription:
     __slots__ = ("topic_filter", "client_id", "qos", "grant", "no_local", "sub_id", "matched", "rate", "_last")
 
     def __init__(self, topic_filter: str, client_id: str, qos: int, options: int = 0,
-                 sub_id: int | None = None) -> None:
+                 sub_id: int | None = None, checked: bool = False) -> None:
         self.topic_filter = topic_filter
         self.client_id = client_id
-        self.set(qos, options, sub_id)
+        self.set(qos, options, sub_id, checked)
         self.matched = 0  # publications this subscription matched
         self.rate = 0.0   # matched per second, smoothed (updated by the server's sweep)
         self._last = 0
 
-    def set(self, qos: int, options: int, sub_id: int | None) -> None:
+    def set(self, qos: int, options: int, sub_id: int | None, checked: bool = False) -> None:
         self.qos = qos
-        self.grant = qos | (options & (RETAIN_AS_PUBLISHED | SHARED_GROUP))
+        self.grant = qos | (options & (RETAIN_AS_PUBLISHED | SHARED_GROUP)) | (ACL_CHECK if checked else 0)
         self.no_local = bool(options & NO_LOCAL)
         self.sub_id = sub_id or 0
 
     def tick(self, dt: float) -> None:
         self.rate = 0.5 * (self.matched - self._last) / dt + 0.5 * self.rate
         self._last = self.matched
+
+
+def _merged(prev: int, grant: int) -> int:
+    """Two subscriptions of one client match: the higher QoS, Retain As Published if either has it, and an
+    ACL check only if both need one (a subscription whose every topic is readable vouches for this one)."""
+    return max(prev & 3, grant & 3) | ((prev | grant) & RETAIN_AS_PUBLISHED) | (prev & grant & ACL_CHECK)
 
 
 def _special(sub: Subscription) -> int:
@@ -68,8 +75,10 @@ class SubscriptionTrie:
     def __len__(self) -> int:
         return self._count
 
-    def add(self, topic_filter: str, client_id: str, qos: int, options: int = 0, sub_id: int | None = None) -> bool:
-        """Returns True when the subscription is new, False when it replaced one (new QoS or options)."""
+    def add(self, topic_filter: str, client_id: str, qos: int, options: int = 0, sub_id: int | None = None,
+            checked: bool = False) -> bool:
+        """Returns True when the subscription is new, False when it replaced one (new QoS or options).
+        ``checked``: each publication it matches is checked against the subscriber's ACL (ACL_CHECK)."""
         node = self._root
         for level in topic_filter.split("/"):
             child = node.children.get(level)
@@ -79,16 +88,22 @@ class SubscriptionTrie:
         existing = node.subscribers.get(client_id)
         if existing is not None:
             before = _special(existing)
-            existing.set(qos, options, sub_id)
+            existing.set(qos, options, sub_id, checked)
             change = _special(existing) - before
             node.special += change
             self.special += change
             return False
-        sub = node.subscribers[client_id] = Subscription(topic_filter, client_id, qos, options, sub_id)
+        sub = node.subscribers[client_id] = Subscription(topic_filter, client_id, qos, options, sub_id, checked)
         node.special += _special(sub)
         self.special += _special(sub)
         self._count += 1
         return True
+
+    def get(self, topic_filter: str, client_id: str) -> Subscription | None:
+        node: _Node | None = self._root
+        for level in topic_filter.split("/"):
+            node = node.children.get(level) if node is not None else None
+        return node.subscribers.get(client_id) if node is not None else None
 
     def remove(self, topic_filter: str, client_id: str) -> bool:
         path: list[tuple[_Node, str]] = []
@@ -154,7 +169,7 @@ class SubscriptionTrie:
                 if prev is None:
                     result[client_id] = grant
                 elif prev != grant:
-                    result[client_id] = max(prev & 3, grant & 3) | ((prev | grant) & RETAIN_AS_PUBLISHED)
+                    result[client_id] = _merged(prev, grant)
             return
         for client_id, sub in node.subscribers.items():
             sub.matched += 1
@@ -165,7 +180,7 @@ class SubscriptionTrie:
             if prev is None:
                 result[client_id] = grant
             elif prev != grant:
-                result[client_id] = max(prev & 3, grant & 3) | ((prev | grant) & RETAIN_AS_PUBLISHED)
+                result[client_id] = _merged(prev, grant)
             if sub.sub_id and ids is not None:
                 ids.setdefault(client_id, []).append(sub.sub_id)
 

@@ -27,6 +27,12 @@ log = logging.getLogger("mqbridge.broker")
 
 def publish_will(publisher: Publisher, client_id: str, username: str | None, will: P.Will, reason: str) -> None:
     """The connection of ``client_id`` ended for ``reason`` without DISCONNECT: publish its will."""
+    grants = publisher.grants(client_id, username)   # the rules now: a reload may have changed them
+    if grants is not None and not grants.may_publish(will.topic):
+        publisher.stats.acl_denied_publish += 1
+        log.warning("client %s: will to %s not published: the ACL does not let it publish there", client_id,
+                    will.topic)
+        return
     if will.topic.startswith("$"):
         log.warning("client %s: will to %s not published: $ topics are reserved", client_id, will.topic)
         return

@@ -48,8 +48,10 @@ def topic_matches(topic_filter: str, topic: str) -> bool:
 
 
 def filters_overlap(a: str, b: str) -> bool:
-    """Could one topic match both filters? (Used to find routing loops.)"""
+    """Could one topic match both filters? (Routing loops; the ACL's subscribe verdict.)"""
     fa, fb = a.split("/"), b.split("/")
+    if fa[0][:1] == "$" and fb[0] in ("+", "#") or fb[0][:1] == "$" and fa[0] in ("+", "#"):
+        return False
     for i in range(max(len(fa), len(fb))):
         la = fa[i] if i < len(fa) else None
         lb = fb[i] if i < len(fb) else None
@@ -60,3 +62,16 @@ def filters_overlap(a: str, b: str) -> bool:
         if la != lb and la != "+" and lb != "+":
             return False
     return True
+
+
+def filter_covers(outer: str, inner: str) -> bool:
+    """Does ``outer`` match every topic that ``inner`` matches? (The ACL's subscribe verdict.)"""
+    fo, fi = outer.split("/"), inner.split("/")
+    if fi[0][:1] == "$" and fo[0] in ("+", "#"):
+        return False
+    for i, level in enumerate(fo):
+        if level == "#":
+            return True
+        if i >= len(fi) or fi[i] == "#" or level != "+" and fi[i] != level:
+            return False
+    return len(fi) == len(fo)
