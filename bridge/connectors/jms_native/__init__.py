@@ -1,0 +1,3 @@
+"""The native JMS connector: a JMS provider's own client library, run in the gateway's process through JPype
+(docs/connectors.md). ``jvm`` starts the one JVM of the process; ``objects`` converts javax.jms messages to
+and from the JMS model of mappings/jms."""

@@ -1,0 +1,70 @@
+"""The JVM of the gateway process (JPype): started once, with the jars the native JMS connectors name.
+
+JPype runs one JVM per process, and its class path is fixed when it starts: the first connector's jars
+start it, and a later connector whose jars are not on that class path is refused with a message naming
+them (restart the gateway to change jars). JPype itself is an optional dependency (``mqbridge[jms]``),
+imported only here and only when a native connector is configured.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+_lock = threading.Lock()
+
+
+class JvmError(RuntimeError):
+    """The JVM cannot run what a connector needs; the message says which setting to change."""
+
+
+def _jpype() -> Any:
+    try:
+        import jpype  # optional: the native JMS connector only
+    except ImportError:
+        raise JvmError("the native JMS connector needs JPype: pip install 'mqbridge[jms]' (jpype1)") from None
+    return jpype
+
+
+def expand_jars(entries: Iterable[str], setting: str = "jars") -> list[str]:
+    """Each entry is a jar path or a glob; every entry must name at least one existing file."""
+    jars: list[str] = []
+    for entry in entries:
+        found = sorted(glob.glob(os.path.expanduser(entry))) if glob.has_magic(entry) else (
+            [os.path.expanduser(entry)] if Path(os.path.expanduser(entry)).is_file() else [])
+        if not found:
+            raise JvmError(f"{setting}: {entry!r} matches no file")
+        jars.extend(str(Path(j).resolve()) for j in found)
+    return list(dict.fromkeys(jars))
+
+
+def start(jars: list[str], options: Iterable[str] = ()) -> Any:
+    """The ``jpype`` module with the JVM running and ``jars`` on its class path."""
+    jpype = _jpype()
+    with _lock:
+        if not jpype.isJVMStarted():
+            try:
+                jpype.startJVM(*options, classpath=jars, convertStrings=False)
+            except (OSError, RuntimeError) as exc:   # no libjvm, a bad option
+                raise JvmError(f"cannot start a JVM ({exc}): install a Java runtime (JAVA_HOME, or java on PATH)") \
+                    from None
+            return jpype
+    started = set(str(jpype.java.lang.System.getProperty("java.class.path")).split(os.pathsep))
+    missing = [j for j in jars if j not in started]
+    if missing:
+        raise JvmError(f"the JVM of this process started without {', '.join(missing)}: a process has one JVM "
+                       "and its class path is fixed at start; give every native connector the same jars")
+    return jpype
+
+
+def attach() -> None:
+    """Attach the calling thread to the JVM (worker threads, before their first JVM call)."""
+    jpype = _jpype()
+    if jpype.isJVMStarted() and not jpype.java.lang.Thread.isAttached():
+        jpype.java.lang.Thread.attach()
+
+
+__all__ = ["JvmError", "attach", "expand_jars", "start"]
