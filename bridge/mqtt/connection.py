@@ -15,6 +15,9 @@ if TYPE_CHECKING:
 trace_log = logging.getLogger("mqbridge.trace")
 
 
+NOT_HELD: frozenset[str] = frozenset()   # ClientConnection.held_by of a connection no route session holds
+
+
 class ClientConnection:
     """Transport-independent half of a connection. ``write``/``abort`` are given by the server."""
 
@@ -69,7 +72,7 @@ class ClientConnection:
         # flow control: the route sessions (client ids) whose queues this publisher filled. While any
         # holds it, what it sends is read but not processed (except acknowledgements and PINGREQ), in
         # order, until the last one lets go (FlowControl.hold / FlowControl._on_flow)
-        self.held_by: set[str] = set()
+        self.held_by: set[str] | frozenset[str] = NOT_HELD   # a set once held (an idle connection's memory)
         self.held: list[P.Packet] = []
         self.held_bytes = 0
         self.on_unhold: Callable[[], None] | None = None   # set by the server: resume processing
@@ -132,7 +135,7 @@ class ClientConnection:
         """A route session no longer holds this publisher; the last one to let go resumes it."""
         held_by = self.held_by
         if session_id in held_by:
-            held_by.discard(session_id)
+            held_by.discard(session_id)   # type: ignore[union-attr]
             if not held_by and self.on_unhold is not None:
                 self.on_unhold()
 

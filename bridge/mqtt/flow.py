@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from bridge.mqtt.connection import ClientConnection
+from bridge.mqtt.connection import NOT_HELD, ClientConnection
 from bridge.mqtt.overflow import Overflow
 from bridge.mqtt.session import Session
 
@@ -84,7 +84,9 @@ class FlowControl:
         for session in pressing:
             cid = session.client_id
             if session.pushing_back and cid not in conn.held_by and sessions.get(cid) is session:
-                conn.held_by.add(cid)
+                if conn.held_by is NOT_HELD:
+                    conn.held_by = set()
+                conn.held_by.add(cid)   # type: ignore[union-attr]
                 self.holds.setdefault(cid, set()).add(conn)
         pressing.clear()
 
@@ -94,4 +96,4 @@ class FlowControl:
             held = self.holds.get(cid)
             if held is not None:
                 held.discard(conn)
-        conn.held_by.clear()
+        conn.held_by = NOT_HELD
