@@ -65,8 +65,8 @@ def inbound_of(msg: Message, qos: int) -> Inbound:
     drop, a removed route's message discarded): its message key is the one the route would have used."""
     kid = msg.key()
     key = f"mqtt:{kid}" if kid is not None and qos else f"mqtt:{_boot}:{next(_qos0_keys)}"
-    pub = MqttPublication(topic=msg.topic, payload=msg.payload, qos=qos, client_id=msg.origin, username=msg.username,
-                          **publication_fields(msg, time.time()))
+    pub = MqttPublication(topic=msg.topic, payload=msg.payload, qos=qos, retain=msg.retain, client_id=msg.origin,
+                          username=msg.username, **publication_fields(msg, time.time()))
     return Inbound(key=key, protocol="mqtt", message=pub, source_type="publish", size=len(msg.payload),
                    destination=msg.topic, received=msg.ts, client_id=msg.origin, qos=qos,
                    redelivery_count=msg.redelivery)
