@@ -13,6 +13,7 @@ from pathlib import Path
 
 from bridge.connectors.base import Inbound, Outbound
 from mappings.convlog_schema import ConversionRecord, Direction, LineTemplate, Status, json_string, json_timestamp
+from mappings.mqtt.publication import MqttPublication
 from mappings.report import ConversionReport, Finding
 
 log = logging.getLogger("mqbridge.convlog")
@@ -182,8 +183,8 @@ class RecordLines:
         now_text = json_timestamp(now)
         for item, out, target_type, report in good:
             findings = report.findings
-            parts = (route, target_proto, item.protocol, item.source_type, item.qos, item.persistent, item.priority,
-                     item.client_id, item.destination, target_type, out.destination)
+            parts = (route, target_proto, item.protocol, item.source_type, item.qos, *mqtt_side(item, out),
+                     item.persistent, item.priority, item.client_id, item.destination, target_type, out.destination)
             entry = by_id.get((*parts, *map(id, findings)))
             if entry is None:
                 entry = by_id[(*parts, *map(id, findings))] = self._entry(parts, tuple(findings))
@@ -200,8 +201,8 @@ class RecordLines:
             target_type: str | None = None, target_size: int | None = None, findings: Sequence[Finding] = (),
             reason: str | None = None, destination: str | None = None) -> list[str]:
         """The ingress and egress lines of one message whose egress record has ``direction`` and ``status``."""
-        parts = (route, target_proto, item.protocol, item.source_type, item.qos, item.persistent, item.priority,
-                 item.client_id, item.destination, target_type, destination)
+        parts = (route, target_proto, item.protocol, item.source_type, item.qos, *mqtt_side(item, None),
+                 item.persistent, item.priority, item.client_id, item.destination, target_type, destination)
         ingress, egress = self._templates(parts, tuple(findings), direction, status, reason)
         key, size = json_string(item.key), str(item.size)
         redelivered = str(min(item.redelivery_count, 2**31 - 1))
@@ -224,15 +225,28 @@ class RecordLines:
 
     def _templates(self, parts: tuple[object, ...], findings: tuple[Finding, ...], direction: Direction,
                    status: Status, reason: str | None) -> tuple[LineTemplate, LineTemplate]:
-        route, tproto, sproto, stype, qos, persistent, priority, client, source, target_type, dest = parts
+        route, tproto, sproto, stype, qos, egress_qos, retained, persistent, priority, client, source, target_type, \
+            dest = parts
         fixed = {"gateway_id": self.gateway_id, "route": route, "source_protocol": sproto, "target_protocol": tproto,
-                 "source_type": stype, "qos": qos, "persistent": persistent, "priority": priority}
-        ingress = LineTemplate({**fixed, "direction": Direction.INGRESS.value, "status": Status.OK.value,
+                 "source_type": stype, "persistent": persistent, "retained": retained, "priority": priority}
+        ingress = LineTemplate({**fixed, "direction": Direction.INGRESS.value, "status": Status.OK.value, "qos": qos,
                                 "client_id": client, "destination": source}, _INGRESS_VARIABLE)
         egress = LineTemplate({**fixed, "direction": direction.value, "status": status.value, "reason": reason,
-                               "target_type": target_type, "findings": findings, "destination": dest},
-                              _EGRESS_VARIABLE)
+                               "qos": egress_qos, "target_type": target_type, "findings": findings,
+                               "destination": dest}, _EGRESS_VARIABLE)
         return ingress, egress
+
+
+def mqtt_side(item: Inbound, out: Outbound | None) -> tuple[int, bool | None]:
+    """The egress record's ``qos`` and the records' ``retained`` (docs/conversion-log.md): to MQTT, the QoS the
+    route published at (to one client: what MqttTarget delivered at, ``extra["qos"]``) and that publication's
+    RETAIN flag; from MQTT, the source's QoS and the publication's RETAIN flag; else the source's QoS and null."""
+    pub = out.message if out is not None else None
+    if isinstance(pub, MqttPublication):
+        delivered = out.extra.get("qos") if out is not None else None
+        return (delivered if isinstance(delivered, int) else pub.qos), pub.retain
+    src = item.message
+    return item.qos, (src.retain if isinstance(src, MqttPublication) else None)
 
 
 _INGRESS_VARIABLE = ("event_time", "message_key", "source_size", "redelivery_count")

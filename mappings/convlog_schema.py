@@ -15,7 +15,8 @@ from mappings.report import Change, Finding
 
 # Bump when a field is added, removed or changes meaning. Readers accept records with
 # schema_version <= SCHEMA_VERSION and count newer ones as "future_version" (never crash).
-SCHEMA_VERSION = 1
+# 2: ``retained`` added; ``qos`` of an egress record to MQTT is the QoS the route published (or delivered) at.
+SCHEMA_VERSION = 2
 
 STRUCTURE = "conversion log record"
 
@@ -86,9 +87,13 @@ FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec("target_type", STRING, False,
               "Target message type; null when the conversion did not get there."),
     FieldSpec("qos", INT, True,
-              "Delivery guarantee: MQTT QoS; for MQ/JMS 1 when persistent, 0 when not.",
+              "Delivery guarantee: MQTT QoS; for MQ/JMS 1 when persistent, 0 when not. An egress record to "
+              "MQTT has the QoS the route published at (to one client: the QoS delivered to it).",
               min_value=0, max_value=2),
     FieldSpec("persistent", BOOL, False, "MQ/JMS persistence (MQTT: retained messages are not implied)."),
+    FieldSpec("retained", BOOL, False,
+              "The MQTT RETAIN flag of the publication a route took (from MQTT) or made (to MQTT); null when "
+              "neither side is MQTT, and in records of schema version 1."),
     FieldSpec("priority", INT, False, "MQ/JMS priority 0-9; null for MQTT.", min_value=0, max_value=9),
     FieldSpec("source_size", LONG, True, "Payload bytes as received.", min_value=0),
     FieldSpec("target_size", LONG, False, "Payload bytes as sent; null when nothing was sent.", min_value=0),
@@ -224,6 +229,7 @@ class ConversionRecord:
     status: Status
     target_type: str | None = None
     persistent: bool | None = None
+    retained: bool | None = None
     priority: int | None = None
     target_size: int | None = None
     reason: str | None = None

@@ -162,7 +162,8 @@ def test_record_writes_the_trusted_lines(client: str | None, dest: str | None, f
                   target_size=target_size, report=ConversionReport(list(fnd)), reason=reason, destination=dest)
     common = {"gateway_id": "gw", "message_key": item.key, "route": "r1", "source_protocol": "mqtt",
               "target_protocol": "mq", "source_type": "publish", "qos": 1, "source_size": 5,
-              "persistent": persistent, "priority": priority, "redelivery_count": min(redelivered, 2**31 - 1)}
+              "persistent": persistent, "priority": priority, "redelivery_count": min(redelivered, 2**31 - 1),
+              "retained": False}   # the MQTT source publication's RETAIN flag
     assert sink.lines == [
         trusted_json_line({**common, "event_time": item.received, "direction": "ingress", "status": "ok",
                            "client_id": client, "destination": "a/b"}),

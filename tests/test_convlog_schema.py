@@ -165,3 +165,16 @@ def test_fixture_logs_parse_except_the_deliberately_bad_lines() -> None:
 def test_fixture_lines_are_what_the_dataclass_writes() -> None:
     for line in fixture_lines("gateway-a.jsonl"):
         assert ConversionRecord.from_json_line(line).to_json_line() == line + "\n"
+
+
+def test_a_version_1_line_without_retained_still_reads() -> None:
+    """Schema version 2 added ``retained``: a line written by version 1 has no such field and stays valid."""
+    data = json.loads(make().to_json_line())
+    del data["retained"]
+    data["schema_version"] = 1
+    record = ConversionRecord.from_dict(data)
+    assert record.schema_version == 1 and record.retained is None
+    assert ConversionRecord.from_dict({**data, "retained": True}).retained is True
+    with pytest.raises(RecordError) as err:
+        ConversionRecord.from_dict({**data, "retained": "yes"})
+    assert err.value.field == "retained"

@@ -2,6 +2,7 @@
 RFH2.msg), tolerance, round trips, errors."""
 from __future__ import annotations
 
+import dataclasses
 import struct
 
 import pytest
@@ -9,6 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mappings.errors import MappingError
+from mappings.mq import constants as C
+from mappings.mq.message import decode_message, encode_message
+from mappings.mq.mqmd import Mqmd, encode_mqmd
 from mappings.mq.rfh2 import (
     Rfh1,
     Rfh2,
@@ -292,3 +296,67 @@ def test_fuzzed_bytes_after_valid_fixed_part_raise_only_mapping_error(tail, orde
         decode_rfh2(bytes(head) + tail, 0, order)
     except MappingError:
         pass
+
+
+# -- an RFH2 read and written again: folders the gateway did not change keep their bytes ------------------
+
+# NameValueData as other writers put it (not as folder_xml writes it): an empty element as <e/>, a blank
+# inside a tag, a line break, single and double quotes, an entity, NUL padding
+_ODD_FOLDERS = (b"<usr><e/><a  dt='i4' >5</a>\n <s>it&apos;s</s><q dt=\"string\">x</q></usr>\x00",
+                b"<mcd><Msd>jms_text</Msd></mcd>  ",
+                b'<other attr="1"><x/></other>')
+
+
+def _odd_rfh2(order: str, ccsid: int = 1208, codec: str = "utf-8") -> bytes:
+    parts = b""
+    for xml in _ODD_FOLDERS:
+        data = xml.decode().encode(codec)
+        data += b" " * (-len(data) % 4) if codec == "utf-8" else b""
+        parts += len(data).to_bytes(4, "big" if order == ">" else "little") + data
+    return _fixed(order, 36 + len(parts), 273, 1208, b"MQSTR", ccsid) + parts
+
+
+@pytest.mark.parametrize("order", [">", "<"])
+def test_an_unchanged_folder_is_written_as_it_was_read(order):
+    golden = _odd_rfh2(order)
+    rfh, end = decode_rfh2(golden, 0, order)
+    assert end == len(golden) and rfh.folder("usr").value("e") == ""
+    assert encode_rfh2(rfh, order) == golden          # <e/>, blanks, quotes and padding kept, lengths unchanged
+    # a changed header keeps the bytes of the folders it did not change; the changed folder is written anew
+    usr = rfh.folders[0]
+    changed = dataclasses.replace(rfh, flags=0, folders=(
+        dataclasses.replace(usr, elements=(*usr.elements, RfhElement("n", "1"))), *rfh.folders[1:]))
+    out = encode_rfh2(changed, order)
+    assert out.endswith(golden[36 + 4 + len(_ODD_FOLDERS[0]) + 3:])   # folders 2 and 3 byte for byte
+    assert b"<usr><e></e><a dt='i4'>5</a>" in out
+    assert decode_rfh2(out, 0, order)[0] == changed
+
+
+def test_a_folder_made_equal_to_a_read_one_is_written_by_the_rules():
+    rfh, _ = decode_rfh2(_odd_rfh2(">"), 0, ">")
+    read = rfh.folders[0]
+    made = RfhFolder(read.name, read.elements, read.attributes)
+    assert made == read and made.raw is None and read.raw is not None
+    assert encode_folder(made) == encode_folder(made, 1208, ">") != encode_folder(read)
+    assert encode_folder(made).startswith(b"<usr><e></e><a dt='i4'>5</a><s>it's</s>")
+
+
+@pytest.mark.parametrize("ccsid", [1200, 13488])
+def test_read_bytes_are_kept_only_in_the_codec_they_were_read_in(ccsid):
+    golden = _odd_rfh2(">", ccsid, "utf-16-be")
+    rfh, _ = decode_rfh2(golden, 0, ">")
+    assert encode_rfh2(rfh, ">") == golden
+    again = dataclasses.replace(rfh, name_value_ccsid=1208)   # written in UTF-8 instead: from the elements
+    out = encode_rfh2(again, ">")
+    assert b"<usr><e></e>" in out and decode_rfh2(out, 0, ">")[0] == again
+
+
+def test_a_message_read_and_written_again_is_unchanged_with_a_new_mqmd():
+    md = Mqmd(format=C.MQFMT_RF_HEADER_2, encoding=273, coded_char_set_id=1208, persistence=1)
+    golden = encode_mqmd(md) + _odd_rfh2(">") + b"body"
+    msg = decode_message(golden)
+    assert encode_message(msg) == golden
+    # a route's override of the MQMD (persistence, priority) leaves the headers' bytes as they were
+    moved = dataclasses.replace(msg, md=dataclasses.replace(msg.md, persistence=0, priority=7))
+    out = encode_message(moved)
+    assert out[len(encode_mqmd(moved.md)):] == golden[len(encode_mqmd(md)):]

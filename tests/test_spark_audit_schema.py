@@ -45,7 +45,7 @@ def records() -> list[ConversionRecord]:
     full = ConversionRecord(
         event_time=t, gateway_id="gw-ü", message_key="k-1", route="r", direction="egress",
         source_protocol="jms", target_protocol="mq", source_type="MapMessage", target_type="MQSTR",
-        qos=2, persistent=True, priority=9, source_size=2**40, target_size=0, status="backout",
+        qos=2, persistent=True, retained=True, priority=9, source_size=2**40, target_size=0, status="backout",
         reason="backout threshold 3 exceeded", latency_us=2**33, client_id="c", destination="Q",
         redelivery_count=4,
         findings=(Finding(Change.COERCED, "volume", "i8 -> String"), Finding(Change.RENAMED, "a.b", "")),
@@ -89,3 +89,14 @@ def test_each_finding_needs_a_known_change_and_a_name(spark, tmp_path, findings,
     log.write_text(json.dumps(line) + "\n")
     (row,) = read_logs(spark, [str(log)]).collect()
     assert row[PROBLEM_COLUMN] == problem
+
+
+def test_a_version_1_record_without_retained_is_still_valid(spark, tmp_path):
+    """Logs written before schema version 2 (no ``retained`` field) are read as they are: retained null."""
+    line = records()[1].to_dict()
+    line.update(schema_version=1, event_time="2026-03-01T10:00:00.000000Z")
+    del line["retained"]
+    log = tmp_path / "old.jsonl"
+    log.write_text(json.dumps(line) + "\n")
+    (row,) = read_logs(spark, [str(log)]).collect()
+    assert row[PROBLEM_COLUMN] is None and row["retained"] is None and row["schema_version"] == 1

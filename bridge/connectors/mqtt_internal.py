@@ -65,8 +65,8 @@ def inbound_of(msg: Message, qos: int) -> Inbound:
     drop, a removed route's message discarded): its message key is the one the route would have used."""
     kid = msg.key()
     key = f"mqtt:{kid}" if kid is not None and qos else f"mqtt:{_boot}:{next(_qos0_keys)}"
-    pub = MqttPublication(topic=msg.topic, payload=msg.payload, qos=qos, client_id=msg.origin, username=msg.username,
-                          **publication_fields(msg, time.time()))
+    pub = MqttPublication(topic=msg.topic, payload=msg.payload, qos=qos, retain=msg.retain, client_id=msg.origin,
+                          username=msg.username, **publication_fields(msg, time.time()))
     return Inbound(key=key, protocol="mqtt", message=pub, source_type="publish", size=len(msg.payload),
                    destination=msg.topic, received=msg.ts, client_id=msg.origin, qos=qos,
                    redelivery_count=msg.redelivery)
@@ -195,10 +195,11 @@ class MqttSource(Source):
 class MqttTarget(Target):
     protocol = "mqtt"
 
-    def __init__(self, broker: Broker, route: str, client_id: str | None = None) -> None:
+    def __init__(self, broker: Broker, route: str, client_id: str | None = None, default_qos: int = 2) -> None:
         self.broker = broker
         self.origin = route_client_id(route)
         self.client_id = client_id
+        self.default_qos = default_qos   # to one client without its own DEFAULT.QoS subscription (Table 4)
 
     async def start(self) -> None:
         return None
@@ -207,7 +208,9 @@ class MqttTarget(Target):
         """Publish the batch (or hand it to the one client's session) and wait for the store commit. A
         route to one client whose session does not exist (it never connected, or its clean session
         ended) is refused as a whole: the messages stay at the source and the router retries, with
-        backoff, until the client has a session (as MQ keeps messages for a client that is away)."""
+        backoff, until the client has a session (as MQ keeps messages for a client that is away). To
+        one client, each message is delivered at most at the QoS of the client's own subscription to
+        ``DEFAULT.QoS`` (MQ Telemetry Table 4), else at most the route's ``default_qos``."""
         b = self.broker
         if self.client_id is not None and self.client_id not in b.sessions:
             raise ConnectorError(f"MQTT client {self.client_id!r} has no session on the broker: the messages "
@@ -227,7 +230,8 @@ class MqttTarget(Target):
             if self.client_id is None:
                 b.publish(msg)
                 continue
-            b.deliver_to_client(self.client_id, msg)
+            # the QoS the client's DEFAULT.QoS subscription (or the route's default_qos) allows, for the log
+            item.extra["qos"] = b.deliver_to_client(self.client_id, msg, self.default_qos)
         pressing = b.take_pressing()
         await wait_committed(b)
         # the batch reached routes from MQTT that push back (their target is stuck): like a publisher's

@@ -37,6 +37,8 @@ from bridge.mqtt.topics import (
 log = logging.getLogger("mqbridge.broker")
 
 LISTENER_CONTROL_PREFIX = "$SYS/SCADA/MQIsdpListener/"
+# MQ Telemetry Table 4: a client's subscription to this topic sets the QoS of messages sent to it without one
+DEFAULT_QOS_FILTER = "DEFAULT.QoS"
 # the MQTT 5 PUBLISH properties a subscriber receives unchanged (§3.3.4: the server forwards them)
 FORWARDED = frozenset({PR.PAYLOAD_FORMAT_INDICATOR, PR.CONTENT_TYPE, PR.RESPONSE_TOPIC, PR.CORRELATION_DATA,
                        PR.USER_PROPERTY})
@@ -326,14 +328,20 @@ class Publisher:
             self.pressing.append(session)
         return writes
 
-    def deliver_to_client(self, client_id: str, msg: Message) -> bool:
-        """MQ Telemetry Table 4: a message sent to one client without a subscription. False: no session."""
+    def deliver_to_client(self, client_id: str, msg: Message, default_qos: int = 2) -> int | None:
+        """MQ Telemetry Table 4: a message sent to one client without a subscription, at most at the QoS
+        the client granted itself by subscribing to ``DEFAULT.QoS`` (exactly that filter; a shared or
+        wildcard one does not count), else at most ``default_qos`` (the route's). Returns the QoS it was
+        delivered at; None: the client has no session."""
         session = self.sessions.get(client_id)
         if session is None:
-            return False
-        self.deliver(session, msg, msg.qos)
+            return None
+        options = session.subscriptions.get(DEFAULT_QOS_FILTER)
+        limit = default_qos if options is None else options & 3
+        qos = msg.qos if msg.qos < limit else limit
+        self.deliver(session, msg, qos)
         self.messages.release_if_unreferenced(msg)
-        return True
+        return qos
 
     # -- $ topics -----------------------------------------------------------------------------------
 

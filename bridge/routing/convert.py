@@ -147,8 +147,11 @@ def mq_to_publication(route: Route, item: Inbound) -> Result:
     mqps = msg.rfh2_folder("mqps")
     top = (mqps.value("Top") if mqps is not None else None) or ""
     fallback = render_topic(target.mqtt, topic=top, dest=item.destination)
+    # to one client (no subscription) the limit is the client's DEFAULT.QoS subscription, else default_qos:
+    # the broker applies it at delivery (Publisher.deliver_to_client), so the QoS here is Table 4's unlimited
+    limit = opts.default_qos if target.client_id is None else 2
     pub, report = mq_to_mqtt(msg, subscriber_qos=None, packet_id_allocator=lambda: 1,
-                             options=MqToMqttOptions(default_qos=opts.default_qos, fallback_topic=fallback))
+                             options=MqToMqttOptions(default_qos=limit, fallback_topic=fallback))
     topic = checked_topic(render_topic(target.mqtt, topic=top, dest=item.destination, client=pub.client_id or ""))
     # the MsgId's id (MQ Telemetry Table 5) is what each subscriber's delivery takes where it is free; a
     # MsgId ending in 0000 gives none, and the session's own allocator numbers the delivery

@@ -268,7 +268,7 @@ class Router:
                 return MqttSource(self.broker, route.name, ep.mqtt,
                                   max_inflight=max(256, BATCH * route.options.pipeline),
                                   max_queued=route.options.max_queued)
-            return MqttTarget(self.broker, route.name, ep.client_id)
+            return MqttTarget(self.broker, route.name, ep.client_id, route.options.default_qos)
         ctype = self._connector_type(rules, ep)
         if ctype == EMBEDDED:
             if role == "target" and ep.reply_to and ep.topic is None:   # queues named by the envelope

@@ -74,11 +74,18 @@ class RfhElement:
 
 @dataclass(frozen=True, slots=True)
 class RfhFolder:
-    """One NameValueData folder: its name, its elements in document order, its own attributes."""
+    """One NameValueData folder: its name, its elements in document order, its own attributes.
+
+    ``raw``: set by :func:`decode_rfh2` only, the NameValueData bytes the folder was read from and their
+    codec. The encoder writes them again unchanged (``<e/>``, the quotes, blanks and padding as they were)
+    when the folder is written in the same codec; it is not an init field, so a folder made or changed
+    (``dataclasses.replace``, a new RfhFolder) has none and is written from its elements.
+    """
 
     name: str
     elements: tuple[RfhElement, ...] = ()
     attributes: tuple[tuple[str, str], ...] = ()
+    raw: tuple[bytes, str] | None = field(default=None, init=False, compare=False, repr=False)
 
     def get(self, name: str) -> RfhElement | None:
         """First element called ``name`` (folders keep duplicates; the first one wins for lookups)."""
@@ -236,9 +243,19 @@ def folder_xml(folder: RfhFolder) -> str:
     return f"<{folder.name}{_attrs_xml(folder.attributes, folder.name)}>{inner}</{folder.name}>"
 
 
-@functools.lru_cache(maxsize=4096)
 def encode_folder(folder: RfhFolder, ccsid: int = C.CCSID_UTF8, byte_order: str = ">") -> bytes:
-    """NameValueData bytes: folder XML in ``ccsid`` padded with blanks to a multiple of 4."""
+    """NameValueData bytes: the bytes a decoded folder was read from when they are in the same codec (the
+    folder was not changed: ``RfhFolder.raw``), else the folder XML in ``ccsid`` padded with blanks to a
+    multiple of 4."""
+    raw = folder.raw
+    if raw is not None and raw[1] == codec_for(ccsid, byte_order) and ccsid in C.RFH2_NAME_VALUE_CCSIDS:
+        return raw[0]
+    return _written_folder(folder, ccsid, byte_order)
+
+
+@functools.lru_cache(maxsize=4096)
+def _written_folder(folder: RfhFolder, ccsid: int, byte_order: str) -> bytes:
+    """The folder XML in ``ccsid``, blank padded (cached: ``raw`` takes no part in a folder's equality)."""
     codec = codec_for(ccsid, byte_order)
     if ccsid not in C.RFH2_NAME_VALUE_CCSIDS or codec is None:
         raise MappingError(f"{ccsid} is not 1208, 1200, 13488 or 17584", structure=STRUCTURE,
@@ -448,7 +465,9 @@ def decode_rfh2(data: bytes | memoryview, offset: int, byte_order: str) -> tuple
             raise _fail(f"folder {index} is not valid {codec} at byte {pos + 4 + exc.start}", offset,
                         "NameValueData") from None
         xml = text.lstrip("\ufeff").encode("utf-8", "surrogatepass")  # tolerate a UTF-16 byte-order mark
-        folders.append(parse_folder(xml, where=f"{STRUCTURE} folder {index}", offset=pos + 4))
+        folder = parse_folder(xml, where=f"{STRUCTURE} folder {index}", offset=pos + 4)
+        object.__setattr__(folder, "raw", (raw, codec))   # written again as read while unchanged
+        folders.append(folder)
         pos += 4 + nv_len
     fmt_text = fmt.decode("latin-1").replace("\x00", " ")
     return Rfh2(encoding, ccsid, fmt_text, flags, nv_ccsid, tuple(folders)), end
