@@ -485,11 +485,13 @@ def test_reload_of_an_invalid_acl_keeps_the_old_rules(acl_gw, user_client, acl_f
 # -- a persistent session whose client is away --------------------------------------------------------------
 
 
+def persistent_alice(clients, port: int, client_id: str) -> PahoClient:
+    return clients(port, client_id, username="alice", password=PASSWORDS["alice"], clean_session=False,
+                   reconnect=False)
+
+
 def test_persistent_session_keeps_its_users_rules_across_a_restart(acl_gw, clients, user_client):
-    def alice_p() -> PahoClient:
-        return clients(acl_gw.port, "alice-p", username="alice", password=PASSWORDS["alice"],
-                       clean_session=False, reconnect=False)
-    away = alice_p().connect()
+    away = persistent_alice(clients, acl_gw.port, "alice-p").connect()
     assert away.subscribe("#", 1) == [1]
     assert away.subscribe("plant/alice/#", 1) == [1]
     away.disconnect()
@@ -499,17 +501,14 @@ def test_persistent_session_keeps_its_users_rules_across_a_restart(acl_gw, clien
     for topic in ("plant/bob/x", "plant/alice/secret", "plant/alice/a", "users/bob/inbox", "anon/x",
                   "users/alice/inbox", "plant/alice/z"):
         carol.publish(topic, "while alice is away", qos=1)
-    back = alice_p().connect()
+    back = persistent_alice(clients, acl_gw.port, "alice-p").connect()
     assert back.session_present
     got = receive_through(back, "plant/alice/z")
     assert set(got) == {"plant/alice/a", "users/alice/inbox", "plant/alice/z"}
 
 
 def test_reload_applies_to_a_persistent_session_whose_client_is_away(acl_gw, clients, user_client, acl_file):
-    def alice_p() -> PahoClient:
-        return clients(acl_gw.port, "alice-away", username="alice", password=PASSWORDS["alice"],
-                       clean_session=False, reconnect=False)
-    away = alice_p().connect()
+    away = persistent_alice(clients, acl_gw.port, "alice-away").connect()
     assert away.subscribe("plant/shared/#", 1) == [1]
     assert away.subscribe("plant/alice/#", 1) == [1]
     away.disconnect()
@@ -518,7 +517,7 @@ def test_reload_applies_to_a_persistent_session_whose_client_is_away(acl_gw, cli
     carol = user_client(acl_gw.port, "carol")
     carol.publish("plant/shared/x", "no longer readable by alice", qos=1)
     carol.publish("plant/alice/z", "still readable", qos=1)
-    back = alice_p().connect()
+    back = persistent_alice(clients, acl_gw.port, "alice-away").connect()
     assert back.session_present
     assert receive_through(back, "plant/alice/z") == ["plant/alice/z"]
 
