@@ -108,9 +108,8 @@ class Broker:
         return info
 
 
-# the "+acl" variants: both brokers read this acl_file (mosquitto's format). Anonymous clients (the load
-# generator's) may use b/#, except a denied subtree no publication uses: the subscribers' "b/#" is only
-# partly readable, so every delivery is checked against the rules (mqbridge: acl.py; mosquitto: always)
+# "+acl" variants: both brokers read this acl_file. The load generator's anonymous clients may use b/# but a
+# denied subtree: their "b/#" is only partly readable, so every delivery is checked (mosquitto: always)
 BENCH_ACL = "topic readwrite b/#\ntopic deny b/secret/#\n"
 
 

@@ -87,7 +87,11 @@ routes:
         assert Broken.calls == 2 and store.depth(BACKOUT) == 1 and qm.depth("IN") == 0
         backed = decode_message(store.browse(BACKOUT)[0].data)
         assert "backout threshold 2" in (backed.rfh2_folder("mqbridge").value("Reason") or "")  # type: ignore[union-attr]
-        assert backed.body.startswith(b"MD  ")   # the original MQ message, whole
+        original = decode_message(msg_file())
+        # the original MQ message keeps its identity and body, the reason added to its RFH2 (docs/connectors.md)
+        assert (backed.md.correl_id, backed.md.persistence, backed.md.reply_to_q) == (
+            original.md.correl_id, original.md.persistence, original.md.reply_to_q)
+        assert backed.body == original.body and backed.rfh2_folder("mqps") == original.rfh2_folder("mqps")
     finally:
         store.close()
         executor.shutdown()

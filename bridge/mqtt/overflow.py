@@ -54,6 +54,12 @@ class Overflow:
     def engaged(self) -> bool:
         return self.pushing or self.dropping
 
+    def relieve(self, session: QueueView) -> None:
+        """The queue shrank: at the low-water mark (90 % of max_queued and of max_queued_bytes) it is drained."""
+        if (len(session.queue) <= session.max_queued * 9 // 10
+                and session.queued_bytes <= session.max_queued_bytes * 9 // 10):
+            self.drained(session)
+
     def drained(self, session: QueueView) -> None:
         """The queue is down to the low-water mark (or the session's deliveries were discarded)."""
         if self.dropping:

@@ -15,11 +15,11 @@ from collections.abc import Callable
 
 from bridge.config import BrokerConfig
 from bridge.mqtt import packets as P
-from bridge.mqtt import properties as PR
 from bridge.mqtt.acl import Grants
 from bridge.mqtt.connection import ClientConnection
+from bridge.mqtt.incoming import publish_properties
 from bridge.mqtt.messages import StoredMessages
-from bridge.mqtt.properties import Props, pack
+from bridge.mqtt.properties import pack
 from bridge.mqtt.retained import RetainedMessages
 from bridge.mqtt.session import Message, Session
 from bridge.mqtt.shared import SharedGroups
@@ -39,19 +39,6 @@ log = logging.getLogger("mqbridge.broker")
 LISTENER_CONTROL_PREFIX = "$SYS/SCADA/MQIsdpListener/"
 # MQ Telemetry Table 4: a client's subscription to this topic sets the QoS of messages sent to it without one
 DEFAULT_QOS_FILTER = "DEFAULT.QoS"
-# the MQTT 5 PUBLISH properties a subscriber receives unchanged (§3.3.4: the server forwards them)
-FORWARDED = frozenset({PR.PAYLOAD_FORMAT_INDICATOR, PR.CONTENT_TYPE, PR.RESPONSE_TOPIC, PR.CORRELATION_DATA,
-                       PR.USER_PROPERTY})
-
-
-def forwarded(props: Props, now: float) -> tuple[Props | None, float | None]:
-    """What a level 5 publication (a PUBLISH's properties, or a will's) carries to subscribers: the
-    properties forwarded unchanged, and when it expires (Message Expiry Interval from ``now``)."""
-    interval = props.get(PR.MESSAGE_EXPIRY_INTERVAL)
-    return ({k: v for k, v in props.items() if k in FORWARDED} or None,
-            None if interval is None else now + interval)
-
-
 def publication_digest(topic_b: bytes, payload: bytes, qos: int, retain: bool) -> bytes:
     """What identifies a publication's content for re-send detection: BLAKE2b-128 of topic, QoS, retain
     and payload (the topic length first, so no topic/payload split can collide)."""
@@ -93,7 +80,7 @@ class Publisher:
         props = packet.properties
         expires = None
         if props is not None:
-            topic, props, expires = self._properties5(conn, topic, props)
+            topic, props, expires = publish_properties(conn, topic, props, self.clock())
         try:
             validate_topic_name(topic)
         except TopicError as exc:
@@ -148,37 +135,6 @@ class Publisher:
             conn.send_durable(ack)
         else:
             conn.send(ack)
-
-    def _properties5(self, conn: ClientConnection, topic: str, props: Props) -> tuple[str, Props | None, float | None]:
-        """An MQTT 5 PUBLISH's properties: resolve its Topic Alias (§3.3.2.3.4), check what a client may
-        send; returns the topic, the properties forwarded to subscribers and when the message expires."""
-        alias = props.get(PR.TOPIC_ALIAS)
-        if alias is not None:
-            if alias > conn.topic_alias_max:
-                raise P.ProtocolError(f"Topic Alias {alias} exceeds the Topic Alias Maximum {conn.topic_alias_max}",
-                                      packet="PUBLISH", code=P.Reason.TOPIC_ALIAS_INVALID)
-            aliases = conn.topic_aliases
-            if aliases is None:
-                aliases = conn.topic_aliases = {}
-            if topic:
-                aliases[alias] = topic
-            else:
-                known = aliases.get(alias)
-                if known is None:
-                    raise P.ProtocolError(f"Topic Alias {alias} was never set on this connection", packet="PUBLISH")
-                topic = known
-        elif not topic:
-            raise P.ProtocolError("empty topic name without a Topic Alias", packet="PUBLISH",
-                                  code=P.Reason.TOPIC_NAME_INVALID)
-        if PR.SUBSCRIPTION_IDENTIFIER in props:
-            raise P.ProtocolError("a client's PUBLISH may not carry a Subscription Identifier", packet="PUBLISH")
-        response = props.get(PR.RESPONSE_TOPIC)
-        if response is not None:
-            try:
-                validate_topic_name(response)
-            except TopicError as exc:
-                raise P.ProtocolError(f"Response Topic: {exc}", packet="PUBLISH") from None
-        return (topic, *forwarded(props, self.clock()))
 
     def _denied(self, conn: ClientConnection, session: Session, topic: str, qos: int, pid: int | None) -> None:
         """The ACL does not let the client publish to ``topic``: the publication is acknowledged (MQTT 5: with

@@ -61,8 +61,7 @@ class Session:
         self.queued_bytes = 0                      # Message.size() of what is in ``queue``
         self.overflow: Overflow | None = None      # what happens when the queue is full (overflow.py)
         self.subscriptions: dict[str, int] = {}   # topic filter -> subscription options (3.1/3.1.1: the QoS)
-        # QoS 1/2 deliveries waiting for the window: a deque once one waited (an idle session's memory: a
-        # deque costs 0.7 KiB), () before; read with len() and iteration, written through _queue()
+        # QoS 1/2 deliveries waiting for the window: () until one waits (a deque costs 0.7 KiB), see _queue()
         self.queue: deque[OutMsg] | tuple[()] = ()
         self.inflight: dict[int, OutMsg] = {}     # packet id -> delivery, in send order
         # in flight, to be re-sent once the window allows (resume); made when needed (an idle session's memory)
@@ -204,20 +203,13 @@ class Session:
             self.queued_bytes -= out.msg.size()
             self._send_new(out, link)
         overflow = self.overflow
-        if overflow is not None and overflow.engaged and self.below_low_water():
-            overflow.drained(self)
-
-    def low_water(self) -> int:
-        """Where a route's session stops pushing back: 90 % of max_queued (and of max_queued_bytes)."""
-        return self.max_queued * 9 // 10
-
-    def below_low_water(self) -> bool:
-        return len(self.queue) <= self.low_water() and self.queued_bytes <= self.max_queued_bytes * 9 // 10
+        if overflow is not None and overflow.engaged:
+            overflow.relieve(self)
 
     def check_relief(self) -> None:
         """After max_queued changed (a route reloaded with another limit): stop pushing back if under it."""
-        if self.overflow is not None and self.below_low_water():
-            self.overflow.drained(self)
+        if self.overflow is not None:
+            self.overflow.relieve(self)
 
     @property
     def pushing_back(self) -> bool:

@@ -17,8 +17,9 @@ from collections.abc import Callable
 
 from bridge.mqtt import packets as P
 from bridge.mqtt import properties as PR
+from bridge.mqtt.incoming import forwarded
 from bridge.mqtt.properties import pack, unpack
-from bridge.mqtt.publish import Publisher, forwarded
+from bridge.mqtt.publish import Publisher
 from bridge.mqtt.session import Message
 from bridge.mqtt.store import Store, StoredWill
 

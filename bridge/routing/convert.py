@@ -32,6 +32,7 @@ from mappings.errors import MappingError
 from mappings.jms.json_forms import map_to_typed_json, stream_to_typed_json
 from mappings.jms.model import JmsMessage, MapBody, StreamBody
 from mappings.mq import constants as C
+from mappings.mq.headers import Mqdlh
 from mappings.mq.message import MqMessage, build_message, decode_message, encode_message
 from mappings.mq.mqmd import Mqmd
 from mappings.mq.rfh2 import Rfh2, RfhElement, RfhFolder
@@ -160,10 +161,35 @@ def mq_to_publication(route: Route, item: Inbound) -> Result:
     return Outbound(item.key, pub, topic, len(pub.payload)), "publish", report
 
 
-def backout_message(item: Inbound, route: str, reason: str) -> bytes:
-    """What a poison message becomes on a backout queue: an MQ message whose RFH2 folder ``mqbridge``
-    says why, followed by the original bytes unchanged (MQ: the whole message; MQTT/JMS: the body)."""
+DEAD_LETTER_QUEUE = "SYSTEM.DEAD.LETTER.QUEUE"
+MQRC_FORMAT_ERROR, MQRC_BACKOUT_THRESHOLD_REACHED = 2110, 2362
+PUT_APPL_NAME = "mqbridge"
+
+
+def backout_message(item: Inbound, route: str, reason: str, *, dest: str = "", target: str = "",
+                    threshold: bool = False, now: float | None = None) -> bytes:
+    """What a poison message becomes on the backout destination ``dest``. An MQ message keeps its MQMD
+    (MsgId, CorrelId, ReplyToQ, Persistence ...), as IBM MQ's backout requeue does, and says why where MQ
+    tools read it: on a dead-letter queue in an MQDLH (Reason 2362 MQRC_BACKOUT_THRESHOLD_REACHED, or 2110
+    MQRC_FORMAT_ERROR for a message the route cannot convert; DestQName the route's ``target``, PutApplName
+    mqbridge), elsewhere in a ``mqbridge`` folder added to its RFH2 (its other folders' bytes unchanged). A
+    message from MQTT or JMS becomes an MQ message whose RFH2 ``mqbridge`` folder says why, followed by its
+    body."""
+    folder = RfhFolder("mqbridge", (
+        RfhElement("Route", route), RfhElement("Reason", reason[:2000]),
+        RfhElement("SourceProtocol", item.protocol), RfhElement("Source", item.destination),
+        RfhElement("Key", item.key), RfhElement("Redelivered", str(item.redelivery_count)),
+    ))
     raw = item.message
+    if isinstance(raw, bytes) and item.protocol == "mq":
+        try:
+            original = decode_message(raw)
+        except MappingError:
+            original = None   # not MQ's format: carried whole as the body, below
+        if original is not None:
+            if dest == DEAD_LETTER_QUEUE:
+                return encode_message(_dead_letter(original, target, threshold, now))
+            return encode_message(_with_folder(original, folder))
     if isinstance(raw, bytes):
         body = raw
     elif isinstance(raw, MqttPublication):
@@ -175,11 +201,30 @@ def backout_message(item: Inbound, route: str, reason: str) -> bytes:
             body = repr(raw).encode("utf-8", "replace")
     else:
         body = repr(raw).encode("utf-8", "replace")
-    folder = RfhFolder("mqbridge", (
-        RfhElement("Route", route), RfhElement("Reason", reason[:2000]),
-        RfhElement("SourceProtocol", item.protocol), RfhElement("Source", item.destination),
-        RfhElement("Key", item.key), RfhElement("Redelivered", str(item.redelivery_count)),
-    ))
     msg: MqMessage = build_message(Mqmd(persistence=C.MQPER_PERSISTENT, format=C.MQFMT_RF_HEADER_2),
                                    (Rfh2(folders=(folder,)),), body)
     return encode_message(msg)
+
+
+def _dead_letter(msg: MqMessage, target: str, threshold: bool, now: float | None) -> MqMessage:
+    """``msg`` behind an MQDLH: the header describes what follows it as the MQMD did (Format, Encoding,
+    CodedCharSetId); the MQMD is the message's own, its Format MQDEAD."""
+    stamp = time.gmtime(time.time() if now is None else now)
+    dlh = Mqdlh(reason=MQRC_BACKOUT_THRESHOLD_REACHED if threshold else MQRC_FORMAT_ERROR,
+                dest_q_name=target[:48], encoding=msg.md.encoding, coded_char_set_id=msg.md.coded_char_set_id,
+                put_appl_type=C.MQAT_UNIX, put_appl_name=PUT_APPL_NAME, put_date=time.strftime("%Y%m%d", stamp),
+                put_time=time.strftime("%H%M%S00", stamp))
+    return build_message(msg.md, (dlh, *msg.headers), msg.body, body_format=msg.body_format)
+
+
+def _with_folder(msg: MqMessage, folder: RfhFolder) -> MqMessage:
+    """``msg`` with ``folder`` in its first RFH2 (one is put first when it has none)."""
+    headers = list(msg.headers)
+    for i, header in enumerate(headers):
+        if isinstance(header, Rfh2):
+            headers[i] = dataclasses.replace(header, folders=(*header.folders, folder))
+            break
+    else:
+        headers.insert(0, Rfh2(encoding=msg.md.encoding, coded_char_set_id=msg.md.coded_char_set_id,
+                               folders=(folder,)))
+    return build_message(msg.md, tuple(headers), msg.body, body_format=msg.body_format)

@@ -148,7 +148,7 @@ class RouteWorker:
         route = self.route
         threshold = route.options.backout_threshold
         good: list[tuple[Inbound, Outbound, str, ConversionReport]] = []
-        poison: list[tuple[Inbound, str]] = []
+        poison: list[tuple[Inbound, str, bool]] = []   # (message, why, past the backout threshold)
         filtered = 0
         for item in items:
             if self.selector is not None:
@@ -157,25 +157,27 @@ class RouteWorker:
                         filtered += 1   # never the route's message (JMS selector): confirmed with the batch
                         continue
                 except MappingError as exc:
-                    poison.append((item, f"selector: the message has no JMS view: {exc}"))
+                    poison.append((item, f"selector: the message has no JMS view: {exc}", False))
                     continue
             if item.redelivery_count >= threshold:
-                poison.append((item, f"delivered {item.redelivery_count} times, backout threshold {threshold}"))
+                poison.append((item, f"delivered {item.redelivery_count} times, backout threshold {threshold}", True))
                 continue
             try:
                 out, target_type, report = self.converter.convert(item)
             except MappingError as exc:
-                poison.append((item, f"conversion failed: {exc}"))
+                poison.append((item, f"conversion failed: {exc}", False))
                 continue
             if item.findings:   # losses of the source's own reading (e.g. JMS over STOMP) come first
                 report.findings[:0] = item.findings
             good.append((item, out, target_type, report))
         if poison:
-            outs = [Outbound(item.key, backout_message(item, route.name, reason), self.backout_dest)
-                    for item, reason in poison]
+            target = getattr(route.target, "destination", None) or getattr(route.target, "mqtt", "")
+            outs = [Outbound(item.key, backout_message(item, route.name, reason, dest=self.backout_dest, target=target,
+                                                       threshold=past), self.backout_dest)
+                    for item, reason, past in poison]
             await self._deliver(outs, self.backout)
             now = time.time()
-            for item, reason in poison:
+            for item, reason, _ in poison:
                 log.warning("route %s: message %s to %s: %s", route.name, item.key, self.backout_dest, reason)
                 self.router.record(route, item, "mq", Direction.EGRESS, Status.BACKOUT, reason=reason, now=now,
                                    destination=self.backout_dest)
