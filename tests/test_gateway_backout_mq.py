@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from bridge.connectors.embedded import QueueStore, default_path
 from mappings.mq import constants as C
 from mappings.mq.headers import Mqdlh
@@ -24,6 +26,10 @@ routes:
     from: {queue: OUT.B}
     to: {mqtt: "{topic}"}
     options: {backout_destination: {queue: SYSTEM.DEAD.LETTER.QUEUE}}
+  - name: out-own-dlq
+    from: {queue: OUT.C}
+    to: {mqtt: "{topic}"}
+    options: {backout_destination: {queue: QM1.DLQ}, backout_dead_letter: true}
 """
 CORREL = bytes(range(1, 25))
 
@@ -74,14 +80,15 @@ def test_backout_keeps_the_mq_identity_and_the_folders_bytes(gateway_factory, tm
     assert backed.body == b"payload"
 
 
-def test_backout_to_the_dead_letter_queue_has_an_mqdlh(gateway_factory, tmp_path) -> None:
+@pytest.mark.parametrize(("source", "dlq"), [("OUT.B", "SYSTEM.DEAD.LETTER.QUEUE"), ("OUT.C", "QM1.DLQ")])
+def test_backout_to_the_dead_letter_queue_has_an_mqdlh(gateway_factory, tmp_path, source, dlq) -> None:
     gw = _gateway(gateway_factory, tmp_path)
     data, extra = _forged("$SYS/forged")
     store = QueueStore(default_path(gw.data_dir)).open()
     try:
-        msg_id = store.put("OUT.B", data)
-        wait_for(lambda: store.depth("SYSTEM.DEAD.LETTER.QUEUE") == 1, 15, what="the message on the DLQ")
-        backed_raw = store.browse("SYSTEM.DEAD.LETTER.QUEUE")[0].data
+        msg_id = store.put(source, data)
+        wait_for(lambda: store.depth(dlq) == 1, 15, what="the message on the DLQ")
+        backed_raw = store.browse(dlq)[0].data
     finally:
         store.close()
     backed = decode_message(backed_raw)

@@ -82,3 +82,27 @@ def test_mqtt5_request_reaches_jms_with_reply_to_and_correlation(
     assert msg["properties"]["lang"]["value"] == "en"
     wait_for(lambda: egress(gw, 1, "in")[0]["status"] == "ok", 10, what="the conversion record")
     requester.close()
+
+
+def test_reserved_jms_property_names_and_a_wildcard_reply_to_do_not_reach_an_mqtt5_subscriber(
+    gateway_factory: Callable[..., GatewayProcess], activemq: BrokerEndpoints, jmstool: JmsTool, tmp_path: Path,
+    tag: str,
+) -> None:
+    """JMS -> MQTT 5 through a running gateway: a JMSFoo property is not created (only JMSX names may come from
+    JMS), and a JMSReplyTo topic with a wildcard never becomes a Response Topic; both are findings."""
+    queue = f"r5.res.{tag}"
+    gw = start_gateway(gateway_factory, tmp_path, activemq, [
+        {"name": "res", "from": {"connector": "amq", "queue": queue}, "to": {"mqtt": f"res5/{tag}"}}])
+    sub = V5(gw.port, "res5").connect()
+    assert sub.subscribe(f"res5/{tag}", 1) == [1]
+    jmstool.send(f"queue://{queue}", {
+        "type": "Text", "body": "r", "properties": {"JMSFoo": typed("String", "x"), "plain": typed("String", "v")},
+        "headers": {"replyTo": f"topic://reply/+/{tag}"}})
+    (got,) = sub.wait(1, timeout=20)
+    users = dict(getattr(got.properties, "UserProperty", []))
+    assert users.get("plain") == "v" and "JMSFoo" not in users
+    assert not hasattr(got.properties, "ResponseTopic")
+    rec = egress(gw, 1, "res")[0]
+    dropped = {f["name"] for f in rec["findings"] if f["change"] == "dropped"}
+    assert {"JMSFoo", "JMSReplyTo"} <= dropped
+    sub.close()

@@ -295,3 +295,13 @@ def test_frame_to_jms_never_raises(headers: dict[str, str], body: bytes) -> None
     that would leave the frame unacknowledged and stuck."""
     msg = frame_to_jms(headers, body)
     assert isinstance(msg, JmsMessage)
+
+
+def test_a_transformation_error_from_the_provider_is_a_finding_not_a_property() -> None:
+    """ActiveMQ marks a MESSAGE it could not transform (``transformation-error``) and sends what it could:
+    the body is reported as coerced, and the marker is not taken for a property."""
+    report = ConversionReport()
+    msg = frame_to_jms({"destination": "/queue/q", "message-id": "ID:1", "transformation-error": "no xstream"},
+                       b"<map/>", report)
+    assert [(f.change, f.name) for f in report.findings] == [(Change.COERCED, "body")]
+    assert "no xstream" in report.findings[0].detail and "transformation-error" not in msg.properties

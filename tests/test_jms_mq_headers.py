@@ -98,7 +98,8 @@ def test_delivery_mode():
     j, r = to_jms(with_rfh2(got(persistence=1), (F("jms", ("Dlv", "1")),)))
     assert j.headers.delivery_mode is DeliveryMode.NON_PERSISTENT and names(r) == ["MQMD.Persistence"]
     j, r = to_jms(native(got(persistence=C.MQPER_PERSISTENCE_AS_Q_DEF)))
-    assert j.headers.delivery_mode is DeliveryMode.PERSISTENT and names(r, Change.DEFAULTED) == ["JMSDeliveryMode"]
+    # one rule with MQ -> MQTT (MQ Telemetry side): an unresolved AS_Q_DEF is not persistent (DEFPSIST(NO))
+    assert j.headers.delivery_mode is DeliveryMode.NON_PERSISTENT and names(r, Change.DEFAULTED) == ["JMSDeliveryMode"]
     with pytest.raises(MappingError, match="MQRFH2 jms folder: Dlv") as exc:
         to_jms(with_rfh2(got(), (F("jms", ("Dlv", "3")),)))
     assert exc.value.field == "Dlv"

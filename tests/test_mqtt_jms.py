@@ -521,3 +521,20 @@ def test_jms_mqtt_jms_round_trip_for_what_mqtt_can_carry(text, props, persistent
     pub, _ = jms_to_mqtt(msg, info=None)
     back, _ = mqtt_to_jms(pub, convert="text", info=None)
     assert back == JmsMessage(msg.headers, msg.properties, TextBody(text or ""))
+
+
+def test_jms_to_mqtt_creates_no_reserved_jms_names_and_no_wildcard_response_topic():
+    """Amlen: "JMS user properties must start with JMSX and cannot start with JMS"; and a Response Topic
+    may not hold a wildcard (MQTT 5 §3.3.2.3.5): both dropped with a finding."""
+    props = TypedMap([("JMSFoo", JavaValue(JavaType.STRING, "a")), ("JMS_IBM_Retain", JavaValue(JavaType.INT, 1)),
+                      ("JMSXGroupID", JavaValue(JavaType.STRING, "g")), ("plain", JavaValue(JavaType.STRING, "v"))],
+                     what="property")
+    for reply in ("reply/+/x", "reply/#"):
+        msg = JmsMessage(JmsHeaders(reply_to=Destination.topic(reply)), props, TextBody("x"))
+        pub, report = jms_to_mqtt(msg, topic="t", info=None)
+        assert pub.user_properties == (("JMSXGroupID", "g"), ("plain", "v")) and pub.response_topic is None
+        assert {(f.change, f.name) for f in report.findings} == {
+            (Change.DROPPED, "JMSFoo"), (Change.DROPPED, "JMS_IBM_Retain"), (Change.DROPPED, "JMSReplyTo")}
+    pub, _ = jms_to_mqtt(JmsMessage(JmsHeaders(reply_to=Destination.topic("reply/x")), body=TextBody("x")),
+                         topic="t", info=None)
+    assert pub.response_topic == "reply/x"

@@ -166,11 +166,11 @@ MQRC_FORMAT_ERROR, MQRC_BACKOUT_THRESHOLD_REACHED = 2110, 2362
 PUT_APPL_NAME = "mqbridge"
 
 
-def backout_message(item: Inbound, route: str, reason: str, *, dest: str = "", target: str = "",
+def backout_message(item: Inbound, route: str, reason: str, *, dead_letter: bool = False, target: str = "",
                     threshold: bool = False, now: float | None = None) -> bytes:
-    """What a poison message becomes on the backout destination ``dest``. An MQ message keeps its MQMD
-    (MsgId, CorrelId, ReplyToQ, Persistence ...), as IBM MQ's backout requeue does, and says why where MQ
-    tools read it: on a dead-letter queue in an MQDLH (Reason 2362 MQRC_BACKOUT_THRESHOLD_REACHED, or 2110
+    """What a poison message becomes on the backout destination. An MQ message keeps its MQMD (MsgId,
+    CorrelId, ReplyToQ, Persistence ...), as IBM MQ's backout requeue does, and says why where MQ tools read
+    it: on a dead-letter queue (``dead_letter``) in an MQDLH (Reason 2362 MQRC_BACKOUT_THRESHOLD_REACHED, or 2110
     MQRC_FORMAT_ERROR for a message the route cannot convert; DestQName the route's ``target``, PutApplName
     mqbridge), elsewhere in a ``mqbridge`` folder added to its RFH2 (its other folders' bytes unchanged). A
     message from MQTT or JMS becomes an MQ message whose RFH2 ``mqbridge`` folder says why, followed by its
@@ -187,7 +187,7 @@ def backout_message(item: Inbound, route: str, reason: str, *, dest: str = "", t
         except MappingError:
             original = None   # not MQ's format: carried whole as the body, below
         if original is not None:
-            if dest == DEAD_LETTER_QUEUE:
+            if dead_letter:
                 return encode_message(_dead_letter(original, target, threshold, now))
             return encode_message(_with_folder(original, folder))
     if isinstance(raw, bytes):

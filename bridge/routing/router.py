@@ -20,7 +20,7 @@ from bridge.connectors.registry import CONNECTOR_FACTORIES, RouteSetupError
 from bridge.convlog import ConversionLog, RecordLines
 from bridge.mqtt.broker import Broker
 from bridge.routing.base import Converter, target_protocol
-from bridge.routing.convert import RouteConverter, backout_message
+from bridge.routing.convert import DEAD_LETTER_QUEUE, RouteConverter, backout_message
 from bridge.routing.envelope import EnvelopeConverter
 from bridge.routing.kept import KeptSessions
 from mappings.convlog_schema import Direction, Status
@@ -172,8 +172,11 @@ class RouteWorker:
             good.append((item, out, target_type, report))
         if poison:
             target = getattr(route.target, "destination", None) or getattr(route.target, "mqtt", "")
-            outs = [Outbound(item.key, backout_message(item, route.name, reason, dest=self.backout_dest, target=target,
-                                                       threshold=past), self.backout_dest)
+            dead_letter = route.options.backout_dead_letter
+            if dead_letter is None:
+                dead_letter = self.backout_dest == DEAD_LETTER_QUEUE
+            outs = [Outbound(item.key, backout_message(item, route.name, reason, dead_letter=dead_letter,
+                                                       target=target, threshold=past), self.backout_dest)
                     for item, reason, past in poison]
             await self._deliver(outs, self.backout)
             now = time.time()

@@ -335,7 +335,12 @@ def mqtt_string(text: str, name: str, report: ConversionReport) -> str | None:
 
 
 def user_property_value(name: str, value: JavaValue, report: ConversionReport) -> str | None:
-    """A JMS property as the value of an MQTT 5 user property of the same name (None: dropped, reported)."""
+    """A JMS property as the value of an MQTT 5 user property of the same name (None: dropped, reported).
+    Amlen: "JMS user properties must start with JMSX and cannot start with JMS": a JMSFoo or JMS_IBM_Retain
+    property (the provider's, or reserved) is not created."""
+    if name.startswith("JMS") and not name.startswith("JMSX"):
+        report.dropped(name, "not created as a user property: names starting JMS other than JMSX are reserved")
+        return None
     text = property_to_string(value)
     if text is None:
         report.dropped(name, "null value" if value.value is None else "byte[] is not valid UTF-8")
@@ -348,7 +353,11 @@ def user_property_value(name: str, value: JavaValue, report: ConversionReport) -
 def response_topic_of(reply: Destination, report: ConversionReport) -> str | None:
     """JMSReplyTo as an MQTT 5 Response Topic: a plain topic by its name, anything else as its URI."""
     plain_topic = reply.kind is DestinationKind.TOPIC and not reply.options
-    return mqtt_string(reply.name if plain_topic else reply.uri, "JMSReplyTo", report)
+    topic = reply.name if plain_topic else reply.uri
+    if "+" in topic or "#" in topic:
+        report.dropped("JMSReplyTo", f"{topic!r} has a wildcard, which a Response Topic may not (MQTT 5 §3.3.2.3.5)")
+        return None
+    return mqtt_string(topic, "JMSReplyTo", report)
 
 
 def _payload(message: JmsMessage) -> tuple[bytes, int | None]:

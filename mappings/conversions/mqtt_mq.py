@@ -78,7 +78,7 @@ class MqttToMqOptions:
 @dataclass(frozen=True, slots=True)
 class MqToMqttOptions:
     default_qos: int = 2                    # MQ Telemetry Table 4: unsolicited messages; DEFAULT.QoS may change it
-    unresolved_persistence: int = C.MQPER_NOT_PERSISTENT
+    unresolved_persistence: int = C.PERSISTENCE_WHEN_UNRESOLVED
     fallback_topic: str | None = None
 
 
@@ -131,7 +131,7 @@ def persistence_for_qos(qos: int) -> int:
     return C.MQPER_NOT_PERSISTENT if qos == 0 else C.MQPER_PERSISTENT
 
 
-def qos_for_persistence(persistence: int, unresolved: int = C.MQPER_NOT_PERSISTENT) -> int:
+def qos_for_persistence(persistence: int, unresolved: int = C.PERSISTENCE_WHEN_UNRESOLVED) -> int:
     """MQ Telemetry Table 4, WebSphere MQ origin: NOT_PERSISTENT -> 0, PERSISTENT -> 2 (others: see DECISIONS)."""
     if persistence not in (C.MQPER_NOT_PERSISTENT, C.MQPER_PERSISTENT):
         persistence = unresolved

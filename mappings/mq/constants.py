@@ -16,6 +16,9 @@ MQFMT_DEAD_LETTER_HEADER: Final = "MQDEAD  "
 MQPER_NOT_PERSISTENT: Final = 0
 MQPER_PERSISTENT: Final = 1
 MQPER_PERSISTENCE_AS_Q_DEF: Final = 2
+# Persistence AS_Q_DEF (or AS_PARENT) that no queue definition resolved (a message file never put): taken as
+# not persistent, as IBM MQ's default queue objects are DEFPSIST(NO); one rule for MQ -> MQTT and MQ -> JMS
+PERSISTENCE_WHEN_UNRESOLVED: Final = MQPER_NOT_PERSISTENT
 MQPER_PERSISTENCE_AS_TOPIC_DEF: Final = 2
 MQPER_PERSISTENCE_AS_PARENT: Final = -1
 

@@ -40,9 +40,14 @@ class EmbeddedConnector(_Model):
 
 
 class JmsConnector(_Model):
-    """A JMS provider reached over STOMP 1.2 (ActiveMQ first)."""
+    """A JMS provider reached over STOMP 1.2 (ActiveMQ first), or through its own JMS client in the gateway's
+    JVM (``client: native``: its ``jars`` and ``connection_factory`` class with ``factory_properties``)."""
 
     type: Literal["jms"]
+    client: Literal["stomp", "native"] = "stomp"
+    jars: tuple[str, ...] = ()                 # native: paths or globs of the provider's client jars
+    connection_factory: str | None = None      # native: its javax.jms.ConnectionFactory class
+    factory_properties: dict[str, str] = Field(default_factory=dict)   # native: e.g. brokerURL
     host: str = "127.0.0.1"
     port: int = Field(61613, ge=1, le=65535)
     user: str | None = None
@@ -53,6 +58,13 @@ class JmsConnector(_Model):
     # a MapMessage's byte[] values: their base64 String, or XStream <byte-array> where the broker allows it
     map_byte_arrays: Literal["base64", "native"] = "base64"
     reconnect_max_seconds: float = Field(30.0, gt=0)
+
+    @model_validator(mode="after")
+    def _native(self) -> JmsConnector:
+        if self.client == "native" and (not self.jars or not self.connection_factory):
+            raise ValueError("client native needs jars (the provider's client jars) and connection_factory (its "
+                             "javax.jms.ConnectionFactory class)")
+        return self
 
 
 class MqConnector(_Model):
@@ -143,6 +155,9 @@ class RouteOptions(_Model):
     backout_threshold: int = Field(3, ge=1)
     pipeline: int = Field(4, ge=1, le=64)   # batches in flight at the target, confirmed in order
     backout_destination: QueueEndpoint | None = None
+    # an MQ message backed out gets an MQDLH (a dead-letter queue) rather than a mqbridge RFH2 folder;
+    # None: when the destination is SYSTEM.DEAD.LETTER.QUEUE (docs/connectors.md)
+    backout_dead_letter: bool | None = None
     admin_topics: dict[str, str] = Field(default_factory=dict)        # topic object -> topic string
     default_qos: int = Field(2, ge=0, le=2)                           # MQ Telemetry Table 4: DEFAULT.QoS
     swiftmq_properties: bool = True                                   # JMSXUserID, client id, QoS

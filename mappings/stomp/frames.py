@@ -44,6 +44,7 @@ OBJECT_CLASS_PROPERTY = "MQBRIDGE_OBJECT_CLASS"
 
 # Headers STOMP or ActiveMQ give a meaning of their own (frames, §1, §2, §5); a JMS property of that
 # name would be read as the header, so it is not sent, and on receipt they are not properties.
+TRANSFORMATION_ERROR = "transformation-error"   # ActiveMQ: it could not apply the subscription's transformation
 STOMP_HEADERS = frozenset({
     "destination", "content-length", "content-type", "receipt", "receipt-id", "transaction", "message-id",
     "subscription", "ack", "id", "selector", "correlation-id", "reply-to", "type", "priority", "persistent",
@@ -298,6 +299,10 @@ def frame_to_jms(headers: Mapping[str, str], body: bytes, report: ConversionRepo
     what cannot be read is dropped with a finding."""
     report = report if report is not None else ConversionReport()
     jbody = _body_from_frame(headers, body, report)
+    failed = headers.get(TRANSFORMATION_ERROR)
+    if failed is not None:   # ActiveMQ sent the message as it could, not as the JMS message it holds
+        report.coerced("body", f"the provider could not transform the message for STOMP ({failed}): this is what "
+                       "it sent instead")
     priority = _int_header(headers, "priority", 4, report)
     if not 0 <= priority <= 9:
         report.dropped("priority", f"{priority} is not 0..9")
@@ -321,7 +326,7 @@ def frame_to_jms(headers: Mapping[str, str], body: bytes, report: ConversionRepo
     )
     props: list[tuple[str, JavaValue]] = []
     for name, value in headers.items():
-        if name in _READ_ONLY_HEADERS or name in STOMP_HEADERS:
+        if name in _READ_ONLY_HEADERS or name in STOMP_HEADERS or name == TRANSFORMATION_ERROR:
             continue
         if name in (BODY_TYPE_PROPERTY, OBJECT_CLASS_PROPERTY) and not isinstance(jbody, TextBody | BytesBody):
             continue

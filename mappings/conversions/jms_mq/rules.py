@@ -166,10 +166,11 @@ def _delivery_mode_to_jms(ctx: ToJms) -> None:
                                f"{persistence} differs from jms/Dlv {dlv}, which wins (IBM MQ JMS mapping)")
     elif persistence in DELIVERY_MODE_FOR:
         ctx.headers["delivery_mode"] = DELIVERY_MODE_FOR[persistence]
-    else:
-        ctx.headers["delivery_mode"] = DeliveryMode.PERSISTENT
-        ctx.report.defaulted("JMSDeliveryMode", f"MQMD.Persistence {persistence} is unresolved: PERSISTENT, "
-                             "the JMS default")
+    else:   # the same rule as MQ Telemetry's side (mqtt_mq): C.PERSISTENCE_WHEN_UNRESOLVED
+        mode = DELIVERY_MODE_FOR[C.PERSISTENCE_WHEN_UNRESOLVED]
+        ctx.headers["delivery_mode"] = mode
+        ctx.report.defaulted("JMSDeliveryMode", f"MQMD.Persistence {persistence} is unresolved: {mode.name}, as "
+                             "IBM MQ's default queues are DEFPSIST(NO)")
 
 
 # JMSExpiration <-> Expiry + jms/Exp. WMB JMS->jms folder "JMSExpiration | Exp", MQMD->JMS "Expiry |
