@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from bridge.connectors.base import ConnectorError, Inbound, Inbox, Outbound, Source, Target
+from bridge.connectors.jms_native.connector import NativeJmsSource, NativeJmsTarget, check_native
 from bridge.connectors.registry import CONNECTOR_FACTORIES
 from bridge.connectors.stomp_link import (
     EncodedSend,
@@ -224,6 +225,11 @@ def jms_factory(rules: RulesFile, route: Route, endpoint: QueueEndpoint, role: s
     """``type: jms`` connectors: a STOMP link per route endpoint."""
     conn = rules.connector(endpoint.connector)
     assert isinstance(conn, JmsConnector)
+    if conn.client == "native":
+        check_native(conn, endpoint.connector)
+        if role == "source":
+            return NativeJmsSource(conn, route.name, endpoint.destination, selector=route.options.selector)
+        return NativeJmsTarget(conn, route.name)
     if role == "source":
         client_id = f"mqbridge-{route.name}" if endpoint.subscription else None
         return JmsSource(link_config(conn, client_id), endpoint.destination, selector=route.options.selector,

@@ -24,6 +24,7 @@ from typing import Any
 
 from jpype import JArray, JBoolean, JByte, JChar, JClass, JDouble, JException, JFloat, JInt, JLong, JShort
 
+from bridge.connectors.jms_native import TEMPORARY
 from mappings.jms.model import (
     BytesBody,
     DeliveryMode,
@@ -42,7 +43,6 @@ from mappings.jms.model import (
 )
 from mappings.report import ConversionReport
 
-TEMPORARY = ("temporary", "true")
 DELIVERY_COUNT = "JMSXDeliveryCount"   # set by the provider on delivery: read, never written
 JMSX = ("JMSXDeliveryCount", "JMSXGroupID", "JMSXGroupSeq", "JMSXUserID", "JMSXAppID")
 

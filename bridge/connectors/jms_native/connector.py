@@ -1,0 +1,264 @@
+"""``type: jms`` with ``client: native``: a JMS provider through its own JMS client, in the gateway's JVM.
+
+Each source and target owns one javax.jms Connection and one transacted Session, used only from its own
+worker thread (a JMS session is single-threaded; JVM calls stay off the asyncio loop). A target sends a
+batch and commits it before the route confirms its source; a source receives a batch inside a transaction
+and commits it when the route confirms it (the target has the messages), or rolls it back so that the
+provider delivers it again, counted (JMSXDeliveryCount feeds the route's backout threshold): at least
+once. One batch is open per source at a time, since a commit covers everything its session received.
+A provider that goes away fails the batch (retried by the router) and the connection is made again.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from bridge.connectors.base import ConnectorError, Inbound, Outbound, Source, Target
+from bridge.connectors.jms_native import TEMPORARY, jvm
+from bridge.connectors.registry import RouteSetupError
+from mappings.jms.model import DeliveryMode, Destination, DestinationKind, JmsMessage
+from mappings.report import ConversionReport
+from mappings.rules.model import JmsConnector
+
+log = logging.getLogger("mqbridge.jms")
+RECEIVE_WAIT_MS = 500
+
+
+def _findings(report: ConversionReport) -> list[dict[str, str]]:
+    return [{"change": f.change.value, "name": f.name, "detail": f.detail} for f in report.findings]
+
+
+class _Client:
+    """The connection and transacted session of one endpoint, made (again) on the worker thread."""
+
+    def __init__(self, conn: JmsConnector, name: str) -> None:
+        self.conn = conn
+        self.name = name
+        self.connection: Any = None
+        self.session: Any = None
+        self.objects: Any = None
+
+    def open(self) -> Any:
+        if self.session is not None:
+            return self.session
+        jpype = jvm.start(jvm.expand_jars(self.conn.jars, "jars"))
+        jvm.attach()
+        from bridge.connectors.jms_native import objects  # Java types: only once the JVM runs
+        self.objects = objects
+        try:
+            factory = jpype.JClass(self.conn.connection_factory)()
+        except (TypeError, jpype.JException) as exc:
+            raise ConnectorError(f"connection_factory {self.conn.connection_factory!r}: {exc}") from None
+        for key, value in self.conn.factory_properties.items():
+            setter = getattr(factory, "set" + key[:1].upper() + key[1:], None)
+            if setter is None:
+                raise ConnectorError(f"factory_properties: {self.conn.connection_factory} has no property {key!r}")
+            setter(value)
+        try:
+            connection = (factory.createConnection(self.conn.user, self.conn.password) if self.conn.user
+                          else factory.createConnection())
+            connection.start()
+            self.session = connection.createSession(True, 0)   # transacted (SESSION_TRANSACTED)
+        except jpype.JException as exc:
+            raise ConnectorError(f"JMS provider: {exc.getMessage()}") from None
+        self.connection = connection
+        return self.session
+
+    def destination(self, text: str) -> Any:
+        """A route's destination text ("Q", "topic:T", "queue://..", "temp-queue://..") on this provider."""
+        dest = endpoint_destination(text)
+        found = self.objects.java_destination(self.session, dest, self.temporary)
+        if found is None:
+            raise ConnectorError(f"{text}: this provider's temporary destinations cannot be named")
+        return found
+
+    def temporary(self, dest: Destination) -> Any:
+        """A temporary destination by name: provider classes that allow it (ActiveMQ's), else None."""
+        import jpype
+
+        kind = "Queue" if dest.kind is DestinationKind.QUEUE else "Topic"
+        try:
+            return jpype.JClass(f"org.apache.activemq.command.ActiveMQTemp{kind}")(dest.name)
+        except TypeError:   # not ActiveMQ's client
+            return None
+
+    def drop(self) -> None:
+        """The provider failed: close what is left; the next call connects again."""
+        connection, self.connection, self.session = self.connection, None, None
+        if connection is not None:
+            try:
+                connection.close()
+            except Exception:   # noqa: BLE001 - a broken connection may fail to close: it is gone either way
+                pass
+
+
+class NativeJmsTarget(Target):
+    protocol = "jms"
+
+    def __init__(self, conn: JmsConnector, name: str) -> None:
+        self.client = _Client(conn, name)
+        self._io = ThreadPoolExecutor(1, thread_name_prefix=f"jms-native-{name}")
+        self._producers: dict[str, Any] = {}
+
+    async def start(self) -> None:
+        return None   # connects with the first batch (a provider that is down fails that batch, retried)
+
+    def _send(self, items: list[Outbound]) -> None:
+        import jpype  # the JVM is running: the client opened it
+
+        try:
+            session = self.client.open()
+            now = int(time.time() * 1000)
+            for item in items:
+                msg = item.message
+                if not isinstance(msg, JmsMessage):
+                    raise ConnectorError(f"native JMS target got a {type(msg).__name__}, not a JMS message")
+                report = ConversionReport()
+                jmsg, args = self.client.objects.from_model(session, msg, now_ms=now, report=report,
+                                                            temporary=self.client.temporary)
+                producer = self._producers.get(item.destination)
+                if producer is None:
+                    producer = session.createProducer(self.client.destination(item.destination))
+                    self._producers[item.destination] = producer
+                producer.send(jmsg, args.delivery_mode, args.priority, args.time_to_live)
+                if report:
+                    item.extra["findings"] = _findings(report)
+            session.commit()
+        except jpype.JException as exc:
+            self._producers.clear()
+            self.client.drop()
+            raise ConnectorError(f"JMS provider: {exc.getMessage()}") from None
+
+    async def send(self, items: list[Outbound]) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._io, self._send, items)
+
+    async def close(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._io, self.client.drop)
+        self._io.shutdown(wait=False)
+
+
+class NativeJmsSource(Source):
+    def __init__(self, conn: JmsConnector, name: str, destination: str, *, selector: str | None = None) -> None:
+        self.client = _Client(conn, name)
+        self.destination = destination
+        self.selector = selector
+        self._io = ThreadPoolExecutor(1, thread_name_prefix=f"jms-native-{name}")
+        self._consumer: Any = None
+        self._open_batch = asyncio.Event()   # set: no batch awaits its commit or rollback
+        self._closing = False
+
+    async def start(self) -> None:
+        self._open_batch.set()
+
+    def _receive(self, max_items: int) -> list[Inbound]:
+        import jpype
+
+        try:
+            session = self.client.open()
+            if self._consumer is None:
+                dest = self.client.destination(self.destination)
+                self._consumer = session.createConsumer(dest, self.selector) if self.selector else \
+                    session.createConsumer(dest)
+            first = self._consumer.receive(RECEIVE_WAIT_MS)
+            if first is None:
+                return []
+            got = [first]
+            while len(got) < max_items:
+                more = self._consumer.receiveNoWait()
+                if more is None:
+                    break
+                got.append(more)
+            return [self._inbound(m) for m in got]
+        except jpype.JException as exc:
+            self._consumer = None
+            self.client.drop()
+            log.warning("%s: JMS provider: %s (connecting again)", self.destination, exc.getMessage())
+            return []
+
+    def _inbound(self, jmsg: Any) -> Inbound:
+        msg = self.client.objects.to_model(jmsg)
+        count = msg.properties.get("JMSXDeliveryCount")
+        return Inbound(
+            key=f"jms:{msg.headers.message_id}", protocol="jms", message=msg, source_type=msg.body_type.java_class,
+            size=_size(msg), destination=self.destination, received=time.time(),
+            redelivery_count=max(int(count.value) - 1, 0) if count is not None and count.value else 0,
+            qos=1 if msg.headers.delivery_mode is DeliveryMode.PERSISTENT else 0,
+            persistent=msg.headers.delivery_mode is DeliveryMode.PERSISTENT, priority=msg.headers.priority)
+
+    async def receive(self, max_items: int) -> list[Inbound]:
+        await self._open_batch.wait()
+        loop = asyncio.get_running_loop()
+        while not self._closing:
+            items = await loop.run_in_executor(self._io, self._receive, max_items)
+            if items:
+                self._open_batch.clear()
+                return items
+        return []
+
+    def _settle(self, commit: bool) -> None:
+        session = self.client.session
+        if session is None:
+            return   # the connection went: the provider delivers the messages again
+        try:
+            session.commit() if commit else session.rollback()
+        except Exception as exc:   # noqa: BLE001 - a JMSException through JPype: at least once, they come again
+            log.warning("%s: %s failed (%s): the provider delivers the batch again", self.destination,
+                        "commit" if commit else "rollback", exc)
+            self._consumer = None
+            self.client.drop()
+
+    async def confirm(self, items: list[Inbound]) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._io, self._settle, True)
+        self._open_batch.set()
+
+    async def backout(self, items: list[Inbound]) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._io, self._settle, False)
+        self._open_batch.set()
+
+    async def close(self) -> None:
+        self._closing = True
+        self._open_batch.set()
+        await asyncio.get_running_loop().run_in_executor(self._io, self.client.drop)
+        self._io.shutdown(wait=False)
+
+
+def check_native(conn: JmsConnector, name: str) -> None:
+    """At route setup: the JVM runs with the connector's jars and its connection factory class loads, or
+    RouteSetupError says which setting is wrong."""
+    try:
+        jpype = jvm.start(jvm.expand_jars(conn.jars, f"connectors.{name}.jars"))
+    except jvm.JvmError as exc:
+        raise RouteSetupError(f"connectors.{name}: {exc}") from None
+    try:
+        jpype.JClass(conn.connection_factory)
+    except TypeError as exc:
+        raise RouteSetupError(f"connectors.{name}.connection_factory: {conn.connection_factory!r} is not on the "
+                              f"class path of jars ({exc})") from None
+
+
+def endpoint_destination(text: str) -> Destination:
+    """A route endpoint's destination text as a JMS destination (QueueEndpoint.destination; envelope
+    targets name URIs, ActiveMQ's temp-queue:// and temp-topic:// too)."""
+    for prefix, kind in (("temp-queue://", DestinationKind.QUEUE), ("temp-topic://", DestinationKind.TOPIC)):
+        if text.startswith(prefix):
+            return Destination(kind, text[len(prefix):], "", (TEMPORARY,))
+    if "://" in text:
+        return Destination.parse(text)
+    if text.startswith("topic:"):
+        return Destination.topic(text[len("topic:"):])
+    return Destination.queue(text)
+
+
+def _size(msg: JmsMessage) -> int:
+    body: Any = msg.body
+    for attr in ("data", "text"):
+        value = getattr(body, attr, None)
+        if isinstance(value, bytes | str):
+            return len(value)
+    return 0
+
+
+__all__ = ["NativeJmsSource", "NativeJmsTarget", "check_native", "endpoint_destination"]

@@ -1,0 +1,127 @@
+"""The native JMS connector (``type: jms``, ``client: native``) through a running gateway and a real ActiveMQ:
+MQ-format messages on the embedded store <-> ActiveMQ queues through ActiveMQ's own JMS client in the
+gateway's JVM, read and written by a plain Java JMS client (tests/java/JmsTool.java). What STOMP loses
+(typed properties, StreamMessage bodies, byte[] map entries) arrives exactly."""
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from bridge.connectors.embedded import QueueStore, default_path
+from mappings.conversions.jms_mq import mq_bytes_to_jms
+from mappings.jms.model import JavaType, JavaValue, MapBody, StreamBody
+from mappings.mq import constants as C
+from mappings.mq.message import build_message, encode_message
+from mappings.mq.mqmd import Mqmd
+from mappings.mq.rfh2 import Rfh2, RfhElement, RfhFolder
+from tests.support.activemq import BrokerEndpoints
+from tests.support.gateway import GatewayProcess, wait_for
+from tests.support.jmstool import COMPILE_JARS, JAVA_DIR, JmsTool, typed
+
+pytest.importorskip("jpype", reason="jpype1 not installed (pip install 'mqbridge[jms]')")
+pytestmark = pytest.mark.activemq
+
+
+def _rules(activemq: BrokerEndpoints, tag: str) -> str:
+    jars = ", ".join(f'"{JAVA_DIR / j}"' for j in COMPILE_JARS)
+    return f"""\
+connectors:
+  amq:
+    type: jms
+    client: native
+    jars: [{jars}]
+    connection_factory: org.apache.activemq.ActiveMQConnectionFactory
+    factory_properties: {{brokerURL: "{activemq.openwire_url}"}}
+routes:
+  - name: to-amq
+    from: {{queue: NATIVE.OUT}}
+    to: {{connector: amq, queue: native.out.{tag}}}
+  - name: from-amq
+    from: {{connector: amq, queue: native.in.{tag}}}
+    to: {{queue: NATIVE.IN}}
+"""
+
+
+@pytest.fixture
+def native_gw(gateway_factory: Callable[..., GatewayProcess], activemq: BrokerEndpoints,
+              tmp_path: Path) -> tuple[GatewayProcess, str]:
+    tag = uuid.uuid4().hex[:8]
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(_rules(activemq, tag))
+    return gateway_factory({"rules": str(rules)}), tag
+
+
+def test_mq_to_a_java_consumer_keeps_every_property_type(native_gw: tuple[GatewayProcess, str],
+                                                         jmstool: JmsTool) -> None:
+    gw, tag = native_gw
+    usr = RfhFolder("usr", (RfhElement("n", "7", "i4"), RfhElement("big", "9000000000", "i8"),
+                            RfhElement("ok", "1", "boolean"), RfhElement("x", "0.5", "r8"),
+                            RfhElement("s", "caf\u00e9")))
+    mcd = RfhFolder("mcd", (RfhElement("Msd", "jms_text"),))
+    jms = RfhFolder("jms", (RfhElement("Cid", "corr-1"),))
+    md = Mqmd(persistence=C.MQPER_PERSISTENT, priority=6)
+    data = encode_message(build_message(md, (Rfh2(folders=(mcd, jms, usr)),), "h\u00e9llo".encode(),
+                                        body_format=C.MQFMT_STRING))
+    store = QueueStore(default_path(gw.data_dir)).open()
+    try:
+        store.put("NATIVE.OUT", data)
+        wait_for(lambda: store.depth("NATIVE.OUT") == 0, 20, what="the route to take the message")
+    finally:
+        store.close()
+    (got,) = jmstool.receive(f"queue://native.out.{tag}", 1, timeout=20)
+    assert got["type"] == "Text" and got["body"] == "h\u00e9llo"
+    props = got["properties"]
+    assert props["n"] == {"type": "java.lang.Integer", "value": 7}            # STOMP: a String
+    assert props["big"] == {"type": "java.lang.Long", "value": 9000000000}
+    assert props["ok"] == {"type": "java.lang.Boolean", "value": True}
+    assert props["x"] == {"type": "java.lang.Double", "value": 0.5}
+    assert props["s"] == {"type": "java.lang.String", "value": "caf\u00e9"}
+    assert got["headers"]["correlationId"] == "corr-1" and got["headers"]["priority"] == 6
+    assert got["headers"]["deliveryMode"] == "PERSISTENT"
+
+
+def test_a_java_producers_stream_and_map_reach_mq_exactly(native_gw: tuple[GatewayProcess, str],
+                                                         jmstool: JmsTool) -> None:
+    gw, tag = native_gw
+    jmstool.send(
+        f"queue://native.in.{tag}",
+        {"type": "Stream", "body": [typed("short", 3), typed("String", "two"), typed("byte[]", b"\x00\xff"),
+                                    typed("char", "c"), typed("double", 1.25)],
+         "properties": {"n": typed("int", 42), "f": typed("float", 0.5)}},
+        {"type": "Map", "body": {"raw": typed("byte[]", b"\x01\x02"), "l": typed("long", -5)}},
+    )
+    store = QueueStore(default_path(gw.data_dir)).open()
+    try:
+        wait_for(lambda: store.depth("NATIVE.IN") == 2, 20, what="two messages on NATIVE.IN")
+        raws = [m.data for m in store.browse("NATIVE.IN")]
+    finally:
+        store.close()
+    stream, _ = mq_bytes_to_jms(raws[0], now_ms=0)
+    assert stream.body == StreamBody((JavaValue(JavaType.SHORT, 3), JavaValue(JavaType.STRING, "two"),
+                                      JavaValue(JavaType.BYTES, b"\x00\xff"), JavaValue(JavaType.CHAR, "c"),
+                                      JavaValue(JavaType.DOUBLE, 1.25)))      # STOMP: an empty body
+    assert stream.properties["n"] == JavaValue(JavaType.INT, 42)
+    assert stream.properties["f"] == JavaValue(JavaType.FLOAT, 0.5)
+    mapped, _ = mq_bytes_to_jms(raws[1], now_ms=0)
+    assert isinstance(mapped.body, MapBody)
+    assert dict(mapped.body.entries.pairs) == {"raw": JavaValue(JavaType.BYTES, b"\x01\x02"),
+                                               "l": JavaValue(JavaType.LONG, -5)}
+
+
+@pytest.mark.parametrize(("change", "named"), [
+    (("jars: [", 'jars: ["/nonexistent/provider-*.jar", '), "connectors.amq.jars"),
+    (("org.apache.activemq.ActiveMQConnectionFactory", "org.example.NoSuchFactory"),
+     "connectors.amq.connection_factory"),
+])
+def test_a_missing_jar_or_factory_class_stops_the_start_naming_the_setting(
+        activemq: BrokerEndpoints, tmp_path: Path, change: tuple[str, str], named: str) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(_rules(activemq, "x").replace(*change))
+    gw = GatewayProcess(tmp_path / "gw", {"rules": str(rules)})
+    (tmp_path / "gw").mkdir()
+    with pytest.raises(AssertionError, match="mqbridge exited with 1") as exc:
+        gw.start(timeout=60)
+    assert named in str(exc.value)
