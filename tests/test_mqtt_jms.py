@@ -507,7 +507,8 @@ def test_mqtt_jms_mqtt_round_trip(topic, payload, qos, client_id, username, cont
     timestamp=st.integers(1, 253402300799999),
     message_id=st.none() | mqtt_text,
     correlation=st.none() | mqtt_text,
-    reply=st.none() | mqtt_text.filter(bool).map(Destination.topic),
+    # a Response Topic holds no wildcard (test_jms_to_mqtt_creates_no_reserved_jms_names_and_no_wildcard_...)
+    reply=st.none() | mqtt_text.filter(lambda t: t and "+" not in t and "#" not in t).map(Destination.topic),
 )
 def test_jms_mqtt_jms_round_trip_for_what_mqtt_can_carry(text, props, persistent, timestamp, message_id,
                                                          correlation, reply):
