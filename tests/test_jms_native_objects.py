@@ -199,3 +199,34 @@ def test_messages_a_java_producer_sent_are_read_field_by_field(session: Any, jms
     assert got[1].body == StreamBody((JavaValue(JavaType.SHORT, 1), JavaValue(JavaType.STRING, "two"),
                                       JavaValue(JavaType.DOUBLE, 3.0)))
     assert got[2].body == TextBody(None)
+
+
+def test_a_source_whose_provider_is_unreachable_waits_and_retries_without_failing(
+        session: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """The route's receive must not raise (it would end the route) nor spin: it retries with a pause that
+    doubles (1 s, 2 s, ...)."""
+    import asyncio
+    import logging
+    import socket
+
+    from bridge.connectors.jms_native.connector import NativeJmsSource
+    from mappings.rules.model import JmsConnector
+
+    with socket.socket() as s:   # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    conn = JmsConnector(type="jms", client="native", jars=tuple(str(JAVA_DIR / j) for j in COMPILE_JARS),
+                        connection_factory="org.apache.activemq.ActiveMQConnectionFactory",
+                        factory_properties={"brokerURL": f"tcp://127.0.0.1:{port}"})
+    source = NativeJmsSource(conn, "down", "q.down")
+
+    async def go() -> None:
+        await source.start()
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(source.receive(10), 2.5)
+        await source.close()
+
+    with caplog.at_level(logging.WARNING, logger="mqbridge.jms"):
+        asyncio.run(go())
+    attempts = [r for r in caplog.records if "connecting again" in r.getMessage()]
+    assert 1 <= len(attempts) <= 3, [r.getMessage() for r in attempts]

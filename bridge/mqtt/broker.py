@@ -108,9 +108,7 @@ class Broker:
         if changes:
             for session in list(self.sessions.values()):
                 if not session.client_id.startswith(ROUTE_CLIENT_PREFIX):
-                    session.acl = self.connects.auth.grants(session.client_id, session.username)
-                    self.subscriptions.apply_acl(session)
-                    self.table.withdraw_unreadable(session)
+                    self.table.apply_acl(session, self.connects.auth.grants(session.client_id, session.username))
         return changes
 
     def recover(self, state: RecoveredState) -> None:

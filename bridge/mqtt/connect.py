@@ -143,9 +143,7 @@ class Connections:
             session.max_packet_out = conn.max_packet_out
         conn.session = session
         if grants is not None or session.acl is not None:
-            session.acl = grants
-            self.table.subscriptions.apply_acl(session)   # a resumed session's, under this client's rules
-            self.table.withdraw_unreadable(session)       # and what was queued for it
+            self.table.apply_acl(session, grants)   # a resumed session's, under this client's rules
         self.connections[client_id] = conn
         self.delayed_wills.arm(client_id, packet.username, packet.will, session.persistent)
         present = session_present and level >= P.MQTT_311

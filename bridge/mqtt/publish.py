@@ -39,6 +39,13 @@ log = logging.getLogger("mqbridge.broker")
 LISTENER_CONTROL_PREFIX = "$SYS/SCADA/MQIsdpListener/"
 # MQ Telemetry Table 4: a client's subscription to this topic sets the QoS of messages sent to it without one
 DEFAULT_QOS_FILTER = "DEFAULT.QoS"
+
+
+def unreadable(session: Session, grant: int, topic: str) -> bool:
+    """A subscription only partly readable under the ACL (ACL_CHECK) matched a topic its client may not read."""
+    return bool(grant & ACL_CHECK) and (session.acl is None or not session.acl.may_read(topic))
+
+
 def publication_digest(topic_b: bytes, payload: bytes, qos: int, retain: bool) -> bytes:
     """What identifies a publication's content for re-send detection: BLAKE2b-128 of topic, QoS, retain
     and payload (the topic length first, so no topic/payload split can collide)."""
@@ -240,7 +247,7 @@ class Publisher:
         session = self.sessions.get(client_id)
         if session is None:
             return False
-        if grant & ACL_CHECK and (session.acl is None or not session.acl.may_read(msg.topic)):
+        if unreadable(session, grant, msg.topic):
             return False
         qos = grant & 3
         return self.deliver(session, msg, qos if qos < msg.qos else msg.qos,
@@ -329,6 +336,6 @@ class Publisher:
         self.retained.set(msg, persist=False)
         for client_id, grant in self.trie.match(topic).items():
             session = self.sessions.get(client_id)
-            if session is None or grant & ACL_CHECK and (session.acl is None or not session.acl.may_read(topic)):
+            if session is None or unreadable(session, grant, topic):
                 continue
             session.deliver(msg, 0)

@@ -97,6 +97,13 @@ class SessionTable:
         if session.persistent:
             self.store.set_session_expiry(session.client_id, self.clock(), expiry_seconds)
 
+    def apply_acl(self, session: Session, grants: Grants | None) -> None:
+        """The session's ACL rules are now ``grants`` (a CONNECT, a reload): its subscriptions are checked
+        again, and what was queued for it that it may no longer read is withdrawn."""
+        session.acl = grants
+        self.subscriptions.apply_acl(session)
+        self.withdraw_unreadable(session)
+
     def withdraw_unreadable(self, session: Session) -> int:
         """Drop the session's queued and in-flight deliveries that its ACL rules (changed by a reload, or by
         another user resuming it) no longer let it read; how many."""
@@ -107,12 +114,14 @@ class SessionTable:
         for out in gone:
             del session.inflight[out.packet_id]   # type: ignore[arg-type]
             session.finish(out)
-        kept = deque(out for out in session.queue if acl.may_read(out.msg.topic))
+        kept: deque[OutMsg] = deque()
         for out in session.queue:
-            if not acl.may_read(out.msg.topic):
-                session.queued_bytes -= out.msg.size()
-                session.finish(out)
-                gone.append(out)
+            if acl.may_read(out.msg.topic):
+                kept.append(out)
+                continue
+            session.queued_bytes -= out.msg.size()
+            session.finish(out)
+            gone.append(out)
         session.queue = kept
         if gone:
             log.info("session %s (user %s): %d queued or in-flight deliveries withdrawn: its ACL rules do not let "

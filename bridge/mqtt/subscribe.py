@@ -32,6 +32,11 @@ from bridge.mqtt.topics import NO_LOCAL, SHARED_GROUP, SubscriptionTrie, TopicEr
 log = logging.getLogger("mqbridge.broker")
 
 
+def _verdict(session: Session, topic_filter: str) -> Verdict:
+    """How much of ``topic_filter`` the session's ACL lets it read (ALL without an ACL)."""
+    return session.acl.subscribe(topic_filter) if session.acl is not None else Verdict.ALL
+
+
 class Subscriptions:
     """Subscriptions of all sessions: the session's table, the topic tree, the store rows."""
 
@@ -77,12 +82,10 @@ class Subscriptions:
         Under an ACL, a subscription that may read only some of its topics has each one checked; a shared one
         must be able to read all (its group delivers to one member, unchecked)."""
         group = parse_shared(topic_filter)
-        verdict = session.acl.subscribe(group[1] if group else topic_filter) if session.acl else Verdict.ALL
+        verdict = _verdict(session, group[1] if group else topic_filter)
         if group is not None:
             if verdict is not Verdict.ALL:
-                log.warning("client %s: shared subscription %r left: its ACL does not let it read every topic of it",
-                            session.client_id, topic_filter)
-                self.remove(session, topic_filter)
+                self._leave_unreadable(session, topic_filter)
                 return
             if self.shared.join(topic_filter, session.client_id, options & 3, options, sub_id):
                 self.trie.add(group[1], topic_filter, 2, SHARED_GROUP)
@@ -97,10 +100,13 @@ class Subscriptions:
             if group is None:
                 sub = self.trie.get(topic_filter, session.client_id)
                 self.restore(session, topic_filter, options, sub.sub_id if sub is not None else None)
-            elif session.acl is not None and session.acl.subscribe(group[1]) is not Verdict.ALL:
-                log.warning("client %s: shared subscription %r left: its ACL does not let it read every topic of "
-                            "it", session.client_id, topic_filter)
-                self.remove(session, topic_filter)
+            elif _verdict(session, group[1]) is not Verdict.ALL:
+                self._leave_unreadable(session, topic_filter)
+
+    def _leave_unreadable(self, session: Session, topic_filter: str) -> None:
+        log.warning("client %s: shared subscription %r left: its ACL does not let it read every topic of it",
+                    session.client_id, topic_filter)
+        self.remove(session, topic_filter)
 
     def _untree(self, topic_filter: str, client_id: str) -> None:
         group = parse_shared(topic_filter)
@@ -129,7 +135,7 @@ class Subscriptions:
                 continue
             if shared is not None and v5 and options & NO_LOCAL:
                 raise P.ProtocolError(f"No Local on the shared subscription {topic_filter!r}", packet="SUBSCRIBE")
-            verdict = session.acl.subscribe(shared[1] if shared else topic_filter) if session.acl else Verdict.ALL
+            verdict = _verdict(session, shared[1] if shared else topic_filter)
             if verdict is Verdict.NONE or shared is not None and verdict is not Verdict.ALL:
                 self.publisher.stats.acl_denied_subscribe += 1
                 log.info("client %s (user %s): SUBSCRIBE %r refused by the ACL", session.client_id, session.username,

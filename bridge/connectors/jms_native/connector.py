@@ -6,7 +6,8 @@ batch and commits it before the route confirms its source; a source receives a b
 and commits it when the route confirms it (the target has the messages), or rolls it back so that the
 provider delivers it again, counted (JMSXDeliveryCount feeds the route's backout threshold): at least
 once. One batch is open per source at a time, since a commit covers everything its session received.
-A provider that goes away fails the batch (retried by the router) and the connection is made again.
+A provider that goes away fails a target's batch (retried by the router); a source connects again after
+a pause that doubles up to ``reconnect_max_seconds``.
 """
 from __future__ import annotations
 
@@ -153,7 +154,9 @@ class NativeJmsSource(Source):
     async def start(self) -> None:
         self._open_batch.set()
 
-    def _receive(self, max_items: int) -> list[Inbound]:
+    def _receive(self, max_items: int) -> list[Inbound] | None:
+        """Up to ``max_items`` messages ([] after a wait with none); None: the provider failed (the connection
+        is dropped, its open transaction with it, so the provider delivers those messages again)."""
         import jpype
 
         try:
@@ -172,11 +175,14 @@ class NativeJmsSource(Source):
                     break
                 got.append(more)
             return [self._inbound(m) for m in got]
-        except jpype.JException as exc:
-            self._consumer = None
-            self.client.drop()
-            log.warning("%s: JMS provider: %s (connecting again)", self.destination, exc.getMessage())
-            return []
+        except (jpype.JException, ConnectorError) as exc:
+            why = exc.getMessage() if isinstance(exc, jpype.JException) else str(exc)
+            log.warning("%s: %s (connecting again)", self.destination, why)
+        except Exception:   # a bug must not end the route: logged, and the batch comes again
+            log.exception("%s: receiving failed", self.destination)
+        self._consumer = None
+        self.client.drop()
+        return None
 
     def _inbound(self, jmsg: Any) -> Inbound:
         msg = self.client.objects.to_model(jmsg)
@@ -191,11 +197,17 @@ class NativeJmsSource(Source):
     async def receive(self, max_items: int) -> list[Inbound]:
         await self._open_batch.wait()
         loop = asyncio.get_running_loop()
+        delay = 1.0
         while not self._closing:
             items = await loop.run_in_executor(self._io, self._receive, max_items)
             if items:
                 self._open_batch.clear()
                 return items
+            if items is None:   # the provider failed: again after a pause, doubling up to reconnect_max_seconds
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self.client.conn.reconnect_max_seconds)
+            else:
+                delay = 1.0
         return []
 
     def _settle(self, commit: bool) -> None:
