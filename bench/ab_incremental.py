@@ -41,7 +41,7 @@ def main() -> int:
     print("spark_audit from", Path(incremental.__file__).parent, flush=True)
 
     gen, work = Path(args.gen), Path(args.work)
-    spark = session.build_session("local[2]", "mqbridge-ab-incremental", long_running=args.long_running)
+    spark = session.build_session("local[2]", "mqbridge-ab-incremental", full_jit=args.long_running)
     bench.JVM_PID.append(int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()))
     if len(list(gen.glob(f"new-{args.runs - 1}/part-*.json"))) != 1:
         shutil.rmtree(gen, ignore_errors=True)

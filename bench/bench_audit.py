@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
-from mappings.convlog_schema import FIELD_NAMES, SCHEMA_VERSION, SPARK_TIMESTAMP_FORMAT  # noqa: E402
+from mappings.convlog_schema import FIELD_NAMES, SCHEMA_VERSION  # noqa: E402
 from spark_audit.audit import AuditConfig, load, run_audit  # noqa: E402
 from spark_audit.incremental import run_incremental  # noqa: E402
 from spark_audit.ingest import expand_paths  # noqa: E402
@@ -66,7 +66,8 @@ def record(m: DataFrame, direction: str, *, status: F.Column, reason: F.Column, 
         F.lit("gw-bench").alias("gateway_id"),
         "message_key", "route", F.lit(direction).alias("direction"), "source_protocol", "target_protocol",
         "source_type", (F.col("target_type") if egress else F.lit(None).cast("string")).alias("target_type"),
-        "qos", F.lit(None).cast("boolean").alias("persistent"), F.lit(None).cast("int").alias("priority"),
+        "qos", F.lit(None).cast("boolean").alias("persistent"), F.lit(None).cast("boolean").alias("retained"),
+        F.lit(None).cast("int").alias("priority"),
         F.col("size").alias("source_size"),
         (F.col("size") if egress else F.lit(None).cast("long")).alias("target_size"),
         status.alias("status"), reason.alias("reason"), findings.alias("findings"),
@@ -110,7 +111,7 @@ def synthetic(spark: SparkSession, n_rows: int, start_us: int = T0_US, span_us: 
 
 def write_jsonl(df: DataFrame, directory: str, files: int = 4) -> int:
     (df.repartition(files).write.mode("overwrite").option("ignoreNullFields", "false")
-     .option("timestampFormat", SPARK_TIMESTAMP_FORMAT).json(directory))
+     .option("timestampFormat", "yyyy-MM-dd'T'HH:mm:ss.SSSSSSX").json(directory))  # as the gateway writes
     return sum(1 for _ in Path(directory).glob("part-*"))
 
 
@@ -160,7 +161,7 @@ def main() -> int:
     results: dict[str, float] = {}
 
     t = time.perf_counter()
-    spark = build_session(args.master, "mqbridge-bench-audit", long_running=args.long_running)
+    spark = build_session(args.master, "mqbridge-bench-audit", full_jit=args.long_running)
     results["session_start"] = round(time.perf_counter() - t, 2)
     JVM_PID.append(int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()))
     print(f"session_start: {results['session_start']:.2f} s", flush=True)

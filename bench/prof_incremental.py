@@ -43,7 +43,7 @@ def main() -> int:
     work = Path(args.work)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    spark = build_session("local[2]", "mqbridge-prof-incremental", long_running=args.long_running)
+    spark = build_session("local[2]", "mqbridge-prof-incremental", full_jit=args.long_running)
     jvm = spark.sparkContext._jvm
     B.JVM_PID.append(int(jvm.java.lang.ProcessHandle.current().pid()))
     compile_time = jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()

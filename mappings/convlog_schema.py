@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -54,7 +55,13 @@ TIMESTAMP = "timestamp"  # JSON: ISO 8601 UTC with microseconds, "2026-11-22T03:
 FINDINGS = "findings"    # JSON: list of {"change", "name", "detail"} (mappings.report.Finding)
 
 TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"        # strftime form written by to_json_line
-SPARK_TIMESTAMP_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSX"  # the same format for Spark's JSON reader
+# The timestamp forms a record may carry (read by from_dict and by the Spark audit alike, one grammar):
+# ISO 8601 extended date (years 1900-2999) and time to the second, 'T' or a space between, an optional
+# fraction of 1-6 digits, and a UTC offset, Z or +hh:mm / -hh:mm up to 18:00 (Java's range). Written
+# without anchors: Python matches it whole (re.fullmatch), Spark's Java regex between ^ and \z.
+TIMESTAMP_PATTERN = (r"(?:19|2[0-9])[0-9]{2}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,6})?"
+                     r"(?:Z|[+-](?:(?:0[0-9]|1[0-7]):[0-5][0-9]|18:00))")
+_TIMESTAMP_RE = re.compile(TIMESTAMP_PATTERN)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,11 +136,12 @@ def format_timestamp(value: datetime) -> str:
 
 
 def parse_timestamp(value: str) -> datetime:
-    """Parse an ISO 8601 timestamp with a UTC offset ('Z' or +hh:mm) into an aware UTC datetime."""
-    parsed = datetime.fromisoformat(value.replace("Z", "+00:00") if value.endswith("Z") else value)
-    if parsed.tzinfo is None:
-        raise ValueError("timestamp has no UTC offset")
-    return parsed.astimezone(UTC)
+    """Parse a timestamp of the log's grammar (TIMESTAMP_PATTERN) into an aware UTC datetime."""
+    if _TIMESTAMP_RE.fullmatch(value) is None:
+        if _TIMESTAMP_RE.fullmatch(value + "Z") is not None:
+            raise ValueError("timestamp has no UTC offset")
+        raise ValueError("not of the form 2026-11-22T03:00:00[.ffffff](Z|+hh:mm)")
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC)
 
 
 def _check_value(spec: FieldSpec, value: Any) -> Any:  # noqa: ANN401 - values are JSON-typed

@@ -2,7 +2,8 @@
 those listed before it (tests/test_spark_audit_layers.py):
 
 - session: options, cds (the JVM's class archive), session, frames (small frames from Python values)
-- ingest: schema, sources (which bytes of the log files are read), ingest (JSON Lines -> Parquet log),
+- ingest: schema, sources (which bytes of the log files are read), lines (numbered lines, for samples),
+  ingest (JSON Lines -> Parquet log),
   carry (an incremental run's tail), stream (incremental)
 - rollups: rollup (stored per-file groups of the window aggregate)
 - audit: scope, keys (per-key findings), aggregates (the window job), findings, audit (a full audit),

@@ -85,11 +85,13 @@ def max_event_time(frame: DataFrame) -> datetime | None:
     return None if row is None or row["hi"] is None else EPOCH + timedelta(microseconds=row["hi"])
 
 
-def ingest(spark: SparkSession, paths: list[str], parquet_dir: str, mode: str = "overwrite") -> IngestResult:
-    """Parse the logs once into the Parquet log (spark_audit.ingest); then the new files' rollups
-    (spark_audit.rollup) for the full audits that follow."""
-    result = ingest_logs(spark, paths, parquet_dir, mode)
-    build_rollups(spark, parquet_dir)
+def ingest(spark: SparkSession, paths: list[str], parquet_dir: str, mode: str = "overwrite",
+           rollups: bool = True, compact: bool = True) -> IngestResult:
+    """Parse the logs once into the Parquet log (spark_audit.ingest); then, with rollups, the new files'
+    rollups (spark_audit.rollup) for the full audits that follow. compact: one file per hour partition."""
+    result = ingest_logs(spark, paths, parquet_dir, mode, compact)
+    if rollups:
+        build_rollups(spark, parquet_dir)
     return result
 
 

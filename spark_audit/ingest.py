@@ -15,7 +15,8 @@ from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamReader
 
-from mappings.convlog_schema import FIELD_NAMES, FIELDS, SPARK_TIMESTAMP_FORMAT
+from mappings.convlog_schema import FIELDS
+from spark_audit.lines import FILE_COLUMN, LINE_COLUMN, TEXT_COLUMN, numbered_lines
 from spark_audit.schema import (
     CORRUPT_COLUMN,
     FUTURE_VERSION,
@@ -26,22 +27,18 @@ from spark_audit.schema import (
     PROBLEM_COLUMN,
     key_check,
     key_hash,
+    parse_times,
     problem_column,
     read_schema,
 )
 from spark_audit.sources import Staged, prepare
 
-FILE_COLUMN = "_file"
 PARTITION_COLUMNS = ("date", "hour")
 SAMPLE_LIMIT = 10
-SAMPLE_CHARS = 200
+SAMPLE_CHARS = 500
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
-JSON_OPTIONS = {
-    "mode": "PERMISSIVE",
-    "columnNameOfCorruptRecord": CORRUPT_COLUMN,
-    "timestampFormat": SPARK_TIMESTAMP_FORMAT,
-}
+JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN}
 
 
 @dataclass(slots=True)
@@ -52,7 +49,7 @@ class IngestResult:
     valid: int = 0
     problems: dict[str, int] = field(default_factory=dict)
     problems_by_file: dict[str, dict[str, int]] = field(default_factory=dict)
-    samples: list[dict[str, str]] = field(default_factory=list)
+    samples: list[dict[str, Any]] = field(default_factory=list)  # file, line, problem, text, chars
     min_time: datetime | None = None
     max_time: datetime | None = None
     # Files that could not be read to their end (file -> what is wrong; their readable part is audited)
@@ -90,7 +87,8 @@ class IngestResult:
             for k, v in counts.items():
                 mine[k] = mine.get(k, 0) + v
         self.problems_by_file = renamed
-        self.samples = [{**s, "file": staged.origin(s["file"])} for s in self.samples]
+        self.samples = [{**s, "file": staged.origin(s["file"]), "line": _source_line(staged, s)}
+                        for s in self.samples]
         self.damaged.update(staged.damaged)
         self.notes.update(staged.notes)
 
@@ -119,6 +117,12 @@ class IngestResult:
             "damaged": dict(sorted(self.damaged.items())),
             "notes": dict(sorted(self.notes.items())),
         }
+
+
+def _source_line(staged: Staged, sample: dict[str, Any]) -> int | None:
+    """A sample's line number in its source file (a slice's lines follow its source's earlier lines)."""
+    base = staged.line_base(sample["file"])
+    return None if base is None or sample.get("line") is None else base + int(sample["line"])
 
 
 def expand_paths(paths: Iterable[str | Path]) -> list[str]:
@@ -150,8 +154,8 @@ def stream_logs(spark: SparkSession, directory: str) -> DataFrame:
 
 
 def tag(raw: DataFrame) -> DataFrame:
-    """Add the problem column: null when the row is valid."""
-    return raw.withColumn(PROBLEM_COLUMN, problem_column())
+    """Parse the timestamps, add the problem column: null when the row is valid."""
+    return parse_times(raw).withColumn(PROBLEM_COLUMN, problem_column())
 
 
 def valid_rows(tagged: DataFrame) -> DataFrame:
@@ -211,25 +215,36 @@ def result_from_metrics(metrics: dict[str, Any]) -> IngestResult:
 
 
 def describe_problems(tagged: DataFrame, result: IngestResult) -> None:
-    """Bad rows per file and a few samples (a second, cheap pass, run only when there are bad rows)."""
+    """Bad rows per file (a second pass, run only when there are bad rows), and samples: the first bad
+    lines of those files as they were, with file and line number (a pass over those files only)."""
     bad = tagged.where(F.col(PROBLEM_COLUMN).isNotNull())
     if FILE_COLUMN not in bad.columns:
         bad = bad.withColumn(FILE_COLUMN, F.col("_metadata.file_path"))
-    bad = bad.select(
-        FILE_COLUMN, PROBLEM_COLUMN,
-        F.substring(F.coalesce(F.col(CORRUPT_COLUMN), F.to_json(F.struct(*FIELD_NAMES))), 1, SAMPLE_CHARS)
-        .alias("text"),
-    ).persist()
-    try:
-        for r in bad.groupBy(FILE_COLUMN, PROBLEM_COLUMN).count().collect():
-            per_file = result.problems_by_file.setdefault(r[FILE_COLUMN], {})
-            per_file[r[PROBLEM_COLUMN]] = per_file.get(r[PROBLEM_COLUMN], 0) + int(r["count"])
-        result.samples = [
-            {"file": r[FILE_COLUMN], "problem": r[PROBLEM_COLUMN], "text": r["text"]}
-            for r in bad.limit(SAMPLE_LIMIT).collect()
-        ]
-    finally:
-        bad.unpersist()
+    for r in bad.groupBy(FILE_COLUMN, PROBLEM_COLUMN).count().collect():
+        per_file = result.problems_by_file.setdefault(r[FILE_COLUMN], {})
+        per_file[r[PROBLEM_COLUMN]] = per_file.get(r[PROBLEM_COLUMN], 0) + int(r["count"])
+    result.samples = bad_samples(tagged.sparkSession, sorted(result.problems_by_file))
+
+
+def parse_lines(lines: DataFrame) -> DataFrame:
+    """Log lines (a value column, others kept) parsed as read_logs parses a file, blank lines left out."""
+    record = F.from_json(TEXT_COLUMN, read_schema(), JSON_OPTIONS)
+    kept = [c for c in lines.columns]
+    return tag(lines.select(record.alias("_record"), *kept).where(F.col("_record").isNotNull())
+               .select("_record.*", *kept))
+
+
+def bad_samples(spark: SparkSession, files: list[str]) -> list[dict[str, Any]]:
+    """The first SAMPLE_LIMIT bad lines of the files: file, line number, problem, the line as it was (its
+    first SAMPLE_CHARS characters) and its length."""
+    if not files:
+        return []
+    rows = (parse_lines(numbered_lines(spark, files)).where(F.col(PROBLEM_COLUMN).isNotNull())
+            .orderBy(FILE_COLUMN, LINE_COLUMN).limit(SAMPLE_LIMIT)
+            .select(FILE_COLUMN, LINE_COLUMN, PROBLEM_COLUMN, F.substring(TEXT_COLUMN, 1, SAMPLE_CHARS).alias("t"),
+                    F.char_length(TEXT_COLUMN).alias("n")).collect())
+    return [{"file": r[FILE_COLUMN], "line": int(r[LINE_COLUMN]), "problem": r[PROBLEM_COLUMN], "text": r["t"],
+             "chars": int(r["n"])} for r in rows]
 
 
 def write_parquet(valid: DataFrame, parquet_dir: str, mode: str, compact: bool = True) -> None:
@@ -286,7 +301,8 @@ def checksum_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.crc")
 
 
-def ingest_logs(spark: SparkSession, paths: list[str], parquet_dir: str, mode: str = "overwrite") -> IngestResult:
+def ingest_logs(spark: SparkSession, paths: list[str], parquet_dir: str, mode: str = "overwrite",
+                compact: bool = True) -> IngestResult:
     """Parse the logs once: valid rows compacted into Parquet, bad rows counted by problem and file.
 
     Only complete lines are read; gzip files are decompressed first and a damaged one is reported with
@@ -299,7 +315,7 @@ def ingest_logs(spark: SparkSession, paths: list[str], parquet_dir: str, mode: s
     try:
         staged = prepare(paths, staging)
         if staged.paths:
-            result = ingest_frame(read_logs(spark, staged.paths), parquet_dir, mode)
+            result = ingest_frame(read_logs(spark, staged.paths), parquet_dir, mode, compact)
         else:  # nothing readable: the log of an earlier ingest is not audited in its place
             if mode == "overwrite":
                 shutil.rmtree(parquet_dir, ignore_errors=True)

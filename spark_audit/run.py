@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -18,7 +19,7 @@ from spark_audit.incremental import run_incremental
 from spark_audit.ingest import IngestResult, expand_paths
 from spark_audit.report import build_summary, write_outputs
 from spark_audit.scope import AuditConfig
-from spark_audit.session import build_session
+from spark_audit.session import FULL_JIT_INPUT_BYTES, build_session
 
 EXIT_USAGE = 2  # "could not audit": unusable arguments, damaged input (report.EXIT_NOT_AUDITED), a failed run
 
@@ -68,7 +69,8 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> int:
     # SparkContext of this process, not the thread's active session: getActiveSession is per JVM thread,
     # and a caller's session seen from another thread would be stopped under it.
     own_session = spark is None and SparkContext._active_spark_context is None
-    session = spark or build_session(args.master, long_running=every is not None)
+    full_jit = every is not None or input_bytes(paths) > FULL_JIT_INPUT_BYTES
+    session = spark or build_session(args.master, full_jit=full_jit)
     try:
         if every is not None:
             return follow(session, args, parquet_dir, every)
@@ -80,9 +82,31 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> int:
             session.stop()
 
 
+def input_bytes(paths: list[str]) -> int:
+    """The size of the logs to read (a gzip file counted at 8x: its JSON is that much larger)."""
+    total = 0
+    for p in paths:
+        try:
+            size = os.stat(p).st_size
+        except OSError:
+            continue
+        total += size * 8 if p.endswith(".gz") else size
+    return total
+
+
 def full_audit(session: SparkSession, args: argparse.Namespace, paths: list[str], parquet_dir: str) -> int:
-    ingested = ingest(session, paths, parquet_dir) if args.logs else None
-    return report(run_audit(load(session, parquet_dir, config_from(args))), ingested, args)
+    """Ingest the logs (if any) and audit the Parquet log.
+
+    An ingest here writes no rollups and does not compact its files (a shuffle): both cost more than the
+    one audit that follows saves (bench/README.md). An audit of a Parquet log as it is (no LOGS) stores
+    the rollups of the files that have none after its verdict, for the audits after it.
+    """
+    if args.logs:
+        ingested = ingest(session, paths, parquet_dir, rollups=False, compact=False)
+        return report(run_audit(load(session, parquet_dir, config_from(args))), ingested, args)
+    code = report(run_audit(load(session, parquet_dir, config_from(args))), None, args)
+    build_rollups(session, parquet_dir)
+    return code
 
 
 def failure_text(e: Exception) -> str:

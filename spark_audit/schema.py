@@ -4,7 +4,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from pyspark.sql import Column
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
@@ -29,6 +29,7 @@ from mappings.convlog_schema import (
     SCHEMA_VERSION,
     STRING,
     TIMESTAMP,
+    TIMESTAMP_PATTERN,
     FieldSpec,
 )
 from mappings.report import Change
@@ -57,8 +58,26 @@ def record_schema() -> StructType:
 
 
 def read_schema() -> StructType:
-    """The JSON reader's schema: the record plus the column that keeps unparseable lines."""
-    return StructType([*record_schema().fields, StructField(CORRUPT_COLUMN, StringType(), True)])
+    """The JSON reader's schema: the record plus the column that keeps unparseable lines.
+
+    Timestamps are read as text and parsed by parse_times: the JSON reader's own timestampFormat parsing
+    cost more than half of the ingest's CPU (bench/README.md), and it knew one form where the log's grammar
+    (mappings.convlog_schema.TIMESTAMP_PATTERN) allows several.
+    """
+    fields = [StructField(f.name, StringType(), True) if f.dataType == TimestampType() else f
+              for f in record_schema().fields]
+    return StructType([*fields, StructField(CORRUPT_COLUMN, StringType(), True)])
+
+
+def parse_times(raw: DataFrame) -> DataFrame:
+    """The timestamp columns read as text, parsed: null when the text is not of the log's grammar or names
+    no instant (2026-02-30), so that the field's rule finds the row invalid."""
+    pattern = f"^(?:{TIMESTAMP_PATTERN})\\z"
+    for spec in FIELDS:
+        if spec.kind == TIMESTAMP:
+            text = F.col(spec.name)
+            raw = raw.withColumn(spec.name, F.when(text.rlike(pattern), text.try_cast(TimestampType())))
+    return raw
 
 
 def _findings_invalid(findings: Column) -> Column:

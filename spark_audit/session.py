@@ -8,26 +8,28 @@ from pyspark.sql import SparkSession
 from spark_audit.cds import cds_options
 
 DEFAULT_MASTER = "local[2]"
+# Above this much JSON to read, a one-shot audit starts its JVM with full JIT (where C2 pays back).
+FULL_JIT_INPUT_BYTES = 32 << 20
 # Serial GC and C1-only JIT cut driver start-up time by ~15% for short audit jobs. C1-only sizes the code
 # cache at 48 MB, which one ingest plus a few audits fill; the JIT then stops and everything after runs
 # interpreted (measured: incremental runs 2x slower), hence the larger code cache.
 DRIVER_JAVA_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
-# A long-lived session (--every) runs the same code run after run: full tiered JIT (C2) parses and writes
-# new rows about twice as fast once warm (whole incremental runs of 100k rows: 8.5-10.3 s CPU against
-# 11.5-12.4 s with C1 in one series under heavy load, not clearly less in another; bench/README.md),
-# while it made a one-shot audit slower.
-LONG_RUNNING_JAVA_OPTIONS = "-XX:+UseSerialGC -XX:ReservedCodeCacheSize=240m"
+# Full tiered JIT (C2) for a session that runs much of the same code: a long-lived one (--every), and one
+# that ingests a large log. C2 parses JSON about 4x faster once warm (1M rows: 7-8 s CPU against 29-44 s
+# with C1 only; whole incremental runs of 100k rows 8.5-10.3 s CPU against 11.5-12.4 s), while it made a
+# short audit (of a Parquet log, or a small log) slower to start.
+FULL_JIT_JAVA_OPTIONS = "-XX:+UseSerialGC -XX:ReservedCodeCacheSize=240m"
 
 
-def driver_java_options(long_running: bool = False) -> str:
+def driver_java_options(full_jit: bool = False) -> str:
     """The driver JVM's options (MQB_SPARK_DRIVER_JAVA_OPTIONS overrides), without the CDS archive's."""
-    default = LONG_RUNNING_JAVA_OPTIONS if long_running else DRIVER_JAVA_OPTIONS
+    default = FULL_JIT_JAVA_OPTIONS if full_jit else DRIVER_JAVA_OPTIONS
     return os.environ.get("MQB_SPARK_DRIVER_JAVA_OPTIONS", default)
 
 
-def session_conf(master: str = DEFAULT_MASTER, long_running: bool = False) -> dict[str, str]:
+def session_conf(master: str = DEFAULT_MASTER, full_jit: bool = False) -> dict[str, str]:
     """The Spark settings the audit runs with; loopback binding only for local masters."""
-    java_options = driver_java_options(long_running)
+    java_options = driver_java_options(full_jit)
     conf = {
         "spark.ui.enabled": "false",
         "spark.driver.memory": os.environ.get("MQB_SPARK_DRIVER_MEMORY", "2g"),
@@ -64,10 +66,10 @@ def resolve_master(master: str | None) -> str | None:
 
 
 def build_session(master: str | None = DEFAULT_MASTER, app_name: str = "mqbridge-audit",
-                  long_running: bool = False) -> SparkSession:
+                  full_jit: bool = False) -> SparkSession:
     """Create (or reuse) the SparkSession for an audit run (master None: see resolve_master).
 
-    long_running: JVM options for a session that runs audits again and again (--every).
+    full_jit: the JVM options of a session that runs much of the same code (see FULL_JIT_JAVA_OPTIONS).
     """
     resolved = resolve_master(master)
     builder = SparkSession.builder.appName(app_name)
@@ -75,7 +77,7 @@ def build_session(master: str | None = DEFAULT_MASTER, app_name: str = "mqbridge
         builder = builder.master(resolved)
         if resolved.startswith("local"):
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # before the JVM starts: no hostname lookup
-    for key, value in session_conf(resolved or "", long_running).items():
+    for key, value in session_conf(resolved or "", full_jit).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

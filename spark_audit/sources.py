@@ -42,6 +42,7 @@ class Staged:
     origins: dict[str, str] = field(default_factory=dict)  # staged file (absolute path) -> source file
     damaged: dict[str, str] = field(default_factory=dict)  # source file -> what is wrong with it
     notes: dict[str, str] = field(default_factory=dict)  # source file -> what the audit did about it
+    starts: dict[str, int] = field(default_factory=dict)  # staged file -> content offset where it starts
 
     def origin(self, path: str) -> str:
         """The source file of a path Spark reports (a file: URI or a path): a staged copy's source, else the
@@ -51,6 +52,33 @@ class Staged:
             return path
         local = unquote(parsed.path) if parsed.scheme == "file" else path
         return self.origins.get(os.path.abspath(local), local)
+
+    def line_base(self, path: str) -> int | None:
+        """How many lines of its source come before a file Spark read (a slice starts within its source):
+        0 for a file read whole; None when the source can no longer tell."""
+        parsed = urlparse(path)
+        local = os.path.abspath(unquote(parsed.path) if parsed.scheme == "file" else path)
+        if local not in self.origins:
+            return 0  # read in place
+        start = self.starts.get(local)  # unknown for a slice an older version staged
+        return start if start in (0, None) else lines_before(self.origins[local], start)
+
+
+def lines_before(path: str, offset: int) -> int | None:
+    """The newlines in a log file's content (decompressed for gzip) before offset; None when unreadable."""
+    count, pos = 0, 0
+    try:
+        with open(path, "rb") as f:
+            chunks = inflate(f) if is_gzip(path) else iter(lambda: f.read(READ_CHUNK), b"")
+            for chunk in chunks:
+                take = chunk[: max(0, offset - pos)]
+                count += take.count(b"\n")
+                pos += len(chunk)
+                if pos >= offset:
+                    return count
+    except (OSError, Damaged):
+        return None
+    return None if pos < offset else count
 
 
 def is_gzip(path: str | Path) -> bool:
@@ -252,6 +280,7 @@ def prepare(paths: list[str], staging: Path) -> Staged:
         if piece.end > 0:
             staged.paths.append(str(target))
             staged.origins[os.path.abspath(target)] = path
+            staged.starts[os.path.abspath(target)] = 0
     return staged
 
 
@@ -276,6 +305,7 @@ class Ledger:
     files: list[Tracked] = field(default_factory=list)
     next_slice: int = 0
     slices: dict[str, str] = field(default_factory=dict)  # slice name -> source file
+    slice_starts: dict[str, int] = field(default_factory=dict)  # slice name -> its source's content offset
 
     @classmethod
     def read(cls, checkpoint_dir: str) -> Ledger:
@@ -289,7 +319,8 @@ class Ledger:
                 raise ValueError(f"version {raw['version']!r}")
             files = [Tracked(str(f["path"]), *(int(f[k]) for k in ("dev", "ino", "size", "mtime_ns", "end",
                                                                     "head", "head_len"))) for f in raw["files"]]
-            return cls(files, int(raw["next_slice"]), {str(k): str(v) for k, v in raw["slices"].items()})
+            return cls(files, int(raw["next_slice"]), {str(k): str(v) for k, v in raw["slices"].items()},
+                       {str(k): int(v) for k, v in raw.get("slice_starts", {}).items()})
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise RuntimeError(f"{path}: unreadable ledger of the log files read ({e!r})") from e
 
@@ -297,6 +328,7 @@ class Ledger:
         path = Path(checkpoint_dir) / LEDGER_FILE
         tmp = path.with_name(f".{path.name}.tmp")
         raw = {"version": LEDGER_VERSION, "next_slice": self.next_slice, "slices": self.slices,
+               "slice_starts": {n: self.slice_starts[n] for n in self.slices if n in self.slice_starts},
                "files": [{"path": t.path, "dev": t.dev, "ino": t.ino, "size": t.size, "mtime_ns": t.mtime_ns,
                           "end": t.end, "head": t.head, "head_len": t.head_len} for t in self.files]}
         tmp.write_text(json.dumps(raw, indent=1) + "\n")
@@ -403,7 +435,9 @@ def stage_new(checkpoint_dir: str, paths: list[str]) -> Staged:
         if f.name.startswith(".") or (number is not None and number >= ledger.next_slice):
             f.unlink(missing_ok=True)
     ledger.slices = {n: o for n, o in ledger.slices.items() if (slices / n).exists()}
-    staged = Staged(origins={os.path.abspath(slices / n): o for n, o in ledger.slices.items()})
+    staged = Staged(origins={os.path.abspath(slices / n): o for n, o in ledger.slices.items()},
+                    starts={os.path.abspath(slices / n): ledger.slice_starts[n] for n in ledger.slices
+                            if n in ledger.slice_starts})
     by_id = {(t.dev, t.ino): t for t in ledger.files}
     by_path = {t.path: t for t in ledger.files}
     listed = set(paths)
@@ -440,6 +474,7 @@ def stage_new(checkpoint_dir: str, paths: list[str]) -> Staged:
         if piece.end > start and target.exists():
             os.replace(target, slices / name)
             staged.origins[os.path.abspath(slices / name)] = ledger.slices[name] = path
+            staged.starts[os.path.abspath(slices / name)] = ledger.slice_starts[name] = start
             ledger.next_slice += 1
         else:
             target.unlink(missing_ok=True)

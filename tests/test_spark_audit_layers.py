@@ -10,7 +10,7 @@ PACKAGE = ROOT / "spark_audit"
 # Bottom to top, as spark_audit/__init__.py lists them.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("options", "cds", "session", "frames"),
-    ("schema", "sources", "ingest", "carry", "stream"),
+    ("schema", "sources", "lines", "ingest", "carry", "stream"),
     ("rollup",),
     ("scope", "keys", "aggregates", "findings", "audit", "incremental"),
     ("charts", "report"),

@@ -1,0 +1,94 @@
+"""The whole `mqbridge audit LOGS` command on a JSON Lines log, beside DuckDB on the same files.
+
+Each round runs, one after the other (interleaved, order rotated): the audit command of this tree (and of
+other trees given with --code NAME=DIR), each a fresh process with a fresh JVM, and DuckDB reading the same
+files and running the loss query (an ok ingress with no egress for its key and route). Wall time of the
+whole process, the load average before each run, and the verdict line each printed.
+
+  .venv/bin/python bench/bench_audit.py --rows 1000000 --repeat 1 --skip-incremental --work /tmp/bn1
+  .venv/bin/python bench/bench_audit_command.py /tmp/bn1/logs --rounds 3 [--code base=/path/to/tree]
+
+DuckDB: `pip install duckdb` (not a dependency of mqbridge).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DUCKDB_LOSSES = """
+WITH r AS (SELECT message_key, route, direction, status FROM read_json({files}, format='newline_delimited',
+           columns={{message_key: 'VARCHAR', route: 'VARCHAR', direction: 'VARCHAR', status: 'VARCHAR'}}))
+SELECT count(*) FROM (SELECT message_key, route FROM r GROUP BY message_key, route
+  HAVING bool_or(direction = 'ingress' AND status = 'ok') AND NOT bool_or(direction = 'egress'))
+"""
+DUCKDB_SCRIPT = """
+import duckdb, sys, json
+files = json.loads(sys.argv[1])
+print("losses:", duckdb.sql({query!r}.format(files=repr(files))).fetchone()[0])
+"""
+
+
+def log_files(logs: str) -> list[str]:
+    return sorted(str(p) for p in Path(logs).rglob("*") if p.is_file() and p.suffix in (".json", ".jsonl")
+                  and not p.name.startswith((".", "_")))
+
+
+def timed(argv: list[str], env: dict[str, str]) -> tuple[float, str]:
+    start = time.perf_counter()
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - start
+    lines = [line for line in done.stdout.splitlines() if line.startswith("losses:")]
+    if done.returncode not in (0, 1) or not lines:
+        raise SystemExit(f"{argv[:3]} failed ({done.returncode}): {done.stderr[-2000:]}")
+    return wall, lines[0]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("logs")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--code", action="append", default=[], help="NAME=DIR: another tree's audit beside")
+    parser.add_argument("--output")
+    args = parser.parse_args()
+    trees = {"mqbridge": ROOT, **{n: Path(d) for n, d in (c.split("=", 1) for c in args.code)}}
+    files = log_files(args.logs)
+    size = sum(os.path.getsize(f) for f in files)
+    rows = sum(1 for f in files for _ in open(f, "rb"))
+    print(f"{len(files)} files, {size / 2**20:.0f} MiB, {rows} lines", flush=True)
+    runners = list(trees) + ["duckdb"]
+    results: dict[str, list[dict[str, object]]] = {name: [] for name in runners}
+    for r in range(args.rounds):
+        order = runners[r % len(runners):] + runners[:r % len(runners)]
+        for name in order:
+            load = os.getloadavg()[0]
+            if name == "duckdb":
+                argv = [sys.executable, "-c", DUCKDB_SCRIPT.format(query=DUCKDB_LOSSES), json.dumps(files)]
+                wall, verdict = timed(argv, dict(os.environ))
+            else:
+                out = tempfile.mkdtemp(prefix="mqb-audit-cmd-")
+                env = {**os.environ, "PYTHONPATH": str(trees[name])}
+                argv = [sys.executable, "-m", "spark_audit", args.logs, "--out", out, "--no-parquet-tables"]
+                try:
+                    wall, verdict = timed(argv, env)
+                finally:
+                    shutil.rmtree(out, ignore_errors=True)
+            results[name].append({"wall_s": round(wall, 2), "load1": round(load, 2), "verdict": verdict})
+            print(f"round {r + 1} {name}: {wall:.2f} s (load {load:.2f}) {verdict}", flush=True)
+    summary = {name: sorted(x["wall_s"] for x in res) for name, res in results.items()}
+    print(json.dumps({"files": len(files), "bytes": size, "lines": rows, "wall_s": summary}))
+    if args.output:
+        Path(args.output).write_text(json.dumps({"files": len(files), "bytes": size, "lines": rows,
+                                                 "runs": results}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
