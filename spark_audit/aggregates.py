@@ -132,7 +132,7 @@ def _fetch_rows(frame: DataFrame, flagged: DataFrame, hashed: Column) -> DataFra
     joined = frame.withColumn(KEY_HASH, hashed).join(F.broadcast(flagged), KEY_HASH)
     values = {"tag": F.lit(TAG_FETCH), "t_rec": F.unix_micros("event_time"), "n": F.lit(1),
               **{c: F.col(c) for c in (*VOLUME_DIMS, "in_window", "counted", "kind", "dup", "message_key", "qos",
-                                       "redelivery_count", "client_id", "destination")}}
+                                       "redelivery_count", "client_id", "destination", "reason")}}
     return joined.select(*[(values[f.name] if f.name in values else F.lit(None)).cast(f.dataType).alias(f.name)
                            for f in [*GROUP_FIELDS, *AGG_FIELDS]])
 

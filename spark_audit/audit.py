@@ -34,6 +34,8 @@ from spark_audit.findings import (
     AuditResult,
     collect_finding,
     count_kinds,
+    count_losses,
+    loss_counts,
     roll_up_days,
     sort_rows,
     window_findings,
@@ -43,9 +45,12 @@ from spark_audit.frames import empty_frame
 from spark_audit.ingest import IngestResult, ingest_logs
 from spark_audit.keys import (
     DUPLICATE_SCHEMA,
+    FAILURE_SCHEMA,
     KEY_PROBLEM_SCHEMA,
     duplicate_rows,
     duplicates,
+    failure_records,
+    failure_rows,
     flag_hashed_keys,
     flagged_frame,
     flagged_records,
@@ -168,16 +173,21 @@ def run_audit(data: AuditData) -> AuditResult:
         groups = [r.asDict() for r in window_aggregates(data, flagged).collect()]
         records = fetched_records(groups)
         for name, found, schema in (("key_problems", key_problem_rows(data, records), KEY_PROBLEM_SCHEMA),
-                                    ("duplicates", duplicate_rows(data, records), DUPLICATE_SCHEMA)):
+                                    ("duplicates", duplicate_rows(data, records), DUPLICATE_SCHEMA),
+                                    ("failure_records", failure_rows(data, records), FAILURE_SCHEMA)):
             result.tables.put_rows(name, found, schema)
             collected[name] = (sort_rows(found, SORT_KEYS[name])[:limit], len(found))
-            kinds[name] = dict(Counter(str(r["kind"]) for r in found))
+            if name == "key_problems":
+                result.loss_counts = count_losses(found)
+            if name != "failure_records":
+                kinds[name] = dict(Counter(str(r["kind"]) for r in found))
     else:
         def per_key() -> dict[str, tuple[list[Row], int]]:
             records = flagged_records(data, hashed)
             result.cached.append(records)
             result.tables.put("key_problems", key_problems(data, records))
             result.tables.put("duplicates", duplicates(data, records))
+            result.tables.put("failure_records", failure_records(data, records))
             return {name: collect_finding(name, result.tables[name], limit) for name in CAPPED}
 
         def per_window() -> list[Row]:
@@ -200,6 +210,8 @@ def run_audit(data: AuditData) -> AuditResult:
         result.tables.put_rows(name, result.rows[name], schema)
     problems, dups = (kinds[name] if name in kinds else count_kinds(result, name, collected[name])
                       for name in ("key_problems", "duplicates"))
+    if not result.loss_counts:
+        result.loss_counts = loss_counts(result, collected["key_problems"])
     result.counts["losses"] = problems.get("lost", 0)
     result.counts["unexpected_egress"] = problems.get("unexpected_egress", 0)
     result.counts["duplicates_allowed"] = dups.get("allowed", 0)

@@ -77,6 +77,8 @@ class AuditResult:
     tables: Tables = field(init=False)
     rows: dict[str, list[dict[str, object]]] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
+    # Losses per route and per destination ({"by_route": [...], "by_destination": [...]}; see count_losses).
+    loss_counts: dict[str, list[Row]] = field(default_factory=dict)
     cached: list[DataFrame] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -289,6 +291,7 @@ SORT_KEYS: dict[str, tuple[str, ...]] = {
     "volume_daily": ("window_start", *VOLUME_DIMS),
     "key_problems": ("kind", "route", "event_time", "message_key"),
     "duplicates": ("-kind", "route", "message_key", "client_id"),  # suspicious before allowed
+    "failure_records": ("event_time", "message_key", "route", "direction", "status"),  # the first by time
     "failures": ("-records", "status", "route", "reason"),
     "top_clients": ("-problems", "client_id"),
     "top_destinations": ("-problems", "destination"),
@@ -296,7 +299,8 @@ SORT_KEYS: dict[str, tuple[str, ...]] = {
     "latency": ("route",),
     "payload_sizes": ("route", "direction"),
 }
-CAPPED = ("key_problems", "duplicates")  # can be as long as the log: capped at max_items in the summary
+# Can be as long as the log: capped at max_items in the summary (failure records: at keys.FAILURE_ITEMS).
+CAPPED = ("key_problems", "duplicates", "failure_records")
 
 
 def sort_rows(rows: list[Row], keys: tuple[str, ...]) -> list[Row]:
@@ -330,3 +334,29 @@ def count_kinds(result: AuditResult, name: str, collected: tuple[list[Row], int]
     if total > len(rows):
         return {r["kind"]: int(r["count"]) for r in result.tables[name].groupBy("kind").count().collect()}
     return dict(Counter(str(r["kind"]) for r in rows))
+
+
+def count_losses(rows: list[Row]) -> dict[str, list[Row]]:
+    """Losses per route and per destination (the topic or queue the lost message was taken from), most
+    first, from every key_problems row."""
+    lost = [r for r in rows if r["kind"] == "lost"]
+    return _loss_count_rows(Counter((r["route"], r["destination"]) for r in lost))
+
+
+def loss_counts(result: AuditResult, collected: tuple[list[Row], int]) -> dict[str, list[Row]]:
+    """count_losses: from the collected rows, or one Spark aggregation when the summary was capped."""
+    rows, total = collected
+    if total <= len(rows):
+        return count_losses(rows)
+    groups = result.tables["key_problems"].where("kind = 'lost'").groupBy("route", "destination").count().collect()
+    return _loss_count_rows(Counter({(r["route"], r["destination"]): int(r["count"]) for r in groups}))
+
+
+def _loss_count_rows(per_pair: Counter[tuple[object, object]]) -> dict[str, list[Row]]:
+    out: dict[str, list[Row]] = {}
+    for name, index in (("route", 0), ("destination", 1)):
+        counts: Counter[object] = Counter()
+        for pair, n in per_pair.items():
+            counts[pair[index]] += n
+        out[f"by_{name}"] = sort_rows([{name: k, "losses": n} for k, n in counts.items()], ("-losses", name))
+    return out

@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
-from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +11,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from mappings.convlog_schema import SCHEMA_VERSION
-from spark_audit.charts import grouped_bars, stacked_columns
+from spark_audit.charts import STATUS_COLOURS, escape, grouped_bars, marked, stacked_columns
 from spark_audit.findings import AuditResult
 from spark_audit.ingest import IngestResult
 
@@ -21,6 +20,10 @@ EXIT_OK = 0
 EXIT_GATE = 1  # loss or suspicious duplicates found
 EXIT_NOT_AUDITED = 2  # part of the input could not be audited (damaged files), and no finding above
 HTML_ROWS = 50
+CELL_CHARS = 60  # a longer cell value is shortened in the HTML, whole in its tooltip (title)
+# The failure records' columns in the HTML (the protocols are the route's: in summary.json and Parquet).
+FAILURE_HTML_COLUMNS = ["event_time", "status", "message_key", "route", "direction", "reason", "client_id",
+                        "destination", "source_client", "source_destination"]
 
 
 def _iso(value: object) -> str | None:
@@ -33,7 +36,7 @@ def finding_tables(result: AuditResult) -> dict[str, DataFrame]:
     tables = {name: df for name, df in result.tables.items() if name != "key_problems"}
     tables["losses"] = problems.where(F.col("kind") == "lost").drop("kind")
     tables["unexpected_egress"] = problems.where(F.col("kind") == "unexpected_egress").drop(
-        "kind", "age_seconds"
+        "kind", "age_seconds", "ingress_records"
     )
     return dict(sorted(tables.items()))
 
@@ -82,10 +85,12 @@ def build_summary(result: AuditResult, ingest: IngestResult | None) -> dict[str,
             "damaged_files": damaged,
         },
         "losses": [_without(p, "kind") for p in problems if p["kind"] == "lost"],
-        "unexpected_egress": [_without(p, "kind", "age_seconds") for p in problems
+        "unexpected_egress": [_without(p, "kind", "age_seconds", "ingress_records") for p in problems
                               if p["kind"] == "unexpected_egress"],
+        "loss_counts": result.loss_counts,
         "duplicates": rows["duplicates"],
         "failures": rows["failures"],
+        "failure_records": rows["failure_records"],
         "top_clients": rows["top_clients"],
         "top_destinations": rows["top_destinations"],
         "conversion_changes": rows["conversion_changes"],
@@ -117,23 +122,29 @@ def write_outputs(
                 done.result()
 
 
-def _table(rows: list[dict[str, Any]], columns: list[str] | None = None) -> str:
+def _table(rows: list[dict[str, Any]], columns: list[str] | None = None, total: int | None = None) -> str:
+    """rows as an HTML table (the first HTML_ROWS); total: how many there are in all, when more than rows."""
     if not rows:
         return "<p class=none>None.</p>"
     columns = columns or list(rows[0])
-    head = "".join(f"<th>{escape(c)}</th>" for c in columns)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{escape(_cell(r.get(c)))}</td>" for c in columns) + "</tr>"
-        for r in rows[:HTML_ROWS]
-    )
-    more = f"<p class=more>{len(rows) - HTML_ROWS} more rows in the Parquet table.</p>" if len(
-        rows) > HTML_ROWS else ""
+    head = "".join(f"<th>{escape(c).replace('_', '_<wbr>')}</th>" for c in columns)  # may break after _
+    body = "".join("<tr>" + "".join(_td(r.get(c)) for c in columns) + "</tr>" for r in rows[:HTML_ROWS])
+    shown, total = min(len(rows), HTML_ROWS), max(total or 0, len(rows))
+    more = f"<p class=more>{shown} of {total} shown.</p>" if total > shown else ""
     return f"<table><tr>{head}</tr>{body}</table>{more}"
+
+
+def _td(value: object) -> str:
+    """A table cell: invisible characters as marked escapes; a long value shortened, whole as its tooltip."""
+    text = _cell(value)
+    if len(text) <= CELL_CHARS:
+        return f"<td>{marked(text)}</td>"
+    return f'<td title="{escape(text)}">{marked(text[:CELL_CHARS - 1])}\u2026</td>'
 
 
 def _cell(value: object) -> str:
     if value is None:
-        return "—"
+        return "\u2014"
     if isinstance(value, float):
         return f"{value:,.1f}"
     if isinstance(value, list):  # the payload histogram
@@ -150,7 +161,7 @@ def _volume_chart(summary: dict[str, Any]) -> str:
     for r in hourly:
         series[r["status"]][index[r["window_start"]]] += r["records"]
     labels = [w[5:13].replace("T", " ") + "h" for w in windows]
-    return stacked_columns(labels, series, "Records per hour by status")
+    return stacked_columns(labels, series, "Records per hour by status", colours=STATUS_COLOURS)
 
 
 def _latency_chart(summary: dict[str, Any]) -> str:
@@ -168,7 +179,7 @@ def _failure_chart(summary: dict[str, Any]) -> str:
     reasons = sorted(per_reason, key=lambda k: -sum(per_reason[k].values()))[:15]
     statuses = sorted({s for v in per_reason.values() for s in v})
     series = {s: [per_reason[r].get(s, 0.0) for r in reasons] for s in statuses}
-    return grouped_bars(reasons, series, "Failures by reason")
+    return grouped_bars(reasons, series, "Failures by reason", colours=STATUS_COLOURS)
 
 
 CSS = """
@@ -176,9 +187,22 @@ body{font-family:sans-serif;margin:24px;color:#1a202c;max-width:1100px}
 h1{font-size:22px}h2{font-size:17px;margin-top:28px;border-bottom:1px solid #e2e8f0}
 .cards{display:flex;flex-wrap:wrap;gap:10px}.card{border:1px solid #e2e8f0;border-radius:6px;padding:8px 12px}
 .card b{display:block;font-size:20px}.bad b{color:#c53030}.good b{color:#2f855a}
-table{border-collapse:collapse;font-size:12px;margin:6px 0}td,th{border:1px solid #e2e8f0;padding:3px 6px}
-th{background:#f7fafc;text-align:left}.none{color:#718096}
+table{border-collapse:collapse;font-size:12px;margin:6px 0;max-width:100%}
+td,th{border:1px solid #e2e8f0;padding:3px 6px;vertical-align:top;overflow-wrap:anywhere;max-width:24em}
+th{background:#f7fafc;text-align:left;overflow-wrap:normal}.none{color:#718096}
+td[title]{text-decoration:underline dotted #a0aec0}.esc{background:#fefcbf;color:#975a16;font-family:monospace}
+.side{display:flex;flex-wrap:wrap;gap:24px;align-items:flex-start}
 """
+
+
+def _loss_counts(summary: dict[str, Any]) -> str:
+    """Losses per route and per destination, side by side (nothing when there is no loss)."""
+    counts = summary["loss_counts"]
+    if not summary["verdict"]["losses"]:
+        return ""
+    return ("<div class=side>" + "".join(
+        f"<div><h2>Losses by {name}</h2>{_table(counts[f'by_{name}'])}</div>" for name in ("route", "destination"))
+        + "</div>")
 
 
 def render_html(summary: dict[str, Any]) -> str:
@@ -195,17 +219,23 @@ def render_html(summary: dict[str, Any]) -> str:
     inp = summary["input"] or {}
     damaged = [("Damaged input files (the readable part was audited)",
                 _table([{"file": f, "problem": p} for f, p in inp["damaged"].items()]))] if inp.get("damaged") else []
+    failures_total = sum(v[k] for k in ("failed", "backout", "dropped"))
+    shown_failures = len(summary["failure_records"])
     sections = [
         *damaged,
         ("Volume", _volume_chart(summary) if summary["volume"]["hour"] else "<p class=none>No records.</p>"),
-        ("Losses (ingress with no egress after the grace period)", _table(summary["losses"])),
-        ("Unexpected egress (no ingress)", _table(summary["unexpected_egress"])),
+        ("Losses (ingress with no egress after the grace period)", _table(summary["losses"], total=v["losses"])),
+        ("Unexpected egress (no ingress)", _table(summary["unexpected_egress"], total=v["unexpected_egress"])),
         ("Suspicious duplicates (QoS 0 or 2, or more copies than announced redeliveries)",
-         _table([d for d in summary["duplicates"] if d["kind"] == "suspicious"])),
+         _table([d for d in summary["duplicates"] if d["kind"] == "suspicious"], total=v["duplicates_suspicious"])),
         ("Allowed duplicates (QoS 1 redeliveries)",
-         _table([d for d in summary["duplicates"] if d["kind"] == "allowed"])),
+         _table([d for d in summary["duplicates"] if d["kind"] == "allowed"], total=v["duplicates_allowed"])),
         ("Failures and backouts by reason",
          (_failure_chart(summary) if summary["failures"] else "") + _table(summary["failures"])),
+        ("Failed, backed out and dropped records by message " + (
+            f"(the first {shown_failures} of {failures_total} by time)" if shown_failures < failures_total
+            else "(by time)"),
+         _table(summary["failure_records"], FAILURE_HTML_COLUMNS, total=failures_total)),
         ("Top offending clients", _table(summary["top_clients"])),
         ("Top offending destinations", _table(summary["top_destinations"])),
         ("Conversion losses and coercions", _table(summary["conversion_changes"])),
@@ -224,5 +254,5 @@ def render_html(summary: dict[str, Any]) -> str:
         f"<p>Window {escape(str(w['since'] or 'start'))} to {escape(str(w['until'] or 'end'))}, as of "
         f"{escape(str(w['as_of']))}, grace {w['grace_seconds']:g} s; "
         f"{summary['records']['in_window']} records audited.</p>"
-        f"<div class=cards>{''.join(cards)}</div>{body}</body></html>\n"
+        f"<div class=cards>{''.join(cards)}</div>{_loss_counts(summary)}{body}</body></html>\n"
     )

@@ -14,6 +14,7 @@ from pyspark.sql import SparkSession
 
 from spark_audit.aggregates import build_rollups
 from spark_audit.audit import has_partitions, ingest, load, run_audit
+from spark_audit.charts import visible
 from spark_audit.findings import AuditResult
 from spark_audit.incremental import run_incremental
 from spark_audit.ingest import IngestResult, expand_paths
@@ -39,9 +40,23 @@ def verdict_text(summary: dict[str, Any], out_dir: str) -> str:
         f"losses: {v['losses']}  unexpected egress: {v['unexpected_egress']}  "
         f"duplicates: {v['duplicates_suspicious']} suspicious, {v['duplicates_allowed']} allowed",
         f"failed: {v['failed']}  backout: {v['backout']}  dropped: {v['dropped']}",
+        *loss_count_lines(summary),
         f"{verdict} — report: {Path(out_dir) / 'report.html'}",
     ]
     return "\n".join(lines)
+
+
+def loss_count_lines(summary: dict[str, Any], most: int = 5) -> list[str]:
+    """Losses per route and per destination, the `most` largest of each (none without a loss)."""
+    lines = []
+    for name in ("route", "destination"):
+        rows = summary["loss_counts"].get(f"by_{name}", [])
+        if rows:
+            shown = ", ".join(f"{'(none)' if r[name] is None else visible(str(r[name]))} {r['losses']}"
+                              for r in rows[:most])
+            more = f" (and {len(rows) - most} more)" if len(rows) > most else ""
+            lines.append(f"losses by {name}: {shown}{more}")
+    return lines
 
 
 def run(args: argparse.Namespace, spark: SparkSession | None = None) -> int:

@@ -88,7 +88,7 @@ def test_the_one_loss_is_listed_with_route_and_age(summary):
     assert summary["losses"] == [{
         "message_key": "s7", "route": "sensors-to-mq", "direction": "ingress", "source_protocol": "mqtt",
         "target_protocol": "mq", "qos": 1, "client_id": "sensor-2", "destination": "sensors/temp",
-        "event_time": "2026-03-01T10:35:00.000000Z", "age_seconds": 80760.0,
+        "event_time": "2026-03-01T10:35:00.000000Z", "age_seconds": 80760.0, "ingress_records": 1,
     }]
 
 
@@ -118,6 +118,13 @@ def test_failures_by_reason(summary):
         ("failed", "orders-to-jms", "STOMP ERROR: destination not allowed", 1),
         ("failed", "orders-to-jms", "payload is not valid UTF-8 for TextMessage", 1),
     ]
+    # And each record by message key, the first by time, with where the message came from.
+    got = [(f["message_key"], f["status"], f["direction"], f["source_client"], f["source_destination"])
+           for f in summary["failure_records"]]
+    assert [g[:3] for g in got] == [("m2", "backout", "egress"), ("m3", "backout", "egress"),
+                                    ("o5", "failed", "egress"), ("o6", "failed", "ingress"),
+                                    ("m4", "dropped", "egress")]
+    assert got[3][3:] == ("pos-8", "orders/new")  # an ingress record is its own source
 
 
 def test_top_offending_clients_and_destinations(summary):
@@ -193,7 +200,7 @@ def test_volume_trend_against_previous_window(summary):
 def test_parquet_tables_per_finding(spark, cli_run):
     tables = cli_run[1] / "tables"
     assert sorted(p.name for p in tables.iterdir()) == [
-        "conversion_changes", "duplicates", "failures", "latency", "losses", "payload_sizes",
+        "conversion_changes", "duplicates", "failure_records", "failures", "latency", "losses", "payload_sizes",
         "top_clients", "top_destinations", "unexpected_egress", "volume_daily", "volume_hourly",
     ]
     losses = spark.read.parquet(str(tables / "losses")).collect()
@@ -293,6 +300,8 @@ def test_keys_sharing_a_hash_fall_back_to_exact_keys(spark, cli_run, monkeypatch
     assert weak.counts == exact.counts
     assert weak.rows["key_problems"] == exact.rows["key_problems"]
     assert weak.rows["duplicates"] == exact.rows["duplicates"]
+    assert weak.rows["failure_records"] == exact.rows["failure_records"]
+    assert weak.loss_counts == exact.loss_counts
     assert exact.counts["losses"] == 1 and exact.counts["duplicates_suspicious"] == 2
 
 
@@ -307,6 +316,8 @@ def test_many_flagged_keys_are_fetched_by_spark_with_the_same_findings(spark, cl
     assert joined.counts == fetched.counts
     assert joined.rows["key_problems"] == fetched.rows["key_problems"][:1]
     assert joined.rows["duplicates"] == fetched.rows["duplicates"][:1]
+    assert joined.rows["failure_records"] == fetched.rows["failure_records"][:1]
+    assert joined.loss_counts == fetched.loss_counts
     for name in ("key_problems", "duplicates"):
         types = [(f.name, f.dataType) for f in fetched.tables[name].schema.fields]
         assert [(f.name, f.dataType) for f in joined.tables[name].schema.fields] == types
