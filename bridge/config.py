@@ -118,6 +118,10 @@ class LimitsConfig(_Model):
     login_failures: int = Field(5, ge=1)
     login_lockout_max: float = Field(60.0, gt=0)
     session_expiry_hours: float = Field(168.0, gt=0)            # idle persistent sessions expire
+    # the longest keep alive a client may use, as mosquitto's max_keepalive: an MQTT 5 client asking for
+    # more, or for none (0), is told this one (Server Keep Alive); a 3.1/3.1.1 client asking for more is
+    # refused (identifier rejected). 0: no limit, keep alive 0 allowed at every level
+    max_keepalive: int = Field(65535, ge=0, le=65535)
     # MQTT 5: Topic Aliases a client may set per connection (each holds one topic name); 0: none
     topic_alias_maximum: int = Field(10, ge=0, le=65535)
     qos0_buffer_bytes: int = Field(8 * 1024 * 1024, ge=1024)    # drop QoS 0 to a client this far behind

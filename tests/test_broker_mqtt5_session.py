@@ -104,6 +104,49 @@ def test_connack_announces_the_configured_limits(gateway_factory):
         raw.close()
 
 
+def test_server_keep_alive_caps_the_clients_and_is_enforced(gateway_factory):
+    """max_keepalive as mosquitto's: an MQTT 5 client asking for more, or for none, is told the maximum in
+    Server Keep Alive (§3.2.2.3.14) and held to it; a 3.1.1 client asking for more is refused."""
+    gw = gateway_factory({"broker": {"limits": {"max_keepalive": 2}}})
+    for asked, told in ((100, 2), (0, 2), (1, None), (2, None)):
+        raw, ack = raw5(gw.port, f"ka{asked}", keepalive=asked)
+        try:
+            assert isinstance(ack, P.Connack) and ack.return_code == 0
+            assert (ack.properties or {}).get(PR.SERVER_KEEP_ALIVE) == told, asked
+            if asked == 100:   # silent for 1.5 x the told 2 s, not the asked 100 s: the server closes it
+                started = time.monotonic()
+                assert disconnect_code(raw, timeout=8) == P.Reason.KEEP_ALIVE_TIMEOUT
+                assert time.monotonic() - started < 6
+        finally:
+            raw.close()
+    old = RawClient(gw.port)
+    try:
+        assert old.connect("ka311-long", keepalive=3).return_code == P.ConnackCode.IDENTIFIER_REJECTED
+    finally:
+        old.close()
+    old = RawClient(gw.port)
+    try:
+        assert old.connect("ka311-none", keepalive=0).return_code == 0   # as mosquitto 2.0 takes it
+    finally:
+        old.close()
+    paho = v5(gw.port, "ka-paho")   # paho asks for 60 and is told 2
+    assert paho.connack[2].ServerKeepAlive == 2
+    paho.close()
+
+
+def test_default_server_keep_alive_for_a_client_without_one(gateway):
+    raw, ack = raw5(gateway.port, "ka-none", keepalive=0)
+    try:   # mosquitto 2.0 in its default configuration answers the same
+        assert (ack.properties or {}).get(PR.SERVER_KEEP_ALIVE) == 65535
+    finally:
+        raw.close()
+    raw, ack = raw5(gateway.port, "ka-some", keepalive=65535)
+    try:
+        assert PR.SERVER_KEEP_ALIVE not in (ack.properties or {})
+    finally:
+        raw.close()
+
+
 @pytest.mark.parametrize("clean", [True, False], ids=["clean-start-1", "clean-start-0"])
 def test_empty_client_id_is_assigned(gateway, clean):
     expiry = None if clean else 300

@@ -67,6 +67,10 @@ class Connections:
         if level == P.MQTT_31 and not 1 <= len(client_id) <= MAX_31_CLIENT_ID:
             raise P.ProtocolError(f"client identifier of {len(client_id)} characters (3.1 allows 1..23)",
                                   packet="CONNECT", connack=P.ConnackCode.IDENTIFIER_REJECTED)
+        limit = self.table.limits.max_keepalive
+        if level != P.MQTT_5 and limit and packet.keepalive > limit:
+            raise P.ProtocolError(f"keep alive {packet.keepalive} s is longer than the server allows ({limit} s)",
+                                  packet="CONNECT", connack=P.ConnackCode.IDENTIFIER_REJECTED)
         if client_id.startswith(ROUTE_CLIENT_PREFIX):
             raise P.ProtocolError(f"client identifier prefix {ROUTE_CLIENT_PREFIX!r} is reserved for routes",
                                   packet="CONNECT", connack=P.ConnackCode.IDENTIFIER_REJECTED)
@@ -136,6 +140,8 @@ class Connections:
                                                        expiry_seconds=expiry, now=now, persistent=expiry > 0,
                                                        username=packet.username)
             self._limits5(conn, session, props, ack_props, assigned and client_id)
+            if self.table.limits.max_keepalive and not 0 < conn.keepalive <= self.table.limits.max_keepalive:
+                conn.keepalive = ack_props[PR.SERVER_KEEP_ALIVE] = self.table.limits.max_keepalive
         else:
             session, session_present = self.table.open(client_id, clean=packet.clean_session, level=level,
                                                        expiry_seconds=longest, now=now, username=packet.username)
@@ -157,7 +163,7 @@ class Connections:
         else:
             conn.send(connack)
         log.info("client %s connected from %s (%s level %d, clean=%s, keepalive=%ds)", client_id,
-                 conn.peer, packet.protocol_name, level, packet.clean_session, packet.keepalive)
+                 conn.peer, packet.protocol_name, level, packet.clean_session, conn.keepalive)
         session.resume(conn)
 
     def _limits5(self, conn: ClientConnection, session: Session, props: PR.Props, ack: PR.Props,
