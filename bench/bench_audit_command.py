@@ -32,7 +32,7 @@ SELECT count(*) FROM (SELECT message_key, route FROM r GROUP BY message_key, rou
 DUCKDB_SCRIPT = """
 import duckdb, sys, json
 files = json.loads(sys.argv[1])
-print("losses:", duckdb.sql({query!r}.format(files=repr(files))).fetchone()[0])
+print("losses:", duckdb.sql({query!r}.format(files=repr(files))).fetchall()[0][0])
 """
 
 

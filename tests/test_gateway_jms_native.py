@@ -4,13 +4,16 @@ gateway's JVM, read and written by a plain Java JMS client (tests/java/JmsTool.j
 (typed properties, StreamMessage bodies, byte[] map entries) arrives exactly."""
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bridge.connectors.embedded import QueueStore, default_path
+from bridge.convlog import log_files
 from mappings.conversions.jms_mq import mq_bytes_to_jms
 from mappings.jms.model import JavaType, JavaValue, MapBody, StreamBody
 from mappings.mq import constants as C
@@ -81,6 +84,33 @@ def test_mq_to_a_java_consumer_keeps_every_property_type(native_gw: tuple[Gatewa
     assert props["s"] == {"type": "java.lang.String", "value": "caf\u00e9"}
     assert got["headers"]["correlationId"] == "corr-1" and got["headers"]["priority"] == 6
     assert got["headers"]["deliveryMode"] == "PERSISTENT"
+
+
+def test_a_character_the_provider_loses_is_a_finding_in_the_conversion_log(
+        native_gw: tuple[GatewayProcess, str], jmstool: JmsTool) -> None:
+    """ActiveMQ 5.17's OpenWire reads a character above U+FFFF in a String property back as U+FFFD: the
+    connector's probe at connect knows it, and the egress record says so (no silent loss)."""
+    gw, tag = native_gw
+    usr = RfhFolder("usr", (RfhElement("face", "a\U0001f600b"), RfhElement("plain", "caf\u00e9")))
+    data = encode_message(build_message(Mqmd(), (Rfh2(folders=(usr,)),), b"x", body_format=C.MQFMT_STRING))
+    store = QueueStore(default_path(gw.data_dir)).open()
+    try:
+        store.put("NATIVE.OUT", data)
+    finally:
+        store.close()
+    (got,) = jmstool.receive(f"queue://native.out.{tag}", 1, timeout=20)
+    assert got["properties"]["plain"]["value"] == "caf\u00e9"
+    assert got["properties"]["face"]["value"] != "a\U0001f600b"   # what the provider did
+    (record,) = wait_for(lambda: [r for r in records(gw) if r["route"] == "to-amq" and r["direction"] == "egress"],
+                         20, what="the egress record")
+    found = {f["name"]: f for f in record["findings"]}
+    assert found["face"]["change"] == "coerced" and "U+FFFF" in found["face"]["detail"]
+    assert "plain" not in found and record["status"] == "ok" and record["redelivery_count"] == 0
+
+
+def records(gw: GatewayProcess) -> list[dict[str, Any]]:
+    return [json.loads(line) for f in log_files(gw.data_dir / "convlog") for line in f.read_text().splitlines()
+            if line]
 
 
 def test_a_java_producers_stream_and_map_reach_mq_exactly(native_gw: tuple[GatewayProcess, str],

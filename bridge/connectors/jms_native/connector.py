@@ -21,15 +21,15 @@ from bridge.connectors.base import ConnectorError, Inbound, Outbound, Source, Ta
 from bridge.connectors.jms_native import TEMPORARY, jvm
 from bridge.connectors.registry import RouteSetupError
 from mappings.jms.model import DeliveryMode, Destination, DestinationKind, JmsMessage
-from mappings.report import ConversionReport
+from mappings.report import ConversionReport, Finding
 from mappings.rules.model import JmsConnector
 
 log = logging.getLogger("mqbridge.jms")
 RECEIVE_WAIT_MS = 500
 
 
-def _findings(report: ConversionReport) -> list[dict[str, str]]:
-    return [{"change": f.change.value, "name": f.name, "detail": f.detail} for f in report.findings]
+def _findings(report: ConversionReport) -> list[Finding]:
+    return list(report.findings)   # Finding objects, as every target's (the conversion log's templates hash them)
 
 
 class _Client:
@@ -41,8 +41,11 @@ class _Client:
         self.connection: Any = None
         self.session: Any = None
         self.objects: Any = None
+        self.lossy: frozenset[str] = frozenset()   # where the provider loses characters above U+FFFF
 
-    def open(self) -> Any:
+    def open(self, probe: bool = False) -> Any:
+        """The session (connected now when there is none); probe: learn what the provider loses
+        (objects.probe_characters) when connecting."""
         if self.session is not None:
             return self.session
         jpype = jvm.start(jvm.expand_jars(self.conn.jars, "jars"))
@@ -66,6 +69,15 @@ class _Client:
         except jpype.JException as exc:
             raise ConnectorError(f"JMS provider: {exc.getMessage()}") from None
         self.connection = connection
+        if probe:
+            try:
+                self.lossy = self.objects.probe_characters(connection)
+            except jpype.JException as exc:
+                log.warning("JMS %s: could not probe the provider's characters (%s); taken to carry every "
+                            "character", self.name, exc.getMessage())
+            if self.lossy:
+                log.warning("JMS %s: this provider loses characters above U+FFFF in %s: reported as "
+                            "coerced findings", self.name, " and ".join(sorted(self.lossy)))
         return self.session
 
     def destination(self, text: str) -> Any:
@@ -111,7 +123,7 @@ class NativeJmsTarget(Target):
         import jpype  # the JVM is running: the client opened it
 
         try:
-            session = self.client.open()
+            session = self.client.open(probe=True)
             now = int(time.time() * 1000)
             for item in items:
                 msg = item.message
@@ -119,7 +131,8 @@ class NativeJmsTarget(Target):
                     raise ConnectorError(f"native JMS target got a {type(msg).__name__}, not a JMS message")
                 report = ConversionReport()
                 jmsg, args = self.client.objects.from_model(session, msg, now_ms=now, report=report,
-                                                            temporary=self.client.temporary)
+                                                            temporary=self.client.temporary,
+                                                            lossy=self.client.lossy)
                 producer = self._producers.get(item.destination)
                 if producer is None:
                     producer = session.createProducer(self.client.destination(item.destination))

@@ -175,11 +175,54 @@ class SendArgs:
     time_to_live: int      # milliseconds; 0: never expires
 
 
+SUPPLEMENTARY = "\U0001f600"   # a character above U+FFFF (a surrogate pair in Java)
+PROBE_WAIT_MS = 5000
+
+
+def probe_characters(connection: Any) -> frozenset[str]:
+    """Where this provider loses characters above U+FFFF between a producer and a consumer ("property":
+    String properties, "map": String MapMessage entries), found by sending both to a temporary queue and
+    reading them back (ActiveMQ 5.17's OpenWire reads such a property back as two U+FFFD). A provider that
+    allows no temporary queue, or does not answer, is taken to carry them (logged by the caller)."""
+    session = connection.createSession(False, 1)   # AUTO_ACKNOWLEDGE, beside the endpoint's transacted one
+    try:
+        queue = session.createTemporaryQueue()
+        producer, consumer = session.createProducer(queue), session.createConsumer(queue)
+        text = session.createTextMessage("probe")
+        text.setStringProperty("p", SUPPLEMENTARY)
+        entries = session.createMapMessage()
+        entries.setString("m", SUPPLEMENTARY)
+        producer.send(text)
+        producer.send(entries)
+        lossy: set[str] = set()
+        got = consumer.receive(PROBE_WAIT_MS)
+        if got is not None and str(got.getStringProperty("p")) != SUPPLEMENTARY:
+            lossy.add("property")
+        got = consumer.receive(PROBE_WAIT_MS)
+        if got is not None and str(got.getString("m")) != SUPPLEMENTARY:
+            lossy.add("map")
+        consumer.close()
+        producer.close()
+        queue.delete()
+        return frozenset(lossy)
+    finally:
+        session.close()
+
+
+def _supplementary_lost(name: str, value: JavaValue, where: str, lossy: frozenset[str],
+                        report: ConversionReport) -> None:
+    if where in lossy and value.type is JavaType.STRING and isinstance(value.value, str) \
+            and any(ord(c) > 0xFFFF for c in value.value):
+        report.coerced(name, "characters above U+FFFF: this provider reads them back as U+FFFD (found by the "
+                             "connector's probe at connect)")
+
+
 def from_model(session: Any, message: JmsMessage, *, now_ms: int, report: ConversionReport,
-               temporary: Any = None) -> tuple[Any, SendArgs]:
+               temporary: Any = None, lossy: frozenset[str] = frozenset()) -> tuple[Any, SendArgs]:
     """``message`` as a javax.jms.Message made by ``session`` (a javax.jms.Session), and its send arguments.
-    ``temporary(destination)``: the provider's temporary destination of that name (None: not carried)."""
-    msg = _new_message(session, message, report)
+    ``temporary(destination)``: the provider's temporary destination of that name (None: not carried);
+    ``lossy``: where the provider loses characters above U+FFFF (probe_characters), reported as coerced."""
+    msg = _new_message(session, message, report, lossy)
     headers = message.headers
     if headers.correlation_id is not None:
         if isinstance(headers.correlation_id, bytes):
@@ -199,7 +242,7 @@ def from_model(session: Any, message: JmsMessage, *, now_ms: int, report: Conver
                       ("JMSRedelivered", headers.redelivered)):
         if why:
             report.dropped(name, "set by the provider at send")
-    _set_properties(msg, message.properties, report)
+    _set_properties(msg, message.properties, report, lossy)
     ttl = 0
     if headers.expiration:
         ttl = headers.expiration - now_ms
@@ -217,7 +260,7 @@ def java_destination(session: Any, dest: Destination, temporary: Any = None) -> 
     return session.createTopic(dest.name)
 
 
-def _new_message(session: Any, message: JmsMessage, report: ConversionReport) -> Any:
+def _new_message(session: Any, message: JmsMessage, report: ConversionReport, lossy: frozenset[str]) -> Any:
     body = message.body
     if isinstance(body, TextBody):
         return session.createTextMessage(body.text)
@@ -228,6 +271,7 @@ def _new_message(session: Any, message: JmsMessage, report: ConversionReport) ->
     if isinstance(body, MapBody):
         msg = session.createMapMessage()
         for name, value in body.entries.pairs:
+            _supplementary_lost(f"body.{name}", value, "map", lossy, report)
             if value.value is None:
                 msg.setObject(name, None)
             else:
@@ -254,8 +298,9 @@ def _new_message(session: Any, message: JmsMessage, report: ConversionReport) ->
     return session.createMessage()
 
 
-def _set_properties(msg: Any, props: TypedMap, report: ConversionReport) -> None:
+def _set_properties(msg: Any, props: TypedMap, report: ConversionReport, lossy: frozenset[str]) -> None:
     for name, value in props.pairs:
+        _supplementary_lost(name, value, "property", lossy, report)
         if name == DELIVERY_COUNT:
             if value.value != 1:   # a first delivery counts 1 at the target too
                 report.dropped(name, f"{value.value}: the provider counts deliveries afresh")
@@ -278,4 +323,4 @@ def _set_properties(msg: Any, props: TypedMap, report: ConversionReport) -> None
 
 
 __all__ = ["JMSX", "TEMPORARY", "SendArgs", "destination", "from_model", "java_destination", "java_value",
-           "to_model"]
+           "probe_characters", "to_model"]
