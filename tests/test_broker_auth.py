@@ -274,6 +274,59 @@ def test_a_tls_ca_alone_makes_client_certificates_required(gateway_factory, tmp_
         connack()
 
 
+def tls_connack(port: int, server_cert: Path) -> P.Packet:
+    ctx = ssl.create_default_context(cafile=str(server_cert))
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s, \
+            ctx.wrap_socket(s, server_hostname="127.0.0.1") as tls:
+        tls.sendall(P.encode(P.Connect(P.MQTT_311, f"tls-{uuid.uuid4().hex[:6]}")))
+        data = tls.recv(4)
+        if not data:
+            raise ConnectionError("closed by broker")
+        return P.PacketReader().feed(data)[0]
+
+
+def closed_within(sock: socket.socket, seconds: float) -> bool:
+    """True when the peer closes ``sock`` (EOF or reset) within ``seconds``; False if it is still open."""
+    sock.settimeout(seconds)
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+def test_a_tls_handshake_counts_as_a_connection_and_must_finish_in_time(gateway_factory, tmp_path):
+    """Connections that never finish the TLS handshake hold a max_connections place only until
+    connect_timeout (before: asyncio's own 60 s, and they were not counted at all)."""
+    cert, key = self_signed(tmp_path, "server")
+    port = free_port()
+    gw = gateway_factory({"broker": {
+        "listeners": [{"host": "127.0.0.1", "port": port, "max_connections": 2,
+                       "tls": {"cert": str(cert), "key": str(key)}}],
+        "limits": {"connect_timeout": 1.5}}})
+    assert tls_connack(port, cert) == P.Connack(0, False)
+    silent = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(2)]   # no ClientHello
+    try:
+        started = time.monotonic()
+        wait_for(lambda: _refused(port, cert), 10, what="a third connection refused while two are in their handshake")
+        assert "max_connections 2 reached" in gw.log()
+        assert all(closed_within(s, 8) for s in silent)   # the server gave up on them
+        assert time.monotonic() - started < 8
+    finally:
+        for s in silent:
+            s.close()
+    wait_for(lambda: not _refused(port, cert), 10, what="a place free again")
+    assert "TLS handshake with" in gw.log()
+
+
+def _refused(port: int, cert: Path) -> bool:
+    try:
+        return tls_connack(port, cert) != P.Connack(0, False)
+    except (OSError, ssl.SSLError, ConnectionError):
+        return True
+
+
 # -- the shipped deployment configuration -----------------------------------------------------------------
 
 

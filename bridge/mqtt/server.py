@@ -40,6 +40,10 @@ class Listener:
     refused: int = 0
     allow: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = field(default_factory=list)
     deny: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = field(default_factory=list)
+    # TLS listeners: the handshake runs after the TCP accept (MqttProtocol._handshake), so that a connection
+    # still in it counts against max_connections and must finish it within limits.connect_timeout
+    ssl_context: ssl.SSLContext | None = None
+    handshakes_failed: int = 0
 
     @property
     def running(self) -> bool:
@@ -61,7 +65,8 @@ class Listener:
 class MqttProtocol(asyncio.Protocol):
     """asyncio's end of one connection: moves bytes between the socket and the ConnectionDriver and does
     what it says (pause reading, close)."""
-    __slots__ = ("server", "listener", "transport", "driver", "conn", "_out", "_out_bytes", "_reading_paused")
+    __slots__ = ("server", "listener", "transport", "driver", "conn", "_out", "_out_bytes", "_reading_paused",
+                 "_handshake")
 
     def __init__(self, server: MqttServer, listener: Listener) -> None:
         self.server = server
@@ -72,6 +77,7 @@ class MqttProtocol(asyncio.Protocol):
         self._out: list[bytes] = []
         self._out_bytes = 0
         self._reading_paused = False
+        self._handshake: asyncio.Task[None] | None = None
 
     # -- asyncio callbacks ----------------------------------------------------------------------
 
@@ -100,15 +106,42 @@ class MqttProtocol(asyncio.Protocol):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError:
                 pass
-        server = self.server
+        listener.connections.add(self)
+        self.server.connections.add(self)
+        if listener.ssl_context is not None:
+            self._handshake = self.server.loop.create_task(self._tls(transport, listener.ssl_context, peer))
+            return
+        self._begin(peer)
+
+    async def _tls(self, raw: asyncio.BaseTransport, ctx: ssl.SSLContext, peer: str) -> None:
+        """The TLS handshake of an accepted connection, within connect_timeout; then the MQTT connection."""
+        timeout = self.server.broker.limits.connect_timeout
+        try:
+            tls = await self.server.loop.start_tls(raw, self, ctx, server_side=True,  # type: ignore[arg-type]
+                                                   ssl_handshake_timeout=timeout)
+        except Exception as exc:   # noqa: BLE001 - any failed handshake: this connection only
+            self.listener.handshakes_failed += 1
+            log.info("%s: TLS handshake with %s failed: %s", self.listener.label(), peer,
+                     str(exc) or type(exc).__name__)
+            raw.abort()
+            self.connection_lost(None)
+            return
+        finally:
+            self._handshake = None
+        if tls is None or self.transport is None:   # closed meanwhile
+            return
+        self.transport = tls  # type: ignore[assignment]
+        self._begin(peer)
+
+    def _begin(self, peer: str) -> None:
+        """The MQTT side of a connection whose bytes now flow (after the TLS handshake on a TLS listener)."""
+        server, listener = self.server, self.listener
         self.driver = driver = ConnectionDriver(
             server.broker, peer=peer, listener=listener.label(), now=server.loop.time(),
             write=self._queue_write, abort=self._abort, final=self._final, write_buffer_size=self.buffered)
         self.conn = driver.conn
         driver.conn.on_unhold = lambda: server.loop.call_soon(self._unheld)
-        listener.connections.add(self)
         listener.accepted += 1
-        server.connections.add(self)
 
     def data_received(self, data: bytes) -> None:
         driver = self.driver
@@ -129,6 +162,8 @@ class MqttProtocol(asyncio.Protocol):
             self.transport.pause_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._handshake is not None and exc is not None:
+            return   # the handshake's failure ends it (_tls)
         self.server.connections.discard(self)
         self.listener.connections.discard(self)
         if self.driver is not None:
@@ -242,10 +277,10 @@ class MqttServer:
         if listener.server is not None:
             return
         cfg = listener.config
-        ctx = _ssl_context(cfg) if cfg.tls else None
+        ctx = listener.ssl_context = _ssl_context(cfg) if cfg.tls else None
         server = await self.loop.create_server(
             lambda: MqttProtocol(self, listener), host=cfg.host, port=listener.port or cfg.port,
-            ssl=ctx, reuse_address=True, backlog=1024)
+            reuse_address=True, backlog=1024)
         listener.server = server
         sock = server.sockets[0]
         listener.port = sock.getsockname()[1]
