@@ -18,6 +18,7 @@ reported beside its count and is not a headline).
     .venv/bin/python bench/bench_durable.py --repeat 3                       # all three, ~2 min
     .venv/bin/python bench/bench_durable.py -s route-out --count 50000 --code base=TREE --repeat 3
     .venv/bin/python bench/bench_durable.py --fsync --repeat 1
+    .venv/bin/python bench/bench_durable.py -s route-in --consecutive 6     # one gateway, 6 windows in a row
 
 Results: a table on stdout and bench/results/durable-latest.json (``--output``).
 """
@@ -238,24 +239,42 @@ def _wait_depth_zero(broker: Broker, timeout: float = 30) -> int | None:
 # -- orchestration ---------------------------------------------------------------------------------------------
 
 
-def run_one(scenario: str, label: str, a: argparse.Namespace) -> dict[str, Any]:
+def _files(broker: Broker) -> dict[str, int]:
+    """Bytes of the gateway's stores (with their WAL) and of its conversion log, after a window."""
+    data = broker.dir / "data"
+    out = {p.name: p.stat().st_size for p in sorted(data.glob("*.sqlite3*"))}
+    out["convlog"] = sum(p.stat().st_size for p in (data / "convlog").rglob("*") if p.is_file())
+    return out
+
+
+def run_one(scenario: str, label: str, a: argparse.Namespace) -> list[dict[str, Any]]:
+    """One gateway (or mosquitto) for ``a.consecutive`` windows back to back (route-in: the queue grows)."""
+    out: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix=f"mqb-durable-{label}-") as tmp:
         broker = make_broker(label, Path(tmp))
         broker.start()
-        load0 = os.getloadavg()[0]
+        windows = a.consecutive if scenario == "route-in" else 1
         try:
-            if scenario == "route-out":
-                res = run_drain(broker, a.count, a.fsync)
-            else:
-                res = run_publish(scenario, broker, a.duration, a.fsync)
-        except Exception as exc:
-            res = {"scenario": scenario, "error": f"{type(exc).__name__}: {exc}"}
+            for window in range(windows):
+                load0 = os.getloadavg()[0]
+                try:
+                    if scenario == "route-out":
+                        res = run_drain(broker, a.count, a.fsync)
+                    else:
+                        res = run_publish(scenario, broker, a.duration, a.fsync)
+                except Exception as exc:
+                    res = {"scenario": scenario, "error": f"{type(exc).__name__}: {exc}"}
+                res.pop("spec", None)
+                res.update(broker=label, loadavg_1m_before=round(load0, 2),
+                           loadavg_1m_after=round(os.getloadavg()[0], 2), fsync_run=a.fsync, window=window + 1)
+                if label.startswith("mqbridge"):
+                    res["files_after"] = _files(broker)
+                out.append(res)
+                if windows > 1:
+                    print_row(res)
         finally:
-            res.update(broker.stop())
-        res.pop("spec", None)
-        res.update(broker=label, loadavg_1m_before=round(load0, 2), loadavg_1m_after=round(os.getloadavg()[0], 2),
-                   fsync_run=a.fsync)
-        return res
+            out[-1].update(broker.stop())
+    return out
 
 
 def _median(values: list[float]) -> float:
@@ -307,6 +326,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--duration", type=float, default=5.0, help="measured seconds of broker and route-in")
     ap.add_argument("--count", type=int, default=100_000, help="messages pre-loaded for route-out")
     ap.add_argument("--repeat", type=int, default=1, help="runs of every (scenario, broker), interleaved")
+    ap.add_argument("--consecutive", type=int, default=1, help="route-in: this many windows on one gateway, "
+                    "back to back (what the queue's growth does to the rate)")
     ap.add_argument("--fsync", action="store_true", help="count fsync/fdatasync with strace (slows the process)")
     ap.add_argument("--code", action="append", default=[], metavar="NAME=TREE",
                     help="also run mqbridge from another source tree as mqbridge-FULL@NAME, interleaved")
@@ -328,10 +349,12 @@ def main(argv: list[str] | None = None) -> int:
                         continue
                     if a.fsync and not label.startswith("mqbridge") and scenario != "broker":
                         continue
-                    res = run_one(scenario, label, a)
-                    res["repeat"] = rep + 1
-                    results.append(res)
-                    print_row(res)
+                    runs = run_one(scenario, label, a)
+                    for res in runs:
+                        res["repeat"] = rep + 1
+                    results.extend(runs)
+                    if len(runs) == 1:
+                        print_row(runs[0])
     summ = summary(results)
     print()
     for key, row in summ.items():
