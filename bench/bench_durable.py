@@ -128,7 +128,9 @@ def run_publish(scenario: str, broker: Broker, duration: float, fsync: bool) -> 
         timer.start()
         marks["timer"] = timer
 
+    depth_before = (_queue_depth(broker, QUEUE_IN) or 0) if into_queue else 0
     res = run_scenario("127.0.0.1", broker.port, spec, broker_pid=broker.pid, on_window=on_window)
+    t_done = time.monotonic()
     if "timer" in marks:
         marks.pop("timer").join(30)
     rate = res.get("acked_per_s" if into_queue else "delivered_per_s") or 0
@@ -138,14 +140,19 @@ def run_publish(scenario: str, broker: Broker, duration: float, fsync: bool) -> 
     if into_queue:
         acked = res.get("sent_total", 0) - res.get("unacked", 0)
         res["acked_total"] = acked
-        res["queue_depth_end"] = _wait_depth(broker, QUEUE_IN, acked, 60)
-        res["queue_has_every_acked"] = (res["queue_depth_end"] or 0) >= acked
+        # every acknowledged publication reaches the queue: the route may still be moving the last ones
+        res["queue_depth_before"] = depth_before
+        res["queue_depth_end"] = _wait_depth(broker, QUEUE_IN, depth_before + acked, 120)
+        res["queue_has_every_acked"] = (res["queue_depth_end"] or 0) >= depth_before + acked
+        res["route_drain_after_s"] = round(time.monotonic() - t_done, 1)
         (t0, d0), (t1, d1) = marks.get("depth_w0", (0, None)), marks.get("depth_w1", (0, None))
         if d0 is not None and d1 is not None and t1 > t0:
-            res["queued_per_s_window"] = round((d1 - d0) / (t1 - t0))
+            res["queued_per_s_window"] = round((d1 - d0) / (t1 - t0))   # the route's rate into the queue
     if "fsync_calls" in marks:
         res["fsync_calls"] = marks["fsync_calls"]
         res["fsync_per_s"] = round(sum(marks["fsync_calls"].values()) / marks["strace_s"])
+        if rate:
+            res["fsync_per_1000_msgs"] = round(res["fsync_per_s"] / rate * 1000, 2)
     return res
 
 
@@ -224,6 +231,7 @@ def run_drain(broker: Broker, count: int, fsync: bool) -> dict[str, Any]:
     if fsync_calls is not None:
         res["fsync_calls"] = fsync_calls
         res["fsync_per_s"] = round(sum(fsync_calls.values()) / elapsed)
+        res["fsync_per_1000_msgs"] = round(sum(fsync_calls.values()) / count * 1000, 2)
     return res
 
 
@@ -307,13 +315,14 @@ def summary(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 def print_row(r: dict[str, Any]) -> None:
     extra = ""
     if r["scenario"] == "route-in":
-        extra = (f" acked {r.get('acked_total')} on queue {r.get('queue_depth_end')}"
-                 f" {'OK' if r.get('queue_has_every_acked') else 'MISSING'}")
+        extra = (f" queued/s {r.get('queued_per_s_window')} acked {r.get('acked_total')} on queue"
+                 f" {r.get('queue_depth_before')}->{r.get('queue_depth_end')}"
+                 f" {'OK' if r.get('queue_has_every_acked') else 'MISSING'} (+{r.get('route_drain_after_s')} s)")
     elif r["scenario"] == "route-out":
         extra = f" received {r.get('received')}/{r.get('count')} left {r.get('queue_depth_end')}"
     elif "delivery_ratio" in r:
         extra = f" delivered {r['delivery_ratio']}"
-    fs = f" fsync/s {r['fsync_per_s']}" if "fsync_per_s" in r else ""
+    fs = f" fsync/s {r['fsync_per_s']} ({r.get('fsync_per_1000_msgs')}/1000 msgs)" if "fsync_per_s" in r else ""
     print(f"  {r['scenario']:<10} {r['broker']:<20} {r.get('headline', 'ERROR')!s:>8} msg/s  "
           f"cpu {r.get('cpu_us_per_msg', '-')!s:>6} us/msg  load {r['loadavg_1m_before']}->{r['loadavg_1m_after']}"
           f"{fs}{extra}" + (f"  ERROR {r['error']}" if r.get("error") else ""), flush=True)
