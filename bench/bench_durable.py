@@ -97,6 +97,26 @@ class Strace:
         return calls
 
 
+def thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds (utime + stime) per thread of a process, from /proc; the main thread is "main"."""
+    out: dict[str, float] = {}
+    tck = os.sysconf("SC_CLK_TCK")
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                parts = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out["main" if int(tid) == pid else tid] = (int(parts[11]) + int(parts[12])) / tck
+    return out
+
+
+def _per_message(before: dict[str, float], after: dict[str, float], count: float) -> dict[str, float]:
+    """µs of CPU per message by thread, the busiest first; threads under 1 µs left out."""
+    used = {t: (v - before.get(t, 0.0)) / count * 1e6 for t, v in after.items()} if count else {}
+    return {t: round(v, 1) for t, v in sorted(used.items(), key=lambda kv: -kv[1]) if v >= 1}
+
+
 def _publishers(name: str, duration: float, prefix: str, subscribers: int) -> Spec:
     return Spec(name, qos=1, publishers=4, window=64, payload=PAYLOAD, clean=False, duration=duration,
                 prefix=prefix, subscribers=subscribers, drain=20.0)
@@ -110,6 +130,7 @@ def run_publish(scenario: str, broker: Broker, duration: float, fsync: bool) -> 
 
     def on_window(w0: float, w1: float) -> None:
         def at_start() -> None:
+            marks["threads_w0"] = thread_cpu(broker.pid) if broker.label.startswith("mqbridge") else {}
             if into_queue:
                 marks["depth_w0"] = (time.monotonic(), _queue_depth(broker, QUEUE_IN))
             if fsync:
@@ -117,6 +138,8 @@ def run_publish(scenario: str, broker: Broker, duration: float, fsync: bool) -> 
                 marks["strace_t0"] = time.monotonic()
 
         def at_end() -> None:
+            if marks.get("threads_w0"):
+                marks["threads_w1"] = thread_cpu(broker.pid)
             if fsync and "strace" in marks:
                 marks["fsync_calls"] = marks.pop("strace").stop()
                 marks["strace_s"] = time.monotonic() - marks.pop("strace_t0")
@@ -137,6 +160,8 @@ def run_publish(scenario: str, broker: Broker, duration: float, fsync: bool) -> 
     res["headline"] = rate
     if res.get("broker_cpu") and rate:
         res["cpu_us_per_msg"] = round(res["broker_cpu"] / rate * 1e6, 1)
+    if "threads_w1" in marks:
+        res["thread_cpu_us_per_msg"] = _per_message(marks["threads_w0"], marks["threads_w1"], rate * duration)
     if into_queue:
         acked = res.get("sent_total", 0) - res.get("unacked", 0)
         res["acked_total"] = acked
@@ -215,6 +240,7 @@ def run_drain(broker: Broker, count: int, fsync: bool) -> dict[str, Any]:
     store.put_many([(QUEUE_OUT, msg)] * count)
     store.close()
     cpu0 = proc_cpu(broker.pid)
+    threads0 = thread_cpu(broker.pid)
     strace = Strace(broker.pid, broker.dir / "strace.txt") if fsync else None
     t0 = time.monotonic()
     got = results.get(timeout=660)
@@ -227,6 +253,7 @@ def run_drain(broker: Broker, count: int, fsync: bool) -> dict[str, Any]:
         res["headline"] = round((got["received"] - 1) / (got["last_rx"] - got["first_rx"]))
         if cpu0 is not None and cpu1 is not None:
             res["cpu_us_per_msg"] = round((cpu1 - cpu0) / got["received"] * 1e6, 1)
+            res["thread_cpu_us_per_msg"] = _per_message(threads0, thread_cpu(broker.pid), got["received"])
     res["queue_depth_end"] = _wait_depth_zero(broker)
     if fsync_calls is not None:
         res["fsync_calls"] = fsync_calls
@@ -322,6 +349,9 @@ def print_row(r: dict[str, Any]) -> None:
         extra = f" received {r.get('received')}/{r.get('count')} left {r.get('queue_depth_end')}"
     elif "delivery_ratio" in r:
         extra = f" delivered {r['delivery_ratio']}"
+    th = r.get("thread_cpu_us_per_msg")
+    if th:
+        extra += "  threads " + " ".join(f"{t}:{v}" for t, v in list(th.items())[:4])
     fs = f" fsync/s {r['fsync_per_s']} ({r.get('fsync_per_1000_msgs')}/1000 msgs)" if "fsync_per_s" in r else ""
     print(f"  {r['scenario']:<10} {r['broker']:<20} {r.get('headline', 'ERROR')!s:>8} msg/s  "
           f"cpu {r.get('cpu_us_per_msg', '-')!s:>6} us/msg  load {r['loadavg_1m_before']}->{r['loadavg_1m_after']}"

@@ -80,18 +80,25 @@ class MqToMqttMemo:
         self.full = full
         self.entries: dict[tuple[bytes, str, bool, bool], _Entry] = {}
         self.hits = 0
+        # the last message's header end, Format and header bytes: a message with the same bytes up to there
+        # has the same header chain (header_end reads nothing else), so it need not be walked again
+        self._last: tuple[int, str, bytes] = (0, "", b"")
 
     def convert(self, item: Inbound) -> Result:
         raw = item.message
         assert isinstance(raw, bytes)
-        end = header_end(raw)
-        if end is None:
-            return self.full(self.route, item)
-        pos, body_format = end
+        pos, body_format, head = self._last
+        if not pos or raw[:48] + raw[72:304] + raw[320:pos] != head:
+            end = header_end(raw)
+            if end is None:
+                return self.full(self.route, item)
+            pos, body_format = end
+            head = raw[:48] + raw[72:304] + raw[320:pos]
+            self._last = (pos, body_format, head)
         body = raw[pos:]
         text = body_format == _STRING and _is_utf8(body)
         zero_id = raw[70:72] == b"\x00\x00"
-        key = (raw[:48] + raw[72:304] + raw[320:pos], item.destination, text, zero_id)
+        key = (head, item.destination, text, zero_id)
         entry = self.entries.get(key)
         if entry is None:
             out, target_type, report = self.full(self.route, item)
