@@ -122,7 +122,8 @@ def _publishers(name: str, duration: float, prefix: str, subscribers: int) -> Sp
                 prefix=prefix, subscribers=subscribers, drain=20.0)
 
 
-def run_publish(scenario: str, broker: Broker, duration: float, fsync: bool) -> dict[str, Any]:
+def run_publish(scenario: str, broker: Broker, duration: float, fsync: bool, wait_queue: bool = True
+                ) -> dict[str, Any]:
     """``broker`` or ``route-in``: the load generator's QoS 1 publishers for ``duration`` seconds."""
     into_queue = scenario == "route-in"
     spec = _publishers(scenario, duration, "mq" if into_queue else "b", 0 if into_queue else 1)
@@ -167,8 +168,11 @@ def run_publish(scenario: str, broker: Broker, duration: float, fsync: bool) -> 
         res["acked_total"] = acked
         # every acknowledged publication reaches the queue: the route may still be moving the last ones
         res["queue_depth_before"] = depth_before
-        res["queue_depth_end"] = _wait_depth(broker, QUEUE_IN, depth_before + acked, 120)
+        res["queue_depth_end"] = _wait_depth(broker, QUEUE_IN, depth_before + acked, 120 if wait_queue else 0)
         res["queue_has_every_acked"] = (res["queue_depth_end"] or 0) >= depth_before + acked
+        if not wait_queue:   # back to back: what the route has yet to move carries over to the next window
+            res["route_backlog"] = depth_before + acked - (res["queue_depth_end"] or 0)
+            res["queue_has_every_acked"] = None
         res["route_drain_after_s"] = round(time.monotonic() - t_done, 1)
         (t0, d0), (t1, d1) = marks.get("depth_w0", (0, None)), marks.get("depth_w1", (0, None))
         if d0 is not None and d1 is not None and t1 > t0:
@@ -296,7 +300,8 @@ def run_one(scenario: str, label: str, a: argparse.Namespace) -> list[dict[str, 
                     if scenario == "route-out":
                         res = run_drain(broker, a.count, a.fsync)
                     else:
-                        res = run_publish(scenario, broker, a.duration, a.fsync)
+                        res = run_publish(scenario, broker, a.duration, a.fsync,
+                                          wait_queue=not a.back_to_back or window == windows - 1)
                 except Exception as exc:
                     res = {"scenario": scenario, "error": f"{type(exc).__name__}: {exc}"}
                 res.pop("spec", None)
@@ -344,7 +349,8 @@ def print_row(r: dict[str, Any]) -> None:
     if r["scenario"] == "route-in":
         extra = (f" queued/s {r.get('queued_per_s_window')} acked {r.get('acked_total')} on queue"
                  f" {r.get('queue_depth_before')}->{r.get('queue_depth_end')}"
-                 f" {'OK' if r.get('queue_has_every_acked') else 'MISSING'} (+{r.get('route_drain_after_s')} s)")
+                 + (f" backlog {r['route_backlog']}" if "route_backlog" in r else
+                    f" {'OK' if r.get('queue_has_every_acked') else 'MISSING'} (+{r.get('route_drain_after_s')} s)"))
     elif r["scenario"] == "route-out":
         extra = f" received {r.get('received')}/{r.get('count')} left {r.get('queue_depth_end')}"
     elif "delivery_ratio" in r:
@@ -367,6 +373,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=1, help="runs of every (scenario, broker), interleaved")
     ap.add_argument("--consecutive", type=int, default=1, help="route-in: this many windows on one gateway, "
                     "back to back (what the queue's growth does to the rate)")
+    ap.add_argument("--back-to-back", action="store_true", help="with --consecutive: start the next window at "
+                    "once, while the route may still be moving the last one's publications to the queue")
     ap.add_argument("--fsync", action="store_true", help="count fsync/fdatasync with strace (slows the process)")
     ap.add_argument("--code", action="append", default=[], metavar="NAME=TREE",
                     help="also run mqbridge from another source tree as mqbridge-FULL@NAME, interleaved")
