@@ -47,11 +47,6 @@ def committed(broker: Broker) -> asyncio.Future[None]:
     return fut
 
 
-async def wait_committed(broker: Broker) -> None:
-    """Return once every store write queued so far is committed."""
-    await committed(broker)
-
-
 async def relieved(broker: Broker, session: Session) -> None:
     """Return once ``session`` (a route's) no longer pushes back (or is gone)."""
     fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
