@@ -33,13 +33,14 @@ def test_sigkill_while_the_queue_drains_to_mqtt_loses_nothing(
 ) -> None:
     # the session may hold all of them: a paho subscriber is slower than the route, and beyond max_queued
     # (1,000 by default) the broker drops QoS 1 deliveries to a client session and counts them
-    gateway = gateway_factory({"broker": {"limits": {"max_queued": 20_000}}})
+    gateway = gateway_factory({"broker": {"limits": {"max_queued": 50_000}}})
     sub = clients(gateway.port, "drain-sub", clean_session=False, reconnect=False).connect()
     sub.subscribe("drain/#", 1)
     store = QueueStore(default_path(gateway.data_dir)).open()
-    n = 6000
+    n = 20_000
     store.put_many([("MQTT.OUT", _message(f"drain/{i % 7}", f"m{i}".encode())) for i in range(n)])
-    wait_for(lambda: len(sub.messages) >= 500, 30, what="the drain to be under way")
+    # the route moves the queue into the broker faster than paho takes it: kill while the queue drains
+    wait_for(lambda: store.depth("MQTT.OUT") <= n - 1000, 30, what="the drain to be under way")
     gateway.kill()
     left = store.depth("MQTT.OUT")
     assert 0 < left < n, f"the kill must come while the queue drains ({left} of {n} left)"
@@ -49,7 +50,7 @@ def test_sigkill_while_the_queue_drains_to_mqtt_loses_nothing(
     assert again.session_present
     expected = {f"m{i}".encode() for i in range(n)}
     # every message that was on the queue reaches the subscriber (a second copy is allowed: at least once)
-    wait_for(lambda: _bodies(sub, again) >= expected, 90,
+    wait_for(lambda: _bodies(sub, again) >= expected, 120,
              what=f"all {n} messages at the subscriber (have {len(_bodies(sub, again))})")
     wait_for(lambda: store.depth("MQTT.OUT") == 0, 30, what="MQTT.OUT to be empty")
     store.close()
