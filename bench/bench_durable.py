@@ -51,6 +51,11 @@ from run_broker_bench import CODE_TREES, Broker, machine, make_broker  # noqa: E
 from bench.mqtt_load_clients import Stats, SubProto  # noqa: E402
 from bench.mqtt_load_proc import loop_runner, raise_nofile  # noqa: E402
 from bench.mqtt_load_wire import DISCONNECT  # noqa: E402
+from bridge.connectors.embedded import QueueStore  # noqa: E402
+from mappings.mq import constants as C  # noqa: E402
+from mappings.mq.message import build_message, encode_message  # noqa: E402
+from mappings.mq.mqmd import Mqmd  # noqa: E402
+from mappings.mq.rfh2 import Rfh2, RfhElement, RfhFolder  # noqa: E402
 
 PAYLOAD = 256
 QUEUE_IN, QUEUE_OUT = "MQTT.IN", "MQTT.OUT"
@@ -221,10 +226,6 @@ def _sub_child(port: int, count: int, ready: Any, results: Any) -> None:
 def _out_message() -> bytes:
     """A persistent MQ message with an MQRFH2 naming its topic (mqps/Top): QoS 2 in the broker, QoS 1 to the
     subscriber (MQ Telemetry Table 4: the lower of the two)."""
-    from mappings.mq import constants as C
-    from mappings.mq.message import build_message, encode_message
-    from mappings.mq.mqmd import Mqmd
-    from mappings.mq.rfh2 import Rfh2, RfhElement, RfhFolder
     rfh = Rfh2(folders=(RfhFolder("mqps", (RfhElement("Top", "out/0"),)),))
     return encode_message(build_message(Mqmd(persistence=C.MQPER_PERSISTENT), (rfh,), b"\x00" * PAYLOAD))
 
@@ -232,7 +233,6 @@ def _out_message() -> bytes:
 def run_drain(broker: Broker, count: int, fsync: bool) -> dict[str, Any]:
     """``route-out``: put ``count`` messages on MQTT.OUT in one transaction (a second connection to the
     gateway's queue store) while the subscriber is connected, and time the drain."""
-    from bridge.connectors.embedded import QueueStore
     ctx = mp.get_context("spawn")
     ready, results = ctx.Event(), ctx.Queue()
     sub = ctx.Process(target=_sub_child, args=(broker.port, count, ready, results))
