@@ -258,7 +258,7 @@ def summarize(spec: Spec, pub: dict[str, Any], sub: dict[str, Any], w0: float, w
             out["unacked"] = pub["unacked"]
         out["sent_total"] = pub["sent"]
         out["pub_cpu"] = round(pub["cpu_window"] / dur, 3)
-    if "sent_total" in out and "received_total" in out and out["sent_total"]:
+    if "sent_total" in out and "received_total" in out and out["sent_total"] and spec.subscribers:
         out["delivery_ratio"] = round(out["received_total"] / (out["sent_total"] * spec.subscribers), 4)
     if cpu_a is not None and cpu_b is not None:
         out["broker_cpu"] = round((cpu_b - cpu_a) / dur, 3)    # cores used by the broker in the window

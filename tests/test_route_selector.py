@@ -186,6 +186,7 @@ def test_embedded_source_hands_out_only_matching_messages(store: QueueStore) -> 
             source = EmbeddedSource(store, "IN", pool, selector=sel)
             items = await asyncio.wait_for(source.receive(100), 10)
             await source.confirm(items)
+            await source.close()   # the deletes of what was confirmed are committed
             return [int(mq_view(i.message, NOW)["n"]) for i in items]  # type: ignore[arg-type]
 
     assert asyncio.run(go()) == [0, 3, 6]

@@ -141,3 +141,39 @@ def test_refused_batch_is_delivered_again_with_those_after_it_before_they_are_co
     assert sorted(last, key=last.__getitem__) == list(range(COUNT))
     assert flat.count(BATCH + 1) == 2
     store.close()
+
+
+def test_a_stopping_route_confirms_the_batches_the_target_accepts_meanwhile(tmp_path: Path) -> None:
+    """Stopped while batches are in flight: those the target accepts within the settling time are confirmed
+    (not backed out, so a reload or a stop does not deliver them a second time); the rest stay on the queue."""
+    store = QueueStore(tmp_path / "queues.sqlite").open()
+    store.put_many([("IN", _message(n)) for n in range(COUNT)])
+    executor = ThreadPoolExecutor(2)
+    route = Route.model_validate({"name": "p", "from": {"queue": "IN"}, "to": {"mqtt": "out/seq"}})
+    target = SlowTarget({0: 0.3, 1: 0.3, 2: 0.3, 3: 0.3}, set())
+    source = WatchedSource(target, store, "IN", executor)
+
+    async def main() -> None:
+        router = Router(None, store, None, "gw", executor)  # type: ignore[arg-type]  # no broker needed
+        worker = RouteWorker(router, route, source, target, EmbeddedTarget(store, executor), "BACKOUT.p",
+                             RouteConverter(route, "mq", "mqtt"))
+        await worker.start()
+        for _ in range(500):
+            if len(target.attempts) >= 2:
+                break
+            await asyncio.sleep(0.005)
+        assert len(target.attempts) >= 2 and not target.accepted   # in flight, none accepted yet
+        await worker.stop()
+        await asyncio.sleep(0.5)   # anything still settling at the target settles now
+
+    asyncio.run(main())
+    executor.shutdown()
+    assert target.accepted and set(source.confirmed) == target.accepted
+    assert store.depth("IN") == COUNT - len(source.confirmed)
+    remaining = {_body_seq_bytes(m.data): m.backout_count for m in store.browse("IN", limit=COUNT)}
+    assert not remaining.keys() & target.accepted
+    store.close()
+
+
+def _body_seq_bytes(data: bytes) -> int:
+    return int(decode_message(data).body)

@@ -18,7 +18,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,6 +94,9 @@ class QueueStore:
         self._counter = itertools.count(int(time.time() * 1000) << 8)
         self._prefix = b"AMQ " + qmgr_name.encode("ascii", "replace")[:12].ljust(12, b" ")
         self._locked: set[int] = set()   # seqs handed out by get_locked and not yet confirmed
+        # per queue, the highest seq get_locked handed out: every message below it is handed out or gone until
+        # a backout or move makes one available again (seqs only grow: AUTOINCREMENT, one writer at a time)
+        self._after: dict[str, int] = {}
 
     def open(self) -> QueueStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -209,10 +212,14 @@ class QueueStore:
         get is then the number of non-matching messages ahead of the matching ones (bench/README.md)."""
         if select is None:
             with self._lock:
-                rows = self._db.execute(
+                after = self._after.get(queue, 0)
+                rows = self._db.execute(   # read lazily: only as far as ``limit`` rows not handed out
                     "SELECT seq, queue, msg_id, data, put_time, backout_count FROM queue_messages "
-                    "WHERE queue=? ORDER BY seq LIMIT ?", (queue, limit + len(self._locked))).fetchall()
-                return self._lock_rows(rows, limit)
+                    "WHERE queue=? AND seq>? ORDER BY seq LIMIT ?", (queue, after, limit + len(self._locked)))
+                out = self._lock_rows(rows, limit)
+                if out:
+                    self._after[queue] = max(after, out[-1].seq)
+                return out
         out: list[StoredQueueMessage] = []
         page = max(limit, 256)
         after = 0
@@ -238,7 +245,7 @@ class QueueStore:
                     break
         return out
 
-    def _lock_rows(self, rows: list[tuple[Any, ...]], limit: int) -> list[StoredQueueMessage]:
+    def _lock_rows(self, rows: Iterable[tuple[Any, ...]], limit: int) -> list[StoredQueueMessage]:
         out = []
         for r in rows:
             if r[0] in self._locked:
@@ -259,12 +266,14 @@ class QueueStore:
             db.executemany("UPDATE queue_messages SET backout_count=backout_count+1 WHERE seq=?",
                            [(s,) for s in seqs])
             self._locked.difference_update(seqs)
+            self._after.clear()   # they are to be handed out again
 
     def move(self, seq: int, to_queue: str) -> None:
         """Move one message to another queue (backout queue), in one transaction."""
         with self._lock:
             self._db.execute("UPDATE queue_messages SET queue=? WHERE seq=?", (to_queue, seq))
             self._locked.discard(seq)
+            self._after.clear()
 
     def queues(self) -> list[tuple[str, int, float | None]]:
         """(queue, depth, oldest put time) for every queue holding messages."""
@@ -307,10 +316,6 @@ def open_store(data_dir: Path) -> QueueStore:
 def _mqmd_order(data: bytes) -> Literal["little", "big"]:
     """The MQMD's integer byte order, read from its Version field (1 or 2)."""
     return "little" if int.from_bytes(data[4:8], "little") in (1, 2) else "big"
-
-
-def _mqmd_int(data: bytes, offset: int) -> int:
-    return int.from_bytes(data[offset:offset + 4], _mqmd_order(data), signed=True)
 
 
 class EmbeddedTarget(Target):
@@ -380,6 +385,9 @@ class StoreSelection:
             self.verdicts.pop(seq, None)
 
 
+CONFIRM_BACKLOG = 4096   # confirmed messages whose delete may wait for the commit in progress
+
+
 class EmbeddedSource(Source):
     def __init__(self, store: QueueStore, queue: str, executor: Executor,
                  poll_min: float = 0.02, poll_max: float = 0.5, selector: SourceSelector | None = None) -> None:
@@ -389,6 +397,8 @@ class EmbeddedSource(Source):
         self.poll_min = poll_min
         self.poll_max = poll_max
         self.selection = StoreSelection(selector, queue) if selector is not None else None
+        self._confirming: list[int] = []   # confirmed, their delete not yet committed (confirm)
+        self._deleting: asyncio.Future[None] | None = None
 
     async def start(self) -> None:
         return None
@@ -409,25 +419,51 @@ class EmbeddedSource(Source):
             await asyncio.sleep(delay)   # another process may put: poll, backing off while idle
             delay = min(delay * 2, self.poll_max)
         out = []
+        now = time.time()
         for r in rows:
             data = r.data
+            order = _mqmd_order(data)
             fmt = data[FORMAT_OFFSET:FORMAT_OFFSET + 8].decode("ascii", "replace").strip()
+            persistent = int.from_bytes(data[PERSISTENCE_OFFSET:PERSISTENCE_OFFSET + 4], order,
+                                        signed=True) == C.MQPER_PERSISTENT
+            priority = int.from_bytes(data[PRIORITY_OFFSET:PRIORITY_OFFSET + 4], order, signed=True)
             out.append(Inbound(
-                key=f"mq:{r.msg_id.hex()}", protocol="mq", message=data,
-                source_type=fmt or "NONE",
-                size=len(data), destination=self.queue, received=time.time(),
-                redelivery_count=r.backout_count,
-                qos=1 if _mqmd_int(data, PERSISTENCE_OFFSET) == C.MQPER_PERSISTENT else 0,
-                persistent=_mqmd_int(data, PERSISTENCE_OFFSET) == C.MQPER_PERSISTENT,
-                priority=p if 0 <= (p := _mqmd_int(data, PRIORITY_OFFSET)) <= 9 else None,
-                handle=r.seq))
+                key=f"mq:{r.msg_id.hex()}", protocol="mq", message=data, source_type=fmt or "NONE",
+                size=len(data), destination=self.queue, received=now, redelivery_count=r.backout_count,
+                qos=1 if persistent else 0, persistent=persistent,
+                priority=priority if 0 <= priority <= 9 else None, handle=r.seq))
         return out
 
     async def confirm(self, items: list[Inbound]) -> None:
+        """The target holds them durably: delete them. The deletes of batches confirmed while one commits are
+        committed together by one task (their messages stay handed out, so no get sees them meanwhile); a
+        crash before that commit leaves them on the queue, to be delivered again (at least once). Waits
+        only when more than CONFIRM_BACKLOG are waiting for their commit."""
         seqs = [int(i.handle) for i in items]  # type: ignore[call-overload]
-        await self._run(self.store.confirm, seqs)
         if self.selection is not None:
             self.selection.forget(seqs)
+        self._confirming.extend(seqs)
+        if self._deleting is None or self._deleting.done():
+            self._deleting = asyncio.ensure_future(self._delete_confirmed())
+        if len(self._confirming) > CONFIRM_BACKLOG:
+            await asyncio.shield(self._deleting)
+
+    async def _delete_confirmed(self) -> None:
+        delay = 0.1
+        while self._confirming:
+            seqs, self._confirming = self._confirming, []
+            try:
+                await self._run(self.store.confirm, seqs)
+                delay = 0.1
+            except (sqlite3.Error, QueueStoreError) as exc:   # kept handed out, and retried
+                log.error("queue %s: deleting %d delivered messages failed, retrying: %s", self.queue, len(seqs), exc)
+                self._confirming[:0] = seqs
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 10.0)
+
+    async def close(self) -> None:
+        if self._deleting is not None:
+            await asyncio.shield(self._deleting)
 
     async def backout(self, items: list[Inbound]) -> None:
         await self._run(self.store.backout, [int(i.handle) for i in items])  # type: ignore[call-overload]

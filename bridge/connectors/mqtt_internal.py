@@ -35,17 +35,16 @@ def route_client_id(route: str) -> str:
     return ROUTE_CLIENT_PREFIX + route
 
 
-async def wait_committed(broker: Broker) -> None:
-    """Return once every store write queued so far is committed."""
-    loop = asyncio.get_running_loop()
-    fut: asyncio.Future[None] = loop.create_future()
+def committed(broker: Broker) -> asyncio.Future[None]:
+    """A future that ends once every store write queued so far is committed."""
+    fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def done() -> None:
         if not fut.done():
             fut.set_result(None)
 
     broker.store.after_commit(done)
-    await fut
+    return fut
 
 
 async def relieved(broker: Broker, session: Session) -> None:
@@ -205,7 +204,12 @@ class MqttTarget(Target):
         return None
 
     async def send(self, items: list[Outbound]) -> None:
-        """Publish the batch (or hand it to the one client's session) and wait for the store commit. A
+        """Publish the batch and wait for the store commit (``submit``)."""
+        await (await self.submit(items))
+
+    async def submit(self, items: list[Outbound]) -> asyncio.Future[None]:
+        """Publish the batch (or hand it to the one client's session) now; the future returned ends at the
+        store commit that holds it (the router keeps several batches in flight, published in order). A
         route to one client whose session does not exist (it never connected, or its clean session
         ended) is refused as a whole: the messages stay at the source and the router retries, with
         backoff, until the client has a session (as MQ keeps messages for a client that is away). To
@@ -233,8 +237,11 @@ class MqttTarget(Target):
             # the QoS the client's DEFAULT.QoS subscription (or the route's default_qos) allows, for the log
             item.extra["qos"] = b.deliver_to_client(self.client_id, msg, self.default_qos)
         pressing = b.take_pressing()
-        await wait_committed(b)
+        return asyncio.ensure_future(self._accepted(committed(b), pressing))
+
+    async def _accepted(self, commit: asyncio.Future[None], pressing: list[Session]) -> None:
+        await commit
         # the batch reached routes from MQTT that push back (their target is stuck): like a publisher's
         # connection, this route is held (its source not confirmed) until they are down to their low water
         for session in pressing:
-            await relieved(b, session)
+            await relieved(self.broker, session)

@@ -17,6 +17,7 @@ from bridge.routing.base import (
     override_jms,
     rename_properties,
 )
+from bridge.routing.mq_memo import MqToMqttMemo
 from bridge.routing.mqtt_stomp import MqttToStompEncoder, mqtt_to_jms_message
 from mappings.conversions.jms_mq import MqToJmsOptions, jms_to_mq_bytes, mq_bytes_to_jms
 from mappings.conversions.mqtt_jms import jms_to_mqtt
@@ -65,6 +66,8 @@ class RouteConverter:
             ("jms", "mq"): self._jms_to_mq,
         }
         convert = table[(source_protocol, target_proto)]
+        if (source_protocol, target_proto) == ("mq", "mqtt"):   # remembered by header (mq_memo)
+            convert = MqToMqttMemo(route, mq_to_publication).convert
         if (source_protocol, target_proto) == ("mqtt", "jms"):   # straight to STOMP frames, cached per topic
             convert = MqttToStompEncoder(route).convert
         self.convert: Convert = convert

@@ -34,6 +34,7 @@ log = logging.getLogger("mqbridge.router")
 BATCH = 128
 RETRY_MIN = 0.1
 RETRY_MAX = 10.0
+SETTLE_SECONDS = 2.0   # a stopping route waits this long for the target to accept the batches in flight
 
 
 def backout_queue_name(route: str) -> str:
@@ -129,6 +130,7 @@ class RouteWorker:
                     except Exception as exc:   # nothing of it was submitted: the batches before it go on
                         await self._failed(exc, items)
         except asyncio.CancelledError:
+            await asyncio.shield(self._settle(inflight))
             unconfirmed = [item for batch in inflight for item in batch.items]
             if (receiving is not None and not receiving.cancel() and not receiving.cancelled()
                     and receiving.exception() is None):
@@ -136,6 +138,22 @@ class RouteWorker:
             if unconfirmed:
                 await asyncio.shield(self.source.backout(unconfirmed))
             raise
+
+    async def _settle(self, inflight: deque[_Batch]) -> None:
+        """Stopping: the batches in flight that the target accepts within SETTLE_SECONDS are logged and confirmed
+        as usual, in order, so that a reload or a stop does not deliver them again; the caller backs out the rest."""
+        if not inflight:
+            return
+        await asyncio.wait([b.accepted for b in inflight], timeout=SETTLE_SECONDS)
+        while inflight:
+            head = inflight[0].accepted
+            if not head.done() or head.cancelled() or head.exception() is not None:
+                return
+            try:
+                await self._finish(inflight)
+            except Exception as exc:   # left to the caller's backout
+                log.error("route %s: confirming while stopping failed", self.route.name, exc_info=exc)
+                return
 
     async def _failed(self, exc: Exception, items: list[Inbound]) -> None:
         log.error("route %s: batch failed", self.route.name, exc_info=exc)
