@@ -477,7 +477,9 @@ user_names = st.from_regex(r"[a-zA-Z_][a-zA-Z0-9_]{0,8}", fullmatch=True).filter
     client_id=st.none() | mqtt_text,
     username=st.none() | mqtt_text,
     content_type=st.none() | mqtt_text,
-    response_topic=st.none() | mqtt_text.filter(lambda t: t and not t.lower().startswith(("queue://", "topic://"))),
+    # a Response Topic is a topic name (MQTT 5 §3.3.2.3.5): no wildcards, which the JMS -> MQTT rule drops
+    response_topic=st.none() | mqtt_text.filter(
+        lambda t: t and "+" not in t and "#" not in t and not t.lower().startswith(("queue://", "topic://"))),
     correlation=st.none() | mqtt_text.map(str.encode),
     props=st.lists(st.tuples(user_names, mqtt_text), max_size=5, unique_by=lambda kv: kv[0]),
     message_id=st.none() | mqtt_text,
