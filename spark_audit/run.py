@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -20,7 +19,7 @@ from spark_audit.incremental import run_incremental
 from spark_audit.ingest import IngestResult, expand_paths
 from spark_audit.report import build_summary, write_outputs
 from spark_audit.scope import AuditConfig
-from spark_audit.session import FULL_JIT_INPUT_BYTES, build_session
+from spark_audit.session import build_session
 
 EXIT_USAGE = 2  # "could not audit": unusable arguments, damaged input (report.EXIT_NOT_AUDITED), a failed run
 
@@ -84,8 +83,7 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> int:
     # SparkContext of this process, not the thread's active session: getActiveSession is per JVM thread,
     # and a caller's session seen from another thread would be stopped under it.
     own_session = spark is None and SparkContext._active_spark_context is None
-    full_jit = every is not None or input_bytes(paths) > FULL_JIT_INPUT_BYTES
-    session = spark or build_session(args.master, full_jit=full_jit)
+    session = spark or build_session(args.master, full_jit=every is not None)
     try:
         if every is not None:
             return follow(session, args, parquet_dir, every)
@@ -95,18 +93,6 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> int:
     finally:
         if own_session:
             session.stop()
-
-
-def input_bytes(paths: list[str]) -> int:
-    """The size of the logs to read (a gzip file counted at 8x: its JSON is that much larger)."""
-    total = 0
-    for p in paths:
-        try:
-            size = os.stat(p).st_size
-        except OSError:
-            continue
-        total += size * 8 if p.endswith(".gz") else size
-    return total
 
 
 def full_audit(session: SparkSession, args: argparse.Namespace, paths: list[str], parquet_dir: str) -> int:

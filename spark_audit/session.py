@@ -8,16 +8,14 @@ from pyspark.sql import SparkSession
 from spark_audit.cds import cds_options
 
 DEFAULT_MASTER = "local[2]"
-# Above this much JSON to read, a one-shot audit starts its JVM with full JIT (where C2 pays back).
-FULL_JIT_INPUT_BYTES = 32 << 20
 # Serial GC and C1-only JIT cut driver start-up time by ~15% for short audit jobs. C1-only sizes the code
 # cache at 48 MB, which one ingest plus a few audits fill; the JIT then stops and everything after runs
 # interpreted (measured: incremental runs 2x slower), hence the larger code cache.
 DRIVER_JAVA_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
-# Full tiered JIT (C2) for a session that runs much of the same code: a long-lived one (--every), and one
-# that ingests a large log. C2 parses JSON about 4x faster once warm (1M rows: 7-8 s CPU against 29-44 s
-# with C1 only; whole incremental runs of 100k rows 8.5-10.3 s CPU against 11.5-12.4 s), while it made a
-# short audit (of a Parquet log, or a small log) slower to start.
+# Full tiered JIT (C2) for a long-lived session (--every), which runs the same code run after run: warm, C2
+# parses JSON about 4x faster (1M rows: 7-8 s CPU against 29-44 s with C1 only; whole incremental runs of
+# 100k rows 8.5-10.3 s CPU against 11.5-12.4 s). A one-shot audit stays on C1: even ingesting 1M rows, C2's
+# compilation ate its gain (whole command 102-121 s against 111-116 s, interleaved, load 4-5).
 FULL_JIT_JAVA_OPTIONS = "-XX:+UseSerialGC -XX:ReservedCodeCacheSize=240m"
 
 
