@@ -2,7 +2,9 @@
 re-aggregate rows it has seen: stored under `_rollup/` beside the Parquet log, with `_rollup/manifest.json`
 mapping each data file (its size, mtime and newest event time) to its rollup. An audit reads the rollups
 of the files wholly inside its window that still match the manifest and scans every other file; a
-missing or outdated manifest only costs speed (docs/conversion-log.md, "Rollups").
+missing or outdated manifest only costs speed (docs/conversion-log.md, "Rollups"). A Parquet log on a
+file system named by a URI (hdfs://, s3a://, file://) has no rollups: none is stored or read there (the
+manifest's writers take a local flock; docs/audit.md, "On a cluster").
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
+from spark_audit import fs
 from spark_audit.frames import empty_frame
 from spark_audit.schema import KEY_HASH, partition_hour, stored_schema
 
@@ -164,6 +167,8 @@ def build(spark: SparkSession, parquet_dir: str, per_file_groups: Callable[[Data
     grouped by file too); a second one reads three numeric columns of the files for each file's newest
     event time and whether every row has its key hashes. Returns the number of files rolled up.
     """
+    if fs.is_remote(parquet_dir):
+        return 0
     if files is None:  # the files without a current rollup
         known = read_manifest(parquet_dir)
         files = [f for f in data_files(parquet_dir) if not is_current(f, known.get(relative(f)))]
@@ -205,7 +210,7 @@ def fully_inside(start: datetime, since: datetime | None, until: datetime | None
 
 def plan(parquet_dir: str, since: datetime | None, until: datetime | None, widen: timedelta) -> Plan | None:
     """Split the files of [since - widen, until + widen) into covered and scanned; None if none is covered."""
-    entries = read_manifest(parquet_dir)
+    entries = {} if fs.is_remote(parquet_dir) else read_manifest(parquet_dir)
     if not entries:
         return None
     lo = None if since is None else since - widen
