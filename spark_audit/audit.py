@@ -133,7 +133,7 @@ def load(spark: SparkSession, parquet_dir: str, config: AuditConfig, rollups: bo
     frame = audit_frame(source, config, in_window(config))
     rolled = None
     if plan is not None:
-        def part(files: list[Path]) -> DataFrame:
+        def part(files: list[rollup.DataFile]) -> DataFrame:
             return audit_frame(rollup.read_files(spark, parquet_dir, files).where(window_filter(config, widen)),
                                config, in_window(config))
 

@@ -19,8 +19,10 @@ import pytest
 pytest.importorskip("pyspark")
 
 from bridge.cli.main import main
-from spark_audit import fs
+from spark_audit import fs, rollup
+from spark_audit.audit import load
 from spark_audit.ingest import expand_paths
+from spark_audit.scope import AuditConfig
 
 try:
     from tests.spark_fixtures import FIXTURE_LOGS, generated_log, spark  # noqa: F401
@@ -116,18 +118,25 @@ def test_logs_out_and_parquet_as_file_uris_give_the_plain_paths_findings(spark, 
     assert spark.read.parquet(str(uri_out / "tables" / "losses")).count() == plain["verdict"]["losses"]
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".mqb-audit-staging")] == []
 
-    # The Parquet log as it is (no LOGS), by URI: the same findings as the plain audit of its logs.
-    parquet_out = tmp_path / "parquet-out"
-    with no_local_access(monkeypatch, uri_parquet, parquet_out) as seen:
-        code = main(["audit", "--parquet", uri_parquet.as_uri(), "--out", parquet_out.as_uri(), "--grace", "60",
-                     "--no-parquet-tables"])
-    assert seen == [] and code == 1
-    again = summary_of(parquet_out)
-    assert again["input"] is None
-    for key in ("verdict", "losses", "duplicates", "failures", "failure_records", "records", "volume"):
-        expected = plain[key] if key != "verdict" else {**plain[key], "bad_input_lines": 0}
-        assert again[key] == expected, key
-    assert not (uri_parquet / "_rollup").exists()  # no rollups on a file system named by a URI
+    # The Parquet log as it is (no LOGS), by URI: the same findings as the plain audit of its logs. The
+    # first such audit stores the files' rollups after its verdict, the second reads them.
+    assert not (uri_parquet / "_rollup").exists()
+    for attempt in ("first", "rolled-up"):
+        parquet_out = tmp_path / f"parquet-out-{attempt}"
+        with no_local_access(monkeypatch, uri_parquet, parquet_out) as seen:
+            code = main(["audit", "--parquet", uri_parquet.as_uri(), "--out", parquet_out.as_uri(), "--grace",
+                         "60", "--no-parquet-tables"])
+        assert seen == [] and code == 1
+        again = summary_of(parquet_out)
+        assert again["input"] is None
+        for key in ("verdict", "losses", "duplicates", "failures", "failure_records", "records", "volume"):
+            expected = plain[key] if key != "verdict" else {**plain[key], "bad_input_lines": 0}
+            assert again[key] == expected, (attempt, key)
+        entries = rollup.read_manifest(uri_parquet.as_uri())
+        assert set(entries) == {rollup.relative(f) for f in rollup.data_files(uri_parquet.as_uri())}
+        assert all((uri_parquet / "_rollup" / e.rollup).is_dir() for e in entries.values())
+    data = load(spark, uri_parquet.as_uri(), AuditConfig(grace_seconds=60))
+    assert data.rollup is not None and data.rollup.files == len(entries)  # the audit reads the rollups
 
 
 def test_logs_by_uri_with_a_local_out_and_the_other_way_round(spark, tmp_path, capsys):
