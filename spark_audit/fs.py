@@ -16,7 +16,7 @@ from urllib.parse import urlparse
 from py4j.protocol import Py4JError, Py4JJavaError
 from pyspark import SparkContext
 
-SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:/")  # "C:\\x" or "name:x" is no URI
+SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:/")  # a drive ("C:/x") or "name:x" is no URI
 CHUNK = 1 << 20  # bytes per read call through the JVM gateway
 
 

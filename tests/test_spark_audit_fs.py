@@ -184,7 +184,8 @@ def test_an_unknown_scheme_is_could_not_audit(spark, tmp_path, capsys):
 
 def test_is_remote_join_and_parent():
     assert fs.is_remote("hdfs://nn:8020/logs") and fs.is_remote("s3a://bucket/x") and fs.is_remote("file:///tmp")
-    assert not fs.is_remote("/var/log/x.jsonl") and not fs.is_remote("logs/a:b.jsonl") and not fs.is_remote(None)
+    assert not fs.is_remote("/var/log/x.jsonl") and not fs.is_remote("logs/a:b.jsonl")
+    assert not fs.is_remote("C:/logs") and not fs.is_remote(None)
     assert fs.join("hdfs://nn/out/", "tables", "losses") == "hdfs://nn/out/tables/losses"
     assert fs.parent("s3a://bucket/audit/parquet") == "s3a://bucket/audit"
     assert fs.parent("hdfs:///parquet") == "hdfs:///" and fs.parent("file:/tmp/x") == "file:///tmp"
