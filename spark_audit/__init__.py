@@ -1,7 +1,8 @@
 """PySpark audit of the mqbridge conversion log, in layers; a module imports only from its own layer or
 those listed before it (tests/test_spark_audit_layers.py):
 
-- session: options, cds (the JVM's class archive), session, frames (small frames from Python values)
+- session: options, cds (the JVM's class archive), session, frames (small frames from Python values),
+  fs (files of hdfs://, s3a://, file:// paths through Hadoop's FileSystem API)
 - ingest: schema, sources (which bytes of the log files are read), lines (numbered lines, for samples),
   ingest (JSON Lines -> Parquet log),
   carry (an incremental run's tail), stream (incremental)

@@ -3,8 +3,6 @@ and conversion findings (collected once, finished in spark_audit.findings); and 
 made of it (stored by spark_audit.rollup)."""
 from __future__ import annotations
 
-from pathlib import Path
-
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructField, StructType
@@ -186,6 +184,6 @@ def per_file_groups(rows: DataFrame) -> DataFrame:
                              per_file=True)
 
 
-def build_rollups(spark: SparkSession, parquet_dir: str, files: list[Path] | None = None) -> int:
+def build_rollups(spark: SparkSession, parquet_dir: str, files: list[rollup.DataFile] | None = None) -> int:
     """Store the rollups of the given data files (default: those without a current one); the file count."""
     return rollup.build(spark, parquet_dir, per_file_groups, files)

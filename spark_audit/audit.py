@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from mappings.convlog_schema import Status
-from spark_audit import rollup
+from spark_audit import fs, rollup
 from spark_audit.aggregates import (
     AGG_FIELDS,
     GROUP_FIELDS,
@@ -71,9 +71,16 @@ from spark_audit.scope import (
 )
 
 
+def _hour_dirs(parquet_dir: str) -> list[Path]:
+    """The log's date=D/hour=H directories (of a remote log: their paths, listed through Hadoop's API)."""
+    if fs.is_remote(parquet_dir):
+        return [fs.path_part(s.uri) for s in fs.Hadoop().glob(fs.join(parquet_dir, "date=*/hour=*")) if s.is_dir]
+    return list(Path(parquet_dir).glob("date=*/hour=*"))
+
+
 def _newest_partition(parquet_dir: str) -> Column | None:
     """The condition selecting the newest date/hour partition directory (None when there is none)."""
-    starts = [t for t in map(partition_hour, Path(parquet_dir).glob("date=*/hour=*")) if t is not None]
+    starts = [t for t in map(partition_hour, _hour_dirs(parquet_dir)) if t is not None]
     if not starts:
         return None
     newest = max(starts)
@@ -82,6 +89,8 @@ def _newest_partition(parquet_dir: str) -> Column | None:
 
 def has_partitions(parquet_dir: str) -> bool:
     """True when the Parquet log directory holds at least one date partition."""
+    if fs.is_remote(parquet_dir):
+        return bool(fs.Hadoop().glob(fs.join(parquet_dir, "date=*")))
     return Path(parquet_dir).is_dir() and any(Path(parquet_dir).glob("date=*"))
 
 
@@ -124,7 +133,7 @@ def load(spark: SparkSession, parquet_dir: str, config: AuditConfig, rollups: bo
     frame = audit_frame(source, config, in_window(config))
     rolled = None
     if plan is not None:
-        def part(files: list[Path]) -> DataFrame:
+        def part(files: list[rollup.DataFile]) -> DataFrame:
             return audit_frame(rollup.read_files(spark, parquet_dir, files).where(window_filter(config, widen)),
                                config, in_window(config))
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from py4j.protocol import Py4JJavaError
@@ -16,6 +17,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamReader
 
 from mappings.convlog_schema import FIELDS
+from spark_audit import fs
 from spark_audit.lines import FILE_COLUMN, LINE_COLUMN, TEXT_COLUMN, numbered_lines
 from spark_audit.schema import (
     CORRUPT_COLUMN,
@@ -31,7 +33,7 @@ from spark_audit.schema import (
     problem_column,
     read_schema,
 )
-from spark_audit.sources import Staged, prepare
+from spark_audit.sources import Staged, prepare, prepare_remote
 
 PARTITION_COLUMNS = ("date", "hour")
 SAMPLE_LIMIT = 10
@@ -126,9 +128,14 @@ def _source_line(staged: Staged, sample: dict[str, Any]) -> int | None:
 
 
 def expand_paths(paths: Iterable[str | Path]) -> list[str]:
-    """Files as given; directories expand to their *.jsonl / *.jsonl.gz / *.log files, sorted."""
+    """Files as given; directories expand to their *.jsonl / *.jsonl.gz / *.log files, sorted. A URI
+    (hdfs://, s3a://, file://) is listed through Hadoop's FileSystem API (a running SparkSession's)."""
     out: list[str] = []
-    for p in map(Path, paths):
+    for given in paths:
+        if fs.is_remote(str(given)):
+            out.extend(_remote_logs(str(given)))
+            continue
+        p = Path(given)
         if p.is_dir():
             out.extend(str(f) for f in sorted(p.rglob("*")) if f.is_file() and _is_log(f))
         elif p.exists():
@@ -136,7 +143,18 @@ def expand_paths(paths: Iterable[str | Path]) -> list[str]:
     return out
 
 
-def _is_log(path: Path) -> bool:
+def _remote_logs(uri: str) -> list[str]:
+    """A remote file as given, or the log files under a remote directory (qualified URIs); none when absent."""
+    hadoop = fs.Hadoop()
+    status = hadoop.stat(uri)
+    if status is None:
+        return []
+    if not status.is_dir:
+        return [uri]
+    return [f.uri for f in hadoop.files(uri) if _is_log(fs.path_part(f.uri))]
+
+
+def _is_log(path: PurePath) -> bool:
     return path.name.endswith((".jsonl", ".jsonl.gz", ".json", ".log")) and not path.name.startswith(".")
 
 
@@ -309,18 +327,38 @@ def ingest_logs(spark: SparkSession, paths: list[str], parquet_dir: str, mode: s
     its readable part ingested (spark_audit.sources). spark_audit.audit.ingest also stores the new files'
     rollups.
     """
-    parent = Path(parquet_dir).parent
-    parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".mqb-audit-staging-", dir=parent))  # beside the log, never in it
+    remote_in, remote_out = any(map(fs.is_remote, paths)), fs.is_remote(parquet_dir)
+    if not remote_out:
+        Path(parquet_dir).parent.mkdir(parents=True, exist_ok=True)
+    # Staging beside the log, never in it (a local log beside a remote Parquet log: a local temporary one).
+    local = None if remote_in and remote_out else Path(
+        tempfile.mkdtemp(prefix=".mqb-audit-staging-", dir=None if remote_out else Path(parquet_dir).parent))
     try:
-        staged = prepare(paths, staging)
-        if staged.paths:
-            result = ingest_frame(read_logs(spark, staged.paths), parquet_dir, mode, compact)
-        else:  # nothing readable: the log of an earlier ingest is not audited in its place
-            if mode == "overwrite":
-                shutil.rmtree(parquet_dir, ignore_errors=True)
-            result = IngestResult()
-        result.add_staged(staged)
-        return result
+        if not remote_in:
+            return _ingest_staged(spark, prepare(paths, local or Path()), parquet_dir, mode, compact)
+        hadoop = fs.Hadoop()
+        uris = [p if fs.is_remote(p) else hadoop.qualify(fs.join("file://", os.path.abspath(p))) for p in paths]
+        staging = hadoop.qualify(fs.join("file://", str(local)) if local is not None else fs.join(
+            fs.parent(parquet_dir), f".mqb-audit-staging-{uuid.uuid4().hex}"))
+        try:
+            return _ingest_staged(spark, prepare_remote(uris, staging), parquet_dir, mode, compact)
+        finally:
+            hadoop.delete(staging)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        if local is not None:
+            shutil.rmtree(local, ignore_errors=True)
+
+
+def _ingest_staged(spark: SparkSession, staged: Staged, parquet_dir: str, mode: str, compact: bool) -> IngestResult:
+    """Ingest what prepare staged; nothing readable: the log of an earlier ingest is not audited in its place."""
+    if staged.paths:
+        result = ingest_frame(read_logs(spark, staged.paths), parquet_dir, mode, compact)
+    else:
+        if mode == "overwrite":
+            if fs.is_remote(parquet_dir):
+                fs.Hadoop().delete(parquet_dir)
+            else:
+                shutil.rmtree(parquet_dir, ignore_errors=True)
+        result = IngestResult()
+    result.add_staged(staged)
+    return result

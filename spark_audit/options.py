@@ -47,18 +47,19 @@ def positive_int(text: str) -> int:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the audit's arguments to a parser."""
     parser.add_argument("logs", nargs="*", metavar="LOGS",
-                        help="conversion log files (JSON Lines) or directories of them; none with --parquet DIR: "
-                        "audit that Parquet log as it is (nothing ingested)")
+                        help="conversion log files (JSON Lines) or directories of them, local or URIs (hdfs://, "
+                        "s3a://: one-shot only); none with --parquet DIR: audit that Parquet log as it is (nothing "
+                        "ingested)")
     parser.add_argument("--since", type=parse_time, help="audit records at or after this time (ISO 8601)")
     parser.add_argument("--until", type=parse_time, help="audit records before this time (ISO 8601)")
     parser.add_argument("--master", default=None,
                         help="Spark master URL (default: spark-submit's --master, else local[2])")
     parser.add_argument("--out", default=DEFAULT_OUT,
-                        help=f"directory for summary.json, report.html, tables/ (default: {DEFAULT_OUT})")
+                        help=f"directory (or URI) for summary.json, report.html, tables/ (default: {DEFAULT_OUT})")
     parser.add_argument("--grace", type=non_negative, default=DEFAULT_GRACE_SECONDS, metavar="SECONDS",
                         help="an ingress with no egress after this long is a loss (default: 300)")
     parser.add_argument("--parquet", metavar="DIR",
-                        help="the compacted Parquet log (default: OUT/parquet)")
+                        help="the compacted Parquet log, a directory or URI (default: OUT/parquet)")
     parser.add_argument("--incremental", action="store_true",
                         help="audit only the complete lines not read before, of new and growing files "
                         "(one LOGS directory; checkpoint in OUT)")

@@ -11,6 +11,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from mappings.convlog_schema import SCHEMA_VERSION
+from spark_audit import fs
 from spark_audit.charts import STATUS_COLOURS, escape, grouped_bars, marked, stacked_columns
 from spark_audit.findings import AuditResult
 from spark_audit.ingest import IngestResult
@@ -107,16 +108,24 @@ def _without(row: dict[str, Any], *keys: str) -> dict[str, Any]:
 def write_outputs(
     result: AuditResult, summary: dict[str, Any], out_dir: str, parquet: bool = True, parallel: int = 4
 ) -> None:
-    """Write summary.json, report.html and (optionally) tables/<finding>/ Parquet into out_dir."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n")
-    (out / "report.html").write_text(render_html(summary))
+    """Write summary.json, report.html and (optionally) tables/<finding>/ Parquet into out_dir (a local
+    directory, or a URI: written through Hadoop's FileSystem API)."""
+    texts = {"summary.json": json.dumps(summary, indent=2, sort_keys=False) + "\n", "report.html": render_html(summary)}
+    if fs.is_remote(out_dir):
+        hadoop = fs.Hadoop()
+        hadoop.mkdirs(out_dir)
+        for name, text in texts.items():
+            hadoop.write(fs.join(out_dir, name), text.encode())
+    else:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        for name, text in texts.items():
+            (out / name).write_text(text)
     if parquet:
         tables = finding_tables(result)
         with ThreadPoolExecutor(max_workers=parallel) as pool:
             for done in [
-                pool.submit(df.coalesce(1).write.mode("overwrite").parquet, str(out / "tables" / name))
+                pool.submit(df.coalesce(1).write.mode("overwrite").parquet, fs.join(out_dir, "tables", name))
                 for name, df in tables.items()
             ]:
                 done.result()

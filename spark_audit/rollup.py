@@ -2,7 +2,9 @@
 re-aggregate rows it has seen: stored under `_rollup/` beside the Parquet log, with `_rollup/manifest.json`
 mapping each data file (its size, mtime and newest event time) to its rollup. An audit reads the rollups
 of the files wholly inside its window that still match the manifest and scans every other file; a
-missing or outdated manifest only costs speed (docs/conversion-log.md, "Rollups").
+missing or outdated manifest only costs speed (docs/conversion-log.md, "Rollups"). A Parquet log named by
+a URI (hdfs://, s3a://, file://) is handled through Hadoop's FileSystem API (spark_audit.fs), without the
+manifest lock (a local flock): one writer at a time there (docs/audit.md, "On a cluster").
 """
 from __future__ import annotations
 
@@ -17,12 +19,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
+from spark_audit import fs
 from spark_audit.frames import empty_frame
 from spark_audit.schema import KEY_HASH, partition_hour, stored_schema
 
@@ -47,12 +50,52 @@ class Entry:
     hashed: bool  # every row of the file has its key hashes written (spark_audit/schema.py KEY_HASH)
 
 
-def data_files(parquet_dir: str) -> list[Path]:
+@dataclass(frozen=True, slots=True)
+class RemoteStat:
+    st_size: int
+    st_mtime_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteFile:
+    """A data file of a log named by a URI, as listed (what this module uses of a Path: names, stat, str)."""
+
+    uri: str
+    size: int
+    mtime_ns: int
+
+    @property
+    def name(self) -> str:
+        return fs.path_part(self.uri).name
+
+    @property
+    def parent(self) -> PurePosixPath:
+        return fs.path_part(self.uri).parent
+
+    def stat(self) -> RemoteStat:
+        return RemoteStat(self.size, self.mtime_ns)
+
+    def __str__(self) -> str:
+        return self.uri
+
+
+DataFile = Path | RemoteFile
+
+
+def data_files(parquet_dir: str) -> list[DataFile]:
     """The log's data files (date=*/hour=*/*.parquet), sorted."""
+    if fs.is_remote(parquet_dir):
+        listed = fs.Hadoop().glob(fs.join(parquet_dir, "date=*/hour=*/*.parquet"))
+        return [RemoteFile(s.uri, s.size, s.mtime_ms * 1_000_000) for s in listed if not s.is_dir]
     return sorted(Path(parquet_dir).glob("date=*/hour=*/*.parquet"))
 
 
-def relative(path: Path) -> str:
+def _under(parquet_dir: str, *parts: str) -> str:
+    """A path inside the log (a URI inside a log named by one)."""
+    return fs.join(parquet_dir, *parts) if fs.is_remote(parquet_dir) else str(Path(parquet_dir, *parts))
+
+
+def relative(path: DataFile) -> str:
     """A data file's name relative to the log: date=D/hour=H/name."""
     return f"{path.parent.parent.name}/{path.parent.name}/{path.name}"
 
@@ -62,22 +105,32 @@ def relative_column() -> Column:
     return F.regexp_extract(F.col("_metadata.file_path"), r"(date=[^/]*/hour=[^/]*/[^/]*)$", 1)
 
 
-def partition_start(path: Path) -> datetime | None:
+def partition_start(path: DataFile) -> datetime | None:
     """The first instant of a data file's hour partition (None when the directory names do not parse)."""
-    return partition_hour(path.parent)
+    return partition_hour(Path(path.parent))
 
 
 def manifest_path(parquet_dir: str) -> Path:
     return Path(parquet_dir) / ROLLUP_DIR / MANIFEST
 
 
+def _manifest_text(parquet_dir: str) -> str | None:
+    """The manifest's text; None when there is none."""
+    if fs.is_remote(parquet_dir):
+        hadoop, uri = fs.Hadoop(), _under(parquet_dir, ROLLUP_DIR, MANIFEST)
+        return hadoop.read(uri).decode() if hadoop.stat(uri) is not None else None
+    path = manifest_path(parquet_dir)
+    return path.read_text() if path.exists() else None
+
+
 def read_manifest(parquet_dir: str) -> dict[str, Entry]:
     """The manifest's entries; empty (and a note on stderr when it exists) when it cannot be used."""
-    path = manifest_path(parquet_dir)
-    if not path.exists():
-        return {}
+    path = _under(parquet_dir, ROLLUP_DIR, MANIFEST)
     try:
-        raw = json.loads(path.read_text())
+        text = _manifest_text(parquet_dir)
+        if text is None:
+            return {}
+        raw = json.loads(text)
         if raw.get("version") != ROLLUP_VERSION:
             return {}
         return {str(name): Entry(int(e["size"]), int(e["mtime_ns"]), str(e["rollup"]),
@@ -90,7 +143,11 @@ def read_manifest(parquet_dir: str) -> dict[str, Entry]:
 
 @contextmanager
 def manifest_lock(parquet_dir: str) -> Iterator[None]:
-    """Hold the log's manifest lock (an exclusive flock on _rollup/.manifest.lock): one writer at a time."""
+    """Hold the log's manifest lock (an exclusive flock on _rollup/.manifest.lock): one writer at a time.
+    A log named by a URI has none (HDFS and S3 have no flock): its writers must take turns."""
+    if fs.is_remote(parquet_dir):
+        yield
+        return
     path = Path(parquet_dir) / ROLLUP_DIR / LOCK_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as lock:
@@ -106,7 +163,11 @@ def update_manifest(parquet_dir: str, new: dict[str, Entry]) -> None:
     read, merge and replace it under manifest_lock; entries of data files that are gone are dropped."""
     with manifest_lock(parquet_dir):
         current = read_manifest(parquet_dir)
-        entries = {n: e for n, e in current.items() if (Path(parquet_dir) / n).exists()}
+        if fs.is_remote(parquet_dir):
+            present = {relative(f) for f in data_files(parquet_dir)}
+            entries = {n: e for n, e in current.items() if n in present}
+        else:
+            entries = {n: e for n, e in current.items() if (Path(parquet_dir) / n).exists()}
         write_manifest(parquet_dir, {**entries, **new}, {e.rollup for e in current.values()})
 
 
@@ -117,16 +178,24 @@ def write_manifest(parquet_dir: str, entries: dict[str, Entry], previous: set[st
     (previous: their names), and unknown ones older than ORPHAN_AGE (what a build that died left). A newer
     unknown one may be another process's build whose entries are not in yet: it is kept.
     """
-    path = manifest_path(parquet_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
     raw = {"version": ROLLUP_VERSION, "files": {
         name: {"size": e.size, "mtime_ns": e.mtime_ns, "rollup": e.rollup, "max_us": e.max_us, "hashed": e.hashed}
         for name, e in sorted(entries.items())}}
+    used = {e.rollup for e in entries.values()}
+    orphaned_before = time.time() - ORPHAN_AGE.total_seconds()
+    if fs.is_remote(parquet_dir):
+        hadoop = fs.Hadoop()
+        hadoop.write(_under(parquet_dir, ROLLUP_DIR, MANIFEST), json.dumps(raw, indent=1).encode())
+        for status in hadoop.glob(_under(parquet_dir, ROLLUP_DIR, "r-*")):
+            if status.is_dir and status.name not in used and (
+                    status.name in previous or status.mtime_ms / 1000 < orphaned_before):
+                hadoop.delete(status.uri)
+        return
+    path = manifest_path(parquet_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{MANIFEST}.{uuid.uuid4().hex}.tmp")
     tmp.write_text(json.dumps(raw, indent=1))
     os.replace(tmp, path)
-    used = {e.rollup for e in entries.values()}
-    orphaned_before = time.time() - ORPHAN_AGE.total_seconds()
     for d in path.parent.iterdir():
         if not d.is_dir() or not d.name.startswith("r-") or d.name in used:
             continue
@@ -137,7 +206,7 @@ def write_manifest(parquet_dir: str, entries: dict[str, Entry], previous: set[st
             continue
 
 
-def is_current(path: Path, entry: Entry | None) -> bool:
+def is_current(path: DataFile, entry: Entry | None) -> bool:
     """True when the file still has the size and mtime its rollup was made from."""
     if entry is None:
         return False
@@ -148,7 +217,7 @@ def is_current(path: Path, entry: Entry | None) -> bool:
     return st.st_size == entry.size and st.st_mtime_ns == entry.mtime_ns
 
 
-def read_files(spark: SparkSession, parquet_dir: str, files: list[Path]) -> DataFrame:
+def read_files(spark: SparkSession, parquet_dir: str, files: list[DataFile]) -> DataFrame:
     """Rows of the given data files with the date/hour columns (schema given: nothing inferred)."""
     if not files:
         return empty_frame(spark, stored_schema(partitions=True))
@@ -157,7 +226,7 @@ def read_files(spark: SparkSession, parquet_dir: str, files: list[Path]) -> Data
 
 
 def build(spark: SparkSession, parquet_dir: str, per_file_groups: Callable[[DataFrame], DataFrame],
-          files: list[Path] | None = None) -> int:
+          files: list[DataFile] | None = None) -> int:
     """Aggregate and store the rollups of the given data files (default: those without a current one).
 
     One Spark job writes the groups of all the files (per_file_groups of their rows: the window aggregate
@@ -173,7 +242,7 @@ def build(spark: SparkSession, parquet_dir: str, per_file_groups: Callable[[Data
     rows = read_files(spark, parquet_dir, files)
     groups = per_file_groups(rows)
     name = f"r-{uuid.uuid4().hex}"
-    out = str(Path(parquet_dir) / ROLLUP_DIR / name)
+    out = _under(parquet_dir, ROLLUP_DIR, name)
     groups.write.mode("overwrite").parquet(out)
     facts = {str(r["f"]): r for r in rows.groupBy(relative_column().alias("f")).agg(
         F.max(F.unix_micros("event_time")).alias("hi"), F.count(F.lit(1)).alias("n"),
@@ -191,8 +260,8 @@ def build(spark: SparkSession, parquet_dir: str, per_file_groups: Callable[[Data
 class Plan:
     """Which files of an audit's scope come from their rollups (covered) and which are scanned."""
 
-    covered: list[Path]
-    scanned: list[Path]
+    covered: list[DataFile]
+    scanned: list[DataFile]
     entries: dict[str, Entry]
     # Every file in the plan has a current entry saying its rows carry key hashes.
     hashes_stored: bool
@@ -216,7 +285,11 @@ def plan(parquet_dir: str, since: datetime | None, until: datetime | None, widen
 
     def stored(name: str) -> bool:  # a rollup directory another writer removed since the manifest was read
         if name not in present:
-            present[name] = (Path(parquet_dir) / ROLLUP_DIR / name).is_dir()
+            if fs.is_remote(parquet_dir):
+                status = fs.Hadoop().stat(_under(parquet_dir, ROLLUP_DIR, name))
+                present[name] = status is not None and status.is_dir
+            else:
+                present[name] = (Path(parquet_dir) / ROLLUP_DIR / name).is_dir()
         return present[name]
 
     for f in data_files(parquet_dir):
@@ -259,7 +332,7 @@ def groups(spark: SparkSession, parquet_dir: str, p: Plan, layout: StructType,
         by_dir.setdefault(p.entries[rel].rollup, []).append(rel)
     stored = None
     for name, rels in sorted(by_dir.items()):
-        part = spark.read.schema(schema).parquet(str(Path(parquet_dir) / ROLLUP_DIR / name))
+        part = spark.read.schema(schema).parquet(_under(parquet_dir, ROLLUP_DIR, name))
         part = part.where(F.col(FILE_COLUMN).isin(rels))
         stored = part if stored is None else stored.unionByName(part)
     assert stored is not None

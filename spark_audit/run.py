@@ -11,6 +11,7 @@ from typing import Any
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
+from spark_audit import fs
 from spark_audit.aggregates import build_rollups
 from spark_audit.audit import has_partitions, ingest, load, run_audit
 from spark_audit.charts import visible
@@ -40,7 +41,7 @@ def verdict_text(summary: dict[str, Any], out_dir: str) -> str:
         f"duplicates: {v['duplicates_suspicious']} suspicious, {v['duplicates_allowed']} allowed",
         f"failed: {v['failed']}  backout: {v['backout']}  dropped: {v['dropped']}",
         *loss_count_lines(summary),
-        f"{verdict} — report: {Path(out_dir) / 'report.html'}",
+        f"{verdict} — report: {fs.join(out_dir, 'report.html')}",
     ]
     return "\n".join(lines)
 
@@ -61,9 +62,14 @@ def loss_count_lines(summary: dict[str, Any], most: int = 5) -> list[str]:
 def run(args: argparse.Namespace, spark: SparkSession | None = None) -> int:
     """Run the audit; a session passed in (or already active) is reused and left running."""
     every = getattr(args, "every", None)
-    paths = expand_paths(args.logs)
+    remote = any(fs.is_remote(p) for p in [*args.logs, args.out, args.parquet])
+    paths = [] if remote else expand_paths(args.logs)  # a remote listing needs the session (below)
     if args.since and args.until and args.since >= args.until:
         print("audit: --since must be before --until", file=sys.stderr)
+        return EXIT_USAGE
+    if remote and (args.incremental or every is not None):
+        print("audit: --incremental and --every need local paths (LOGS, --out, --parquet); a URI "
+              "(hdfs://, s3a://, file://) is audited one-shot (docs/audit.md, \"On a cluster\")", file=sys.stderr)
         return EXIT_USAGE
     if (args.incremental or every is not None) and (len(args.logs) != 1 or not Path(args.logs[0]).is_dir()):
         print("audit: --incremental and --every take exactly one LOGS directory", file=sys.stderr)
@@ -71,20 +77,28 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> int:
     if not args.logs and not args.parquet:
         print("audit: give LOGS, or --parquet DIR to audit a Parquet log as it is", file=sys.stderr)
         return EXIT_USAGE
-    if args.logs and not paths and every is None:  # a long-running audit waits for the first files
-        print(f"audit: no log files found in {' '.join(args.logs)}", file=sys.stderr)
-        return EXIT_USAGE
     out_dir = args.out
-    parquet_dir = args.parquet or str(Path(out_dir) / "parquet")
-    if not args.logs and not has_partitions(parquet_dir):
-        print(f"audit: no Parquet log (date=*/hour=* partitions) in {parquet_dir}", file=sys.stderr)
-        return EXIT_USAGE
+    default_parquet = fs.join(out_dir, "parquet") if fs.is_remote(out_dir) else str(Path(out_dir) / "parquet")
+    parquet_dir = args.parquet or default_parquet
+    if not remote:
+        found = checked(args, paths, parquet_dir, every)
+        if found is not None:
+            return found
     # Stop the session at the end only if this run started it (not when a caller or test owns one). A
     # SparkContext of this process, not the thread's active session: getActiveSession is per JVM thread,
     # and a caller's session seen from another thread would be stopped under it.
     own_session = spark is None and SparkContext._active_spark_context is None
     session = spark or build_session(args.master, full_jit=every is not None)
     try:
+        if remote:  # listed through Hadoop's FileSystem API, which needs the session
+            try:
+                paths = expand_paths(args.logs)
+                found = checked(args, paths, parquet_dir, every)
+            except Exception as e:  # noqa: BLE001 - e.g. no connector for the scheme: "could not audit"
+                print(f"audit: could not audit: {failure_text(e)}", file=sys.stderr, flush=True)
+                return EXIT_USAGE
+            if found is not None:
+                return found
         if every is not None:
             return follow(session, args, parquet_dir, every)
         if args.incremental:
@@ -93,6 +107,17 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> int:
     finally:
         if own_session:
             session.stop()
+
+
+def checked(args: argparse.Namespace, paths: list[str], parquet_dir: str, every: float | None) -> int | None:
+    """EXIT_USAGE with a message when there is nothing to audit; None when there is."""
+    if args.logs and not paths and every is None:  # a long-running audit waits for the first files
+        print(f"audit: no log files found in {' '.join(args.logs)}", file=sys.stderr)
+        return EXIT_USAGE
+    if not args.logs and not has_partitions(parquet_dir):
+        print(f"audit: no Parquet log (date=*/hour=* partitions) in {parquet_dir}", file=sys.stderr)
+        return EXIT_USAGE
+    return None
 
 
 def full_audit(session: SparkSession, args: argparse.Namespace, paths: list[str], parquet_dir: str) -> int:

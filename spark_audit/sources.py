@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import unquote, urlparse
+
+from spark_audit import fs
 
 GZIP_SUFFIX = ".gz"
 READ_CHUNK = 1 << 20  # compressed bytes per zlib call
@@ -46,22 +49,30 @@ class Staged:
 
     def origin(self, path: str) -> str:
         """The source file of a path Spark reports (a file: URI or a path): a staged copy's source, else the
-        file itself (a file: URI as a local path)."""
+        file itself (a file: URI as a local path; a file of a remote log as it was listed)."""
         parsed = urlparse(path)
         if parsed.scheme not in ("", "file"):
-            return path
+            return self.origins.get(file_key(path), path)
         local = unquote(parsed.path) if parsed.scheme == "file" else path
         return self.origins.get(os.path.abspath(local), local)
 
     def line_base(self, path: str) -> int | None:
         """How many lines of its source come before a file Spark read (a slice starts within its source):
         0 for a file read whole; None when the source can no longer tell."""
-        parsed = urlparse(path)
-        local = os.path.abspath(unquote(parsed.path) if parsed.scheme == "file" else path)
+        local = file_key(path)
         if local not in self.origins:
             return 0  # read in place
         start = self.starts.get(local)  # unknown for a slice an older version staged
         return start if start in (0, None) else lines_before(self.origins[local], start)
+
+
+def file_key(path: str) -> str:
+    """How Staged knows a file, whichever way it is named: a local (or file:) one by its absolute path, one
+    of another file system by its qualified URI without percent-encoding (as Hadoop lists it)."""
+    parsed = urlparse(path)
+    if parsed.scheme in ("", "file"):
+        return os.path.abspath(unquote(parsed.path) if parsed.scheme == "file" else path)
+    return unquote(path)
 
 
 def lines_before(path: str, offset: int) -> int | None:
@@ -281,6 +292,47 @@ def prepare(paths: list[str], staging: Path) -> Staged:
             staged.paths.append(str(target))
             staged.origins[os.path.abspath(target)] = path
             staged.starts[os.path.abspath(target)] = 0
+    return staged
+
+
+def prepare_remote(paths: list[str], staging: str) -> Staged:
+    """prepare for files of a remote file system (a URI each), through Hadoop's FileSystem API only.
+
+    Files read in place keep their listed names; a plain file's complete lines are copied to staging in the
+    JVM; a gzip file is decompressed on the driver, its complete lines staged in a local temporary file
+    (the driver's disk) and uploaded to staging (the executors read staging)."""
+    hadoop = fs.Hadoop()
+    staged = Staged()
+    for i, path in enumerate(paths):
+        target = fs.join(staging, f"{i:06d}-{_plain_name(fs.path_part(path).name)}")
+        try:
+            with hadoop.open(path) as src:
+                size = src.seek(0, os.SEEK_END)
+                src.seek(0)
+                if is_gzip(path):
+                    with tempfile.TemporaryDirectory(prefix="mqb-audit-gunzip-") as tmp:
+                        local = Path(tmp) / "staged"
+                        piece = stage_gzip(src, 0, local)
+                        if piece.end > 0:
+                            hadoop.upload(str(local), target)
+                else:
+                    piece = stage_plain(src, size, 0, None)
+                    if not piece.unfinished:
+                        staged.paths.append(path)
+                        staged.origins[file_key(path)] = path
+                        continue
+                    if piece.end > 0:
+                        src.seek(piece.end - 1)
+                        hadoop.copy_range(path, target, 0, piece.end, newline=src.read(1) != b"\n")
+        except OSError as e:
+            staged.damaged[path] = f"unreadable ({e.strerror or e})"
+            continue
+        _note_piece(staged, path, piece, incremental=False)
+        if piece.end > 0:
+            qualified = hadoop.qualify(target)
+            staged.paths.append(qualified)
+            staged.origins[file_key(qualified)] = path
+            staged.starts[file_key(qualified)] = 0
     return staged
 
 

@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "spark_audit"
 # Bottom to top, as spark_audit/__init__.py lists them.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("options", "cds", "session", "frames"),
+    ("options", "cds", "session", "frames", "fs"),
     ("schema", "sources", "lines", "ingest", "carry", "stream"),
     ("rollup",),
     ("scope", "keys", "aggregates", "findings", "audit", "incremental"),
