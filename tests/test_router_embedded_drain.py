@@ -3,10 +3,12 @@ subscriber loses nothing that was on the queue, and the queue store hands out ea
 again after a backout, and sees what another connection puts."""
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
 from bridge.connectors.embedded import QueueStore, default_path
+from bridge.convlog import log_files
 from mappings.mq import constants as C
 from mappings.mq.message import build_message, encode_message
 from mappings.mq.mqmd import Mqmd
@@ -77,3 +79,33 @@ def test_get_locked_hands_out_each_message_once_in_order(tmp_path: Path) -> None
     store.confirm([m.seq for m in first + second + third + fourth])
     assert store.depth("Q") == 0 and store.get_locked("Q", 5) == [] and store.depth("OTHER") == 1
     store.close()
+
+
+def test_a_subscribers_full_queue_drop_is_a_finding_on_the_record(
+    gateway_factory: Callable[..., GatewayProcess], clients: Callable[..., PahoClient]
+) -> None:
+    """A message taken off MQTT.OUT that a subscriber's full session queue drops is counted by the broker
+    and said on its conversion-log record (before: counted only; the record said ok, nothing more)."""
+    gateway = gateway_factory({"broker": {"limits": {"max_queued": 5}}})
+    sub = clients(gateway.port, "full-sub", clean_session=False, reconnect=False).connect()
+    sub.subscribe("full/#", 1)
+    sub.drop()   # away: its persistent session queues up to max_queued, then drops
+    store = QueueStore(default_path(gateway.data_dir)).open()
+    store.put_many([("MQTT.OUT", _message("full/t", f"m{i}".encode())) for i in range(12)])
+    wait_for(lambda: store.depth("MQTT.OUT") == 0, 30, what="MQTT.OUT to be empty")
+    store.close()
+    egress = wait_for(lambda: (r := [x for x in _records(gateway) if x["direction"] == "egress"
+                                     and x["route"] == "mq-to-mqtt"]) and len(r) == 12 and r, 20,
+                      what="12 egress records")
+    dropped = [r for r in egress if any(f["change"] == "dropped" and f["name"] == "delivery" for f in r["findings"])]
+    assert len(dropped) == 7
+    assert all("full-sub" in f["detail"] for r in dropped for f in r["findings"] if f["name"] == "delivery")
+    status, body = gateway.admin("/status")
+    assert status == 200 and body["messages"]["dropped"] == 7
+    back = clients(gateway.port, "full-sub", clean_session=False).connect()
+    wait_for(lambda: len(_bodies(back)) == 5, 20, what="the 5 queued messages")
+
+
+def _records(gateway: GatewayProcess) -> list[dict[str, object]]:
+    return [json.loads(line) for f in log_files(gateway.data_dir / "convlog") for line in f.read_text().splitlines()
+            if line]

@@ -25,6 +25,7 @@ from bridge.mqtt import packets as P
 from bridge.mqtt.broker import ROUTE_CLIENT_PREFIX, Broker
 from bridge.mqtt.session import Message, OutMsg, Session
 from mappings.mqtt.publication import MqttPublication
+from mappings.report import Change, Finding
 
 QOS0_BACKLOG = 10_000     # QoS 0 publications a route may have waiting before new ones are dropped
 _boot = f"{int(time.time()):x}"
@@ -73,6 +74,14 @@ def inbound_of(msg: Message, qos: int) -> Inbound:
 
 #: a route session's queue before it pushes back on its publishers (a soft limit: nothing is dropped)
 ROUTE_MAX_QUEUED = 100_000
+
+
+
+def dropped_for(clients: list[str]) -> Finding:
+    """The finding of a route's publication that subscribers' full queues dropped (limits.max_queued and
+    max_queued_bytes, or a QoS 0 backlog): counted by the broker, and said on its conversion-log record."""
+    shown = ", ".join(clients[:5]) + (f" and {len(clients) - 5} more" if len(clients) > 5 else "")
+    return Finding(Change.DROPPED, "delivery", f"not delivered to {shown}: the subscriber's queue was full")
 
 class MqttSource(Source):
     def __init__(self, broker: Broker, route: str, topic_filter: str, max_inflight: int = 256,
@@ -231,11 +240,14 @@ class MqttTarget(Target):
                 if older:   # the conversion log says what those subscribers did not receive
                     item.extra["findings"] = property_losses(pub, older)
             msg.delivery_id = pub.packet_id   # MQ Telemetry Table 5: the MsgId's id, where the subscriber has it free
+            msg.drops = []
             if self.client_id is None:
                 b.publish(msg)
-                continue
-            # the QoS the client's DEFAULT.QoS subscription (or the route's default_qos) allows, for the log
-            item.extra["qos"] = b.deliver_to_client(self.client_id, msg, self.default_qos)
+            else:   # the QoS the client's DEFAULT.QoS subscription (or the route's default_qos) allows, for the log
+                item.extra["qos"] = b.deliver_to_client(self.client_id, msg, self.default_qos)
+            if msg.drops:   # subscribers whose full queue dropped it: no silent loss
+                item.extra["findings"] = [*item.extra.get("findings", ()), dropped_for(msg.drops)]
+            msg.drops = None
         pressing = b.take_pressing()
         return asyncio.ensure_future(self._accepted(committed(b), pressing))
 

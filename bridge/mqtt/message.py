@@ -18,7 +18,7 @@ class Message:
 
     __slots__ = ("topic", "topic_b", "payload", "qos", "retain", "origin", "username", "store_id", "store_op",
                  "refs", "ts", "_qos0", "key_id", "redelivery", "packet_id", "delivery_id", "props", "expires",
-                 "_items", "qos0_5")
+                 "_items", "qos0_5", "drops")
 
     def __init__(self, topic: str, payload: bytes, qos: int, retain: bool = False,
                  origin: str | None = None, store_id: int | None = None, username: str | None = None,
@@ -51,6 +51,9 @@ class Message:
         self.expires = expires
         self._items: bytes | None = None
         self.qos0_5: bytes | None = None   # its QoS 0 PUBLISH for level 5 subscribers, once encoded
+        # a route's publication: the client ids whose full queue (or QoS 0 backlog) dropped it, for its
+        # conversion-log record (None: not collected)
+        self.drops: list[str] | None = None
 
     def key(self) -> int | None:
         """The id in this publication's message key (``mqtt:<id>``): the first publication's store id."""

@@ -100,6 +100,8 @@ class Session:
                 return
             if not link.can_take_qos0():
                 self.stats.dropped += 1
+                if msg.drops is not None:
+                    msg.drops.append(self.client_id)
                 return
             if self.protocol_level != 5:   # the hot path: the same bytes for every such subscriber
                 self.stats.sent += 1
@@ -119,6 +121,8 @@ class Session:
             if overflow is None:
                 overflow = self.overflow = Overflow()
             if not overflow.full(self, msg):
+                if msg.drops is not None:
+                    msg.drops.append(self.client_id)
                 return
         out = OutMsg(msg, qos, retain, self._next_seq, sub_ids, shared)
         self._next_seq += 1
