@@ -247,7 +247,7 @@ def describe_problems(tagged: DataFrame, result: IngestResult) -> None:
 def parse_lines(lines: DataFrame) -> DataFrame:
     """Log lines (a value column, others kept) parsed as read_logs parses a file, blank lines left out."""
     record = F.from_json(TEXT_COLUMN, read_schema(), JSON_OPTIONS)
-    kept = [c for c in lines.columns]
+    kept = list(lines.columns)
     return tag(lines.select(record.alias("_record"), *kept).where(F.col("_record").isNotNull())
                .select("_record.*", *kept))
 

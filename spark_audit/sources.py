@@ -50,11 +50,8 @@ class Staged:
     def origin(self, path: str) -> str:
         """The source file of a path Spark reports (a file: URI or a path): a staged copy's source, else the
         file itself (a file: URI as a local path; a file of a remote log as it was listed)."""
-        parsed = urlparse(path)
-        if parsed.scheme not in ("", "file"):
-            return self.origins.get(file_key(path), path)
-        local = unquote(parsed.path) if parsed.scheme == "file" else path
-        return self.origins.get(os.path.abspath(local), local)
+        key = file_key(path)
+        return self.origins.get(key, path if urlparse(path).scheme not in ("", "file") else key)
 
     def line_base(self, path: str) -> int | None:
         """How many lines of its source come before a file Spark read (a slice starts within its source):

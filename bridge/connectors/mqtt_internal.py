@@ -76,12 +76,12 @@ def inbound_of(msg: Message, qos: int) -> Inbound:
 ROUTE_MAX_QUEUED = 100_000
 
 
-
 def dropped_for(clients: list[str]) -> Finding:
     """The finding of a route's publication that subscribers' full queues dropped (limits.max_queued and
     max_queued_bytes, or a QoS 0 backlog): counted by the broker, and said on its conversion-log record."""
     shown = ", ".join(clients[:5]) + (f" and {len(clients) - 5} more" if len(clients) > 5 else "")
     return Finding(Change.DROPPED, "delivery", f"not delivered to {shown}: the subscriber's queue was full")
+
 
 class MqttSource(Source):
     def __init__(self, broker: Broker, route: str, topic_filter: str, max_inflight: int = 256,

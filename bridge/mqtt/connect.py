@@ -67,9 +67,10 @@ class Connections:
         if level == P.MQTT_31 and not 1 <= len(client_id) <= MAX_31_CLIENT_ID:
             raise P.ProtocolError(f"client identifier of {len(client_id)} characters (3.1 allows 1..23)",
                                   packet="CONNECT", connack=P.ConnackCode.IDENTIFIER_REJECTED)
-        limit = self.table.limits.max_keepalive
-        if level != P.MQTT_5 and limit and packet.keepalive > limit:
-            raise P.ProtocolError(f"keep alive {packet.keepalive} s is longer than the server allows ({limit} s)",
+        max_keepalive = self.table.limits.max_keepalive
+        if level != P.MQTT_5 and max_keepalive and packet.keepalive > max_keepalive:
+            raise P.ProtocolError(f"keep alive {packet.keepalive} s is longer than the server allows "
+                                  f"({max_keepalive} s)",
                                   packet="CONNECT", connack=P.ConnackCode.IDENTIFIER_REJECTED)
         if client_id.startswith(ROUTE_CLIENT_PREFIX):
             raise P.ProtocolError(f"client identifier prefix {ROUTE_CLIENT_PREFIX!r} is reserved for routes",
@@ -140,8 +141,8 @@ class Connections:
                                                        expiry_seconds=expiry, now=now, persistent=expiry > 0,
                                                        username=packet.username)
             self._limits5(conn, session, props, ack_props, assigned and client_id)
-            if self.table.limits.max_keepalive and not 0 < conn.keepalive <= self.table.limits.max_keepalive:
-                conn.keepalive = ack_props[PR.SERVER_KEEP_ALIVE] = self.table.limits.max_keepalive
+            if max_keepalive and not 0 < conn.keepalive <= max_keepalive:
+                conn.keepalive = ack_props[PR.SERVER_KEEP_ALIVE] = max_keepalive
         else:
             session, session_present = self.table.open(client_id, clean=packet.clean_session, level=level,
                                                        expiry_seconds=longest, now=now, username=packet.username)

@@ -40,10 +40,9 @@ class Listener:
     refused: int = 0
     allow: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = field(default_factory=list)
     deny: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = field(default_factory=list)
-    # TLS listeners: the handshake runs after the TCP accept (MqttProtocol._handshake), so that a connection
+    # TLS listeners: the handshake runs after the TCP accept (MqttProtocol._tls), so that a connection
     # still in it counts against max_connections and must finish it within limits.connect_timeout
     ssl_context: ssl.SSLContext | None = None
-    handshakes_failed: int = 0
 
     @property
     def running(self) -> bool:
@@ -120,7 +119,6 @@ class MqttProtocol(asyncio.Protocol):
             tls = await self.server.loop.start_tls(raw, self, ctx, server_side=True,  # type: ignore[arg-type]
                                                    ssl_handshake_timeout=timeout)
         except Exception as exc:   # noqa: BLE001 - any failed handshake: this connection only
-            self.listener.handshakes_failed += 1
             log.info("%s: TLS handshake with %s failed: %s", self.listener.label(), peer,
                      str(exc) or type(exc).__name__)
             raw.abort()

@@ -12,6 +12,7 @@ from dataclasses import asdict
 
 from bridge.connectors.base import Inbound, Outbound
 from bridge.routing.base import Result
+from mappings.conversions.mqtt_mq import packet_id_from_msg_id
 from mappings.mq import constants as C
 from mappings.mq.message import HEADER_FORMATS
 from mappings.mqtt.publication import MqttPublication
@@ -20,6 +21,11 @@ from mappings.rules.model import Route
 
 MSGID = slice(48, 72)
 PUT_DATE_TIME = slice(304, 320)     # PutDate, PutTime: not read by the MQ -> MQTT conversion
+
+
+def _head(raw: bytes, end: int) -> bytes:
+    """The header bytes up to ``end`` that the conversion reads: all but the MsgId and PutDate/PutTime."""
+    return raw[:MSGID.start] + raw[MSGID.stop:PUT_DATE_TIME.start] + raw[PUT_DATE_TIME.stop:end]
 _VERSIONS = {b"\x00\x00\x00\x01": (324, "big"), b"\x01\x00\x00\x00": (324, "little"),
              b"\x00\x00\x00\x02": (364, "big"), b"\x02\x00\x00\x00": (364, "little")}
 _RFH2 = C.MQFMT_RF_HEADER_2
@@ -88,16 +94,17 @@ class MqToMqttMemo:
         raw = item.message
         assert isinstance(raw, bytes)
         pos, body_format, head = self._last
-        if not pos or raw[:48] + raw[72:304] + raw[320:pos] != head:
+        if not pos or _head(raw, pos) != head:
             end = header_end(raw)
             if end is None:
                 return self.full(self.route, item)
             pos, body_format = end
-            head = raw[:48] + raw[72:304] + raw[320:pos]
+            head = _head(raw, pos)
             self._last = (pos, body_format, head)
         body = raw[pos:]
         text = body_format == _STRING and _is_utf8(body)
-        zero_id = raw[70:72] == b"\x00\x00"
+        msg_id_packet = packet_id_from_msg_id(raw[MSGID])   # MQ Telemetry Table 5; 0: none
+        zero_id = msg_id_packet == 0
         key = (head, item.destination, text, zero_id)
         entry = self.entries.get(key)
         if entry is None:
@@ -110,7 +117,7 @@ class MqToMqttMemo:
                 self.entries[key] = _Entry(pub, list(report.findings))
             return out, target_type, report
         self.hits += 1
-        packet_id = int.from_bytes(raw[70:72], "big") if entry.qos and not zero_id else None
+        packet_id = msg_id_packet if entry.qos and not zero_id else None
         pub = MqttPublication(**{**entry.fields, "payload": body, "packet_id": packet_id})
         return Outbound(item.key, pub, entry.topic, len(body)), "publish", ConversionReport(list(entry.findings))
 
