@@ -37,6 +37,27 @@ def wait_for(predicate: Any, timeout: float = 10.0, interval: float = 0.02, what
         time.sleep(interval)
 
 
+def port_holders(port: int) -> str:
+    """What `ss` says holds a TCP port: the diagnosis when a restart cannot bind it again."""
+    try:
+        out = subprocess.run(["ss", "-tanp"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"(ss failed: {exc})"
+    lines = [line for line in out.splitlines() if f":{port} " in line]
+    return "\n".join(lines) or "(ss lists no socket on it)"
+
+
+def port_bindable(port: int) -> bool:
+    """Whether a listener could bind 127.0.0.1:port now, with SO_REUSEADDR as the gateway binds it."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
 class GatewayProcess:
     def __init__(self, workdir: Path, config: dict[str, Any] | None = None) -> None:
         self.workdir = workdir
@@ -66,9 +87,30 @@ class GatewayProcess:
 
     def start(self, timeout: float = 15.0) -> GatewayProcess:
         self.write_config()
+        # A restart must get the same ports back, but for a moment after a kill another process's
+        # bind(0) may hold one (seen once in CI): wait, with a bound, for them to be free, and launch
+        # again if the gateway still lost that race (it refuses to start on a taken port, as it should).
+        for attempt in range(3):
+            for port in (self.port, self.admin_port, *self.listener_ports):
+                try:
+                    wait_for(lambda p=port: port_bindable(p), 30, interval=0.05, what=f"port {port} to be free")
+                except AssertionError as exc:
+                    raise AssertionError(f"{exc}; held by:\n{port_holders(port)}") from None
+            try:
+                return self._launch(timeout)
+            except AssertionError as exc:
+                if attempt == 2 or "address already in use" not in str(exc):
+                    raise
+        raise AssertionError("unreachable")
+
+    def _launch(self, timeout: float) -> GatewayProcess:
         runtime = self.data_dir / "runtime.json"
         if runtime.exists():
             runtime.unlink()
+        try:
+            start_offset = self.log_path.stat().st_size
+        except OSError:
+            start_offset = 0
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child for its lifetime
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(
@@ -82,7 +124,14 @@ class GatewayProcess:
 
         def ready() -> bool:
             if self.proc is not None and self.proc.poll() is not None:
-                raise AssertionError(f"mqbridge exited with {self.proc.returncode}:\n{self.log()}")
+                rc = self.proc.returncode
+                self.proc = None
+                with open(self.log_path, "rb") as f:
+                    f.seek(start_offset)
+                    tail = f.read().decode("utf-8", errors="replace")
+                raise AssertionError(f"mqbridge exited with {rc}:\n{self.log()}" + (
+                    f"\nport holders: {[port_holders(p) for p in (self.port, self.admin_port)]}"
+                    if "address already in use" in tail else ""))
             return runtime.exists()
 
         wait_for(ready, timeout, what="mqbridge to start")
