@@ -124,6 +124,9 @@ class LimitsConfig(_Model):
     max_keepalive: int = Field(65535, ge=0, le=65535)
     # MQTT 5: Topic Aliases a client may set per connection (each holds one topic name); 0: none
     topic_alias_maximum: int = Field(10, ge=0, le=65535)
+    # MQTT 5: Topic Aliases the broker uses towards a client, at most the client's Topic Alias Maximum; 0
+    # (default): none, because mosquitto_sub 2.0.11 announces a maximum and then fails on an aliased PUBLISH
+    topic_aliases_out: int = Field(0, ge=0, le=65535)
     qos0_buffer_bytes: int = Field(8 * 1024 * 1024, ge=1024)    # drop QoS 0 to a client this far behind
 
 

@@ -148,6 +148,8 @@ class Connections:
                                                        expiry_seconds=longest, now=now, username=packet.username)
             session.max_inflight = self.table.limits.max_inflight
             session.max_packet_out = conn.max_packet_out
+            session.aliases_out = 0   # (a level 5 client may have had the session before)
+            session.topic_aliases_out = None
         conn.session = session
         if grants is not None or session.acl is not None:
             self.table.apply_acl(session, grants)   # a resumed session's, under this client's rules
@@ -175,6 +177,9 @@ class Connections:
         session.max_inflight = min(limits.max_inflight, props.get(PR.RECEIVE_MAXIMUM, 65535))
         session.max_packet_out = conn.max_packet_out   # taken from the CONNECT first thing (on_connect)
         conn.topic_alias_max = limits.topic_alias_maximum
+        # aliases are per network connection (§3.3.2.3.4): a resumed session starts with none known
+        session.aliases_out = min(props.get(PR.TOPIC_ALIAS_MAXIMUM, 0), limits.topic_aliases_out)
+        session.topic_aliases_out = None
         if assigned:
             ack[PR.ASSIGNED_CLIENT_IDENTIFIER] = assigned
         if limits.max_inbound_qos2 < 65535:

@@ -8,7 +8,7 @@ import time
 from bridge.mqtt import packets as P
 from bridge.mqtt.properties import Props, encode_property_items
 from bridge.mqtt.store import QUEUED
-from bridge.mqtt.wire import U32, encode_length
+from bridge.mqtt.wire import U16, U32, encode_length
 
 NO_LIMIT = 1 << 62
 
@@ -67,11 +67,12 @@ class Message:
         return self.expires is not None and self.expires <= now
 
     def publish5(self, qos: int, retain: bool, dup: bool, pid: int | None, now: float,
-                 sub_ids: list[int] | None = None) -> bytes:
+                 sub_ids: list[int] | None = None, alias: tuple[bytes, int] | None = None) -> bytes:
         """The PUBLISH a level 5 subscriber gets: the forwarded properties, the remaining Message Expiry
         Interval (at least 1 s: a delivery already in flight is re-sent even when its time has passed) and
-        the Subscription Identifiers of the subscriptions it matched."""
-        plain = not retain and self.expires is None and not sub_ids
+        the Subscription Identifiers of the subscriptions it matched. ``alias``: the topic bytes to send
+        (the name, or empty once the client knows the alias) and that connection's Topic Alias."""
+        plain = not retain and self.expires is None and not sub_ids and alias is None
         if plain and qos == 0 and self.qos0_5 is not None:
             return self.qos0_5
         if plain and not self.props:   # nothing to forward: an empty property length
@@ -87,8 +88,12 @@ class Message:
             extra = b"\x02" + U32.pack(max(1, math.ceil(self.expires - now)))
         if sub_ids:
             extra += b"".join(b"\x0b" + encode_length(i) for i in sub_ids)
+        topic = self.topic_b
+        if alias is not None:
+            topic = alias[0]
+            extra += b"\x23" + U16.pack(alias[1])
         props = items + extra
-        data = P.encode_publish5(self.topic_b, self.payload, qos, retain, dup, pid, encode_length(len(props)) + props)
+        data = P.encode_publish5(topic, self.payload, qos, retain, dup, pid, encode_length(len(props)) + props)
         if plain and qos == 0:
             self.qos0_5 = data
         return data

@@ -46,7 +46,7 @@ class Session:
                  "max_queued_bytes", "queued_bytes", "overflow", "subscriptions", "queue",
                  "inflight", "unsent", "inbound", "link", "direct", "direct_out", "last_seen",
                  "expiry_seconds", "ends_with_connection", "max_packet_out", "clock", "stats", "_next_pid",
-                 "_next_seq", "username", "acl")
+                 "_next_seq", "username", "acl", "aliases_out", "topic_aliases_out")
 
     def __init__(self, client_id: str, *, persistent: bool, protocol_level: int,
                  journal: Journal | None, max_inflight: int, max_queued: int,
@@ -77,6 +77,9 @@ class Session:
         # MQTT 5: a Session Expiry Interval of 0 on a resumed persistent session: it ends with this connection
         self.ends_with_connection = False
         self.max_packet_out = NO_LIMIT   # MQTT 5: the client's Maximum Packet Size
+        # MQTT 5: Topic Aliases towards the client on its current connection (outgoing.py)
+        self.aliases_out = 0
+        self.topic_aliases_out: dict[str, int] | None = None
         self.clock: Callable[[], float] = time.time   # the broker's (Message.expires is in its time)
         self.stats = SessionStats()
         self._next_pid = 1
