@@ -48,7 +48,7 @@ from tests import jms_strategies as js
 from tests.jms_mq_strategies import mq_messages, representable, with_mcd_type, with_provider_properties
 
 NOW = 1_700_000_000_000
-SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def general_to_mq(message: JmsMessage, now_ms: int, options: JmsToMqOptions) -> tuple[str, Any, Any]:

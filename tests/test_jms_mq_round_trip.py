@@ -47,7 +47,7 @@ def _exact_or_reported(message: JmsMessage, via_bytes: bool) -> tuple[JmsMessage
     return to_jms(mq)[0], report
 
 
-@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(with_provider_properties(js.messages.map(with_delivery_count)
                                 | with_mcd_type(js.messages.map(with_delivery_count))))
 def test_any_message_comes_back_equal_unless_reported(message):
@@ -74,7 +74,7 @@ MAPPED_MQMD = ("feedback", "put_appl_type", "report",
                "msg_flags", "expiry")
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(mq_messages())
 def test_mq_to_jms_to_mq_keeps_every_mapped_field(original):
     j, r1 = to_jms(decode_message(encode_message(original)))
