@@ -43,18 +43,26 @@ class Client:
     def __init__(self, broker: Broker, name: str) -> None:
         self.out = bytearray()
         self.closed = False
-        self.final: bytes | None = None
-        self.driver = ConnectionDriver(broker, peer=f"127.0.0.1:{name}", listener=broker.config.listeners[0].label(),
-                                       now=0.0,
-                                       write=self.out.extend, abort=self._abort, final=self._final,
-                                       write_buffer_size=lambda: len(self.out))
+        self.last: bytes | None = None   # what final() wrote
+        self.driver = ConnectionDriver(broker, port=self, peer=f"127.0.0.1:{name}",
+                                       listener=broker.config.listeners[0].label(), now=0.0)
 
-    def _abort(self) -> None:
+    # connection.Port
+    def queue_write(self, data: bytes) -> None:
+        self.out.extend(data)
+
+    def abort(self) -> None:
         self.closed = True
 
-    def _final(self, data: bytes) -> None:
-        self.final = data
+    def final(self, data: bytes) -> None:
+        self.last = data
         self.closed = True
+
+    def buffered(self) -> int:
+        return len(self.out)
+
+    def unhold(self) -> None:
+        self.driver.resume(0.0)
 
     def take(self) -> bytes:
         data = bytes(self.out)
@@ -117,7 +125,7 @@ def test_a_publication_goes_from_bytes_in_to_bytes_out(core) -> None:
     assert pub.driver.receive(b"\xc0\x00", 4.0) is Read.GO_ON         # PINGREQ -> PINGRESP
     assert pub.take() == b"\xd0\x00"
     assert pub.driver.receive(b"\xe0\x00", 5.0) is Read.CLOSED        # DISCONNECT: the driver closes
-    assert pub.closed and pub.final is None
+    assert pub.closed and pub.last is None
 
 
 def test_bad_bytes_close_one_connection_and_the_broker_serves_the_others(core) -> None:
@@ -141,7 +149,7 @@ def test_a_refused_connect_gets_its_one_connack_and_nothing_else(core) -> None:
     broker, _loop = core
     client = Client(broker, "1")
     assert client.driver.receive(connect("old", level=9), 1.0) is Read.CLOSED
-    assert client.final == b"\x20\x02\x00\x01"                       # unacceptable protocol version
+    assert client.last == b"\x20\x02\x00\x01"                       # unacceptable protocol version
     assert client.out == b"" and client.driver.conn.client_id is None
 
 

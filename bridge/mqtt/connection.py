@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from bridge.mqtt import packets as P
 from bridge.mqtt import properties as PR
@@ -18,20 +18,38 @@ trace_log = logging.getLogger("mqbridge.trace")
 NOT_HELD: frozenset[str] = frozenset()   # ClientConnection.held_by of a connection no route session holds
 
 
+class Port(Protocol):
+    """The transport's end of a connection, given by the server (one object rather than a callback per
+    operation: each bound method or closure would cost an idle connection 64-200 bytes)."""
+
+    def queue_write(self, data: bytes) -> None:
+        """Queue output."""
+
+    def abort(self) -> None:
+        """Flush what is queued and close."""
+
+    def final(self, data: bytes) -> None:
+        """Write the one answer a refused CONNECT gets, dropping anything queued, then close."""
+
+    def buffered(self) -> int:
+        """Output bytes not yet sent."""
+
+    def unhold(self) -> None:
+        """No route session holds the publisher any more: resume processing what it sent (soon)."""
+
+
 class ClientConnection:
-    """Transport-independent half of a connection. ``write``/``abort`` are given by the server."""
+    """Transport-independent half of a connection; its transport is the server's ``Port``."""
 
     __slots__ = ("peer", "listener", "reader", "created", "last_activity", "connected_at", "client_id",
                  "protocol_level", "keepalive", "clean_session", "username", "authenticated", "will", "session",
                  "topic_aliases", "topic_alias_max", "expiry_at_connect", "max_packet_out", "disconnect_sent",
-                 "closed", "closing", "close_reason", "trace", "_write", "_abort", "_after_commit", "_buffer_size",
-                 "_qos0_limit", "_held", "_held_start", "held_by", "held", "held_bytes", "on_unhold", "packets_in",
+                 "closed", "closing", "close_reason", "trace", "port", "_after_commit",
+                 "_qos0_limit", "_held", "_held_start", "held_by", "held", "held_bytes", "packets_in",
                  "packets_out", "bytes_in", "bytes_out")
 
     def __init__(self, *, peer: str, listener: str, max_packet_size: int, now: float,
-                 write: Callable[[bytes], None], abort: Callable[[], None],
-                 after_commit: Callable[[Callable[[], None]], None],
-                 write_buffer_size: Callable[[], int], qos0_buffer_limit: int,
+                 port: Port, after_commit: Callable[[Callable[[], None]], None], qos0_buffer_limit: int,
                  max_connect_size: int | None = None) -> None:
         """``max_connect_size``: what the connection may buffer before it has connected (a CONNECT of
         at most that remaining length, nothing else first); None: no such check."""
@@ -61,21 +79,18 @@ class ClientConnection:
         self.closing = False     # closing by the broker's decision: nothing more is processed
         self.close_reason = ""
         self.trace = False
-        self._write = write
-        self._abort = abort
+        self.port = port
         self._after_commit = after_commit
-        self._buffer_size = write_buffer_size
         self._qos0_limit = qos0_buffer_limit
-        # output held back until a commit: (data, durable) in order
-        self._held: list[tuple[bytes, bool]] = []
+        # output held back until a commit: (data, durable) in order; () until something waits
+        self._held: list[tuple[bytes, bool]] | tuple[()] = ()
         self._held_start = 0   # absolute index of _held[0]
         # flow control: the route sessions (client ids) whose queues this publisher filled. While any
         # holds it, what it sends is read but not processed (except acknowledgements and PINGREQ), in
         # order, until the last one lets go (FlowControl.hold / FlowControl._on_flow)
         self.held_by: set[str] | frozenset[str] = NOT_HELD   # a set once held (an idle connection's memory)
-        self.held: list[P.Packet] = []
+        self.held: list[P.Packet] | tuple[()] = ()   # () until a packet is held
         self.held_bytes = 0
-        self.on_unhold: Callable[[], None] | None = None   # set by the server: resume processing
         self.packets_in = 0
         self.packets_out = 0
         self.bytes_in = 0
@@ -89,11 +104,11 @@ class ClientConnection:
         if self.trace:
             self._trace_out(data)
         if self._held:
-            self._held.append((data, False))  # keep order behind what waits for a commit
+            self._held.append((data, False))  # type: ignore[union-attr] # keep order behind what waits for a commit
             return
         self.packets_out += 1
         self.bytes_out += len(data)
-        self._write(data)
+        self.port.queue_write(data)
 
     def send_durable(self, data: bytes) -> None:
         """Send ``data`` once every store write queued so far is committed, keeping order."""
@@ -101,8 +116,11 @@ class ClientConnection:
             return
         if self.trace:
             self._trace_out(data)
-        self._held.append((data, True))
-        upto = self._held_start + len(self._held)
+        held = self._held
+        if not held:
+            held = self._held = []
+        held.append((data, True))
+        upto = self._held_start + len(held)
         self._after_commit(lambda: self._release(upto))
 
     def _release(self, upto: int) -> None:
@@ -114,14 +132,14 @@ class ClientConnection:
         while n < len(held) and not held[n][1]:
             n += 1
         items = held[:n]
-        del held[:n]
+        del held[:n]   # type: ignore[union-attr]
         self._held_start += n
         if self.closed:
             return
         for data, _ in items:
             self.packets_out += 1
             self.bytes_out += len(data)
-            self._write(data)
+            self.port.queue_write(data)
 
     def _trace_out(self, data: bytes) -> None:
         try:
@@ -136,11 +154,11 @@ class ClientConnection:
         held_by = self.held_by
         if session_id in held_by:
             held_by.discard(session_id)   # type: ignore[union-attr]
-            if not held_by and self.on_unhold is not None:
-                self.on_unhold()
+            if not held_by:
+                self.port.unhold()
 
     def can_take_qos0(self) -> bool:
-        return self._buffer_size() < self._qos0_limit
+        return self.port.buffered() < self._qos0_limit
 
     def abort_after_commit(self, reason: str, code: int | None = None) -> None:
         """Close like ``abort``, but only once the acknowledgements waiting for a store commit have left
@@ -160,9 +178,9 @@ class ClientConnection:
             if code is not None and self.protocol_level == P.MQTT_5 and self.client_id is not None \
                     and not self.disconnect_sent:
                 self.disconnect_sent = True
-                self._write(self.disconnect_packet(code, reason))
+                self.port.queue_write(self.disconnect_packet(code, reason))
         self.closing = True
-        self._abort()
+        self.port.abort()
 
     def disconnect_packet(self, code: int, reason: str) -> bytes:
         """A server DISCONNECT; the Reason String only where it fits the client's Maximum Packet Size."""

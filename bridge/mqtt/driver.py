@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Callable
 
 from bridge.mqtt import memory
 from bridge.mqtt import packets as P
 from bridge.mqtt import properties as PR
 from bridge.mqtt.broker import Broker
-from bridge.mqtt.connection import ClientConnection
+from bridge.mqtt.connection import ClientConnection, Port
 
 log = logging.getLogger("mqbridge.server")
 
@@ -43,21 +42,17 @@ def _passes_hold(packet: P.Packet) -> bool:
 class ConnectionDriver:
     """Feeds one connection's packets to the broker in order, holding them while flow control says so."""
 
-    __slots__ = ("broker", "conn", "paused", "_final")
+    __slots__ = ("broker", "conn", "paused")
 
-    def __init__(self, broker: Broker, *, peer: str, listener: str, now: float,
-                 write: Callable[[bytes], None], abort: Callable[[], None],
-                 final: Callable[[bytes], None], write_buffer_size: Callable[[], int]) -> None:
-        """``write`` queues output; ``abort`` flushes it and closes; ``final`` writes the one answer a
-        refused CONNECT gets, dropping anything queued, then closes."""
+    def __init__(self, broker: Broker, *, port: Port, peer: str, listener: str, now: float) -> None:
+        """``port``: the transport's end (connection.Port)."""
         self.broker = broker
         limits = broker.limits
         self.conn = ClientConnection(
-            peer=peer, listener=listener, max_packet_size=limits.max_message_size, now=now, write=write,
-            abort=abort, after_commit=broker.store.after_commit, write_buffer_size=write_buffer_size,
-            qos0_buffer_limit=limits.qos0_buffer_bytes, max_connect_size=limits.max_connect_size)
+            peer=peer, listener=listener, max_packet_size=limits.max_message_size, now=now, port=port,
+            after_commit=broker.store.after_commit, qos0_buffer_limit=limits.qos0_buffer_bytes,
+            max_connect_size=limits.max_connect_size)
         self.paused = False
-        self._final = final
 
     def receive(self, data: bytes, now: float) -> Read:
         """Bytes read from the socket."""
@@ -77,6 +72,8 @@ class ConnectionDriver:
             for packet in packets:
                 conn.packets_in += 1
                 if (conn.held_by or held) and not _passes_hold(packet):
+                    if not held:
+                        held = conn.held = []
                     held.append(packet)   # in order, processed once no route session holds it
                     continue
                 handle(conn, packet)
@@ -106,6 +103,10 @@ class ConnectionDriver:
             return Read.CLOSED
         conn.last_activity = now   # not the client's fault that nothing was processed
         held = conn.held
+        if not held:
+            conn.held_bytes = 0
+            self.paused = False
+            return Read.GO_ON
         handle = self.broker.handle
         done = 0
         try:
@@ -174,7 +175,7 @@ class ConnectionDriver:
         (publications stored and routed, a DISCONNECT honoured: no will); answers go nowhere."""
         conn = self.conn
         broker = self.broker
-        held, conn.held = conn.held, []
+        held, conn.held = conn.held, ()
         if conn.client_id is None or broker.connections.get(conn.client_id) is not conn:
             return   # taken over: the session belongs to the new connection now
         for packet in held:
@@ -208,12 +209,12 @@ class ConnectionDriver:
             data = P.encode_connack5(code, False, {PR.REASON_STRING: exc.reason[:256]})
             if exc.level == P.MQTT_5 or len(data) > conn.max_packet_out:
                 data = P.encode_connack5(code, False, None)
-            self._final(data)
+            self.conn.port.final(data)
             return
         if exc.connack is not None and conn.client_id is None:
             # the one answer a refused CONNECT gets, then the connection closes
             conn.close_reason = f"CONNACK {int(exc.connack)}: {exc.reason}"
             conn.closed = conn.closing = True
-            self._final(P.encode_connack(int(exc.connack)))
+            self.conn.port.final(P.encode_connack(int(exc.connack)))
             return
         self.close(f"protocol error: {exc}", code)

@@ -142,8 +142,9 @@ class SessionStats:
         self._last_out = 0
 
     def tick(self, dt: float) -> None:
-        if dt <= 0:
-            return
+        if dt <= 0 or (self.received == self._last_in and self.sent == self._last_out
+                       and not self.rate_in and not self.rate_out):
+            return   # idle: no new float objects for an idle connection's rates
         a = 0.5
         self.rate_in = a * (self.received - self._last_in) / dt + (1 - a) * self.rate_in
         self.rate_out = a * (self.sent - self._last_out) / dt + (1 - a) * self.rate_out

@@ -43,13 +43,17 @@ class Listener:
     # TLS listeners: the handshake runs after the TCP accept (MqttProtocol._tls), so that a connection
     # still in it counts against max_connections and must finish it within limits.connect_timeout
     ssl_context: ssl.SSLContext | None = None
+    _label: tuple[int, str] | None = None   # (port, label): one string shared by its connections
 
     @property
     def running(self) -> bool:
         return self.server is not None
 
     def label(self) -> str:
-        return self.config.label(self.port)   # a listener not started yet has no bound port
+        cached = self._label
+        if cached is None or cached[0] != self.port:   # a listener not started yet has no bound port
+            cached = self._label = (self.port, self.config.label(self.port))
+        return cached[1]
 
     def admits(self, host: str) -> bool:
         try:
@@ -73,7 +77,7 @@ class MqttProtocol(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.driver: ConnectionDriver | None = None
         self.conn: ClientConnection | None = None
-        self._out: list[bytes] = []
+        self._out: list[bytes] | tuple[()] = ()   # a list while output waits for the flush
         self._out_bytes = 0
         self._reading_paused = False
         self._handshake: asyncio.Task[None] | None = None
@@ -134,17 +138,18 @@ class MqttProtocol(asyncio.Protocol):
     def _begin(self, peer: str) -> None:
         """The MQTT side of a connection whose bytes now flow (after the TLS handshake on a TLS listener)."""
         server, listener = self.server, self.listener
-        self.driver = driver = ConnectionDriver(
-            server.broker, peer=peer, listener=listener.label(), now=server.loop.time(),
-            write=self._queue_write, abort=self._abort, final=self._final, write_buffer_size=self.buffered)
+        self.driver = driver = ConnectionDriver(server.broker, port=self, peer=peer, listener=listener.label(),
+                                                now=server.loop.time())
         self.conn = driver.conn
-        driver.conn.on_unhold = lambda: server.loop.call_soon(self._unheld)
         listener.accepted += 1
 
     def data_received(self, data: bytes) -> None:
         driver = self.driver
         if driver is not None and driver.receive(data, self.server.loop.time()) is Read.PAUSE:
             self._pause()
+
+    def unhold(self) -> None:
+        self.server.loop.call_soon(self._unheld)
 
     def _unheld(self) -> None:
         driver = self.driver
@@ -170,9 +175,10 @@ class MqttProtocol(asyncio.Protocol):
 
     # -- output -----------------------------------------------------------------------------------
 
-    def _queue_write(self, data: bytes) -> None:
+    def queue_write(self, data: bytes) -> None:
         out = self._out
         if not out:
+            out = self._out = []
             self.server.schedule_flush(self)
         out.append(data)
         self._out_bytes += len(data)
@@ -191,14 +197,13 @@ class MqttProtocol(asyncio.Protocol):
             return
         self._out_bytes = 0
         transport = self.transport
+        self._out = ()   # an idle connection holds no list
         if transport is None or transport.is_closing():
-            out.clear()
             return
         if len(out) == 1:
             transport.write(out[0])
         else:
             transport.write(b"".join(out))
-        out.clear()
 
     # -- closing ----------------------------------------------------------------------------------
 
@@ -206,17 +211,17 @@ class MqttProtocol(asyncio.Protocol):
         if self.driver is not None:
             self.driver.close(reason, code)
         else:
-            self._abort()
+            self.abort()
 
-    def _final(self, data: bytes) -> None:
+    def final(self, data: bytes) -> None:
         """The last bytes (a refusing CONNACK) instead of anything queued, then close."""
-        self._out.clear()
+        self._out = ()
         self._out_bytes = 0
         if self.transport is not None:
             self.transport.write(data)
             self.transport.close()
 
-    def _abort(self) -> None:
+    def abort(self) -> None:
         """Flush what is queued (e.g. a final ack) and close."""
         transport = self.transport
         if transport is None:
@@ -325,7 +330,7 @@ class MqttServer:
                 conn.will = None   # a clean shutdown is not a client failure
                 conn.abort("broker shutting down", P.Reason.SERVER_SHUTTING_DOWN)
             else:
-                proto._abort()
+                proto.abort()
         self._flush_all()
         # let connection_lost callbacks run
         for _ in range(3):
