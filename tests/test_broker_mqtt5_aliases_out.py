@@ -3,15 +3,13 @@ them: only to a client that announced a Topic Alias Maximum, never above it or t
 Off by default: mosquitto_sub 2.0.11 announces a maximum and then fails on the first aliased PUBLISH."""
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
 from bridge.mqtt import packets as P
 from bridge.mqtt import properties as PR
 from tests.support.gateway import wait_for
 from tests.support.mosquitto import AVAILABLE
-from tests.support.mqtt5_client import V5, raw5
+from tests.support.mqtt5_client import V5, mosquitto_sub_v5, raw5
 
 
 def _deliveries(raw, n: int) -> list[tuple[str, int | None, bytes]]:
@@ -90,22 +88,15 @@ def test_no_alias_to_a_client_without_a_maximum_or_for_a_topic_shorter_than_one(
 
 @pytest.mark.skipif(not AVAILABLE, reason="mosquitto-clients not installed")
 def test_by_default_no_alias_reaches_mosquitto_sub_which_announces_a_maximum_it_cannot_read(gateway):
-    aliased = gateway
-    args = ["mosquitto_sub", "-h", "127.0.0.1", "-p", str(aliased.port), "-V", "mqttv5", "-i", "ao-mosq",
-            "-q", "1", "-t", "ao/m/#", "-C", "6", "-F", "%t|%p", "-D", "connect", "topic-alias-maximum", "10"]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_for(lambda: proc.poll() is None and any(
-            s["client_id"] == "ao-mosq" for s in aliased.admin("/subscriptions")[1]), 10, what="mosquitto_sub")
-        pub = V5(aliased.port, "ao-pub3").connect()
-        topics = ["ao/m/first", "ao/m/second", "ao/m/third", "ao/m/first", "ao/m/second", "ao/m/third"]
+    topics = ["ao/m/first", "ao/m/second", "ao/m/third", "ao/m/first", "ao/m/second", "ao/m/third"]
+
+    def publish() -> None:
+        pub = V5(gateway.port, "ao-pub3").connect()
         for i, topic in enumerate(topics):
             pub.client.publish(topic, f"p{i}".encode(), i % 2).wait_for_publish(10)
-        out, err = proc.communicate(timeout=10)
         pub.close()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(5)
-    assert proc.returncode == 0, err
+
+    code, out, err = mosquitto_sub_v5(gateway, "ao-mosq", ["-q", "1", "-t", "ao/m/#", "-C", "6", "-F", "%t|%p",
+                                                           "-D", "connect", "topic-alias-maximum", "10"], publish)
+    assert code == 0, err
     assert out.splitlines() == [f"{t}|p{i}" for i, t in enumerate(topics)]

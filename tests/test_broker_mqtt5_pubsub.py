@@ -15,7 +15,15 @@ from bridge.mqtt import packets as P
 from bridge.mqtt import properties as PR
 from tests.support.gateway import wait_for
 from tests.support.mosquitto import AVAILABLE
-from tests.support.mqtt5_client import V5, packet_props, publish_props, raw5, read_until_closed, unsubscribe5
+from tests.support.mqtt5_client import (
+    V5,
+    mosquitto_sub_v5,
+    packet_props,
+    publish_props,
+    raw5,
+    read_until_closed,
+    unsubscribe5,
+)
 
 USER_PROPS = [("ключ", "значение"), ("a", "1"), ("a", "1"), ("名前", "値 ✓ 😀"), ("a", "0"), ("empty", "")]
 
@@ -102,23 +110,16 @@ def test_a_v311_subscriber_gets_the_payload_without_properties(gateway, clients,
 
 @pytest.mark.skipif(not AVAILABLE, reason="mosquitto-clients not installed")
 def test_mosquitto_sub_v5_receives_properties_from_paho(gateway):
-    args = ["mosquitto_sub", "-h", "127.0.0.1", "-p", str(gateway.port), "-V", "mqttv5", "-i", "mo5-sub",
-            "-q", "1", "-t", "mo5/t", "-C", "1", "-F", "%t|%p|%q|%C|%R|%P|%E"]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_for(lambda: proc.poll() is None and any(
-            s["client_id"] == "mo5-sub" for s in gateway.admin("/subscriptions")[1]), 10, what="mosquitto_sub")
+    def publish() -> None:
         pub = V5(gateway.port, "mo5-pub").connect()
         props = publish_props(ContentType="text/x", ResponseTopic="mo5/r", UserProperty=[("k", "v")],
                               MessageExpiryInterval=600)
         pub.client.publish("mo5/t", b"hello", 1, properties=props).wait_for_publish(10)
-        out, err = proc.communicate(timeout=10)
         pub.close()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(5)
-    assert proc.returncode == 0, err
+
+    code, out, err = mosquitto_sub_v5(gateway, "mo5-sub", ["-q", "1", "-t", "mo5/t", "-C", "1",
+                                                           "-F", "%t|%p|%q|%C|%R|%P|%E"], publish)
+    assert code == 0, err
     topic, payload, qos, ctype, response, user, expiry = out.strip().split("|")
     assert (topic, payload, qos, ctype, response, user) == ("mo5/t", "hello", "1", "text/x", "mo5/r", "k:v")
     assert 590 <= int(expiry) <= 600

@@ -3,8 +3,10 @@ reason codes and the server's DISCONNECT."""
 from __future__ import annotations
 
 import socket
+import subprocess
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import paho.mqtt.client as mqtt
@@ -157,3 +159,21 @@ def read_until_closed(raw: RawClient, timeout: float = 10.0) -> list[P.Packet]:
             raise AssertionError(f"the broker kept the connection open for {timeout} s; got {packets}") from None
         except ConnectionError:
             return packets
+
+
+def mosquitto_sub_v5(gateway: Any, client_id: str, args: list[str], then: Callable[[], None],
+                     timeout: float = 10.0) -> tuple[int, str, str]:
+    """Run ``mosquitto_sub -V mqttv5 -i client_id`` with ``args`` (it must end by itself, e.g. ``-C n``);
+    once its subscription is in place, call ``then``; return its exit code, output and error output."""
+    proc = subprocess.Popen(["mosquitto_sub", "-h", "127.0.0.1", "-p", str(gateway.port), "-V", "mqttv5",
+                             "-i", client_id, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: proc.poll() is None and any(
+            s["client_id"] == client_id for s in gateway.admin("/subscriptions")[1]), timeout, what="mosquitto_sub")
+        then()
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+    return proc.returncode, out, err
