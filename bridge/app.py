@@ -22,6 +22,7 @@ from bridge.mqtt.broker import Broker
 from bridge.mqtt.passwords import AuthFileError
 from bridge.mqtt.server import MqttServer
 from bridge.mqtt.store import Store
+from bridge.routing.route_acl import check_route_acl
 from bridge.routing.router import Router
 from bridge.rules_file import load_rules
 from mappings.rules.model import RulesError
@@ -66,6 +67,7 @@ class Gateway:
                                          max_bytes=cfg.convlog.max_file_mb * 1024 * 1024)
             self.convlog.start()
         self.router = Router(broker, self.queues, self.convlog, cfg.gateway_id, self.executor)
+        check_route_acl(rules, broker.acl)
         for line in await self.router.apply(rules):   # routes attach before clients can publish
             log.info("route %s", line)
         server = MqttServer(broker, list(cfg.broker.listeners), sys_interval=cfg.broker.sys_interval)
@@ -111,6 +113,7 @@ class Gateway:
             users = self.broker.connects.auth.read_users()
             acl = self.broker.connects.auth.read_acl()
             rules = load_rules(self.config.rules)
+            check_route_acl(rules, acl)   # the new rules under the new ACL, before anything changes
             assert self.router is not None
             changes = await self.router.apply(rules, discard)
             changes += self.broker.connects.auth.install(users)

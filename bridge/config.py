@@ -39,6 +39,9 @@ class TlsConfig(_Model):
     key: Path
     ca: Path | None = None                 # client certificates are requested and verified against it
     require_client_cert: bool = False      # default: true when ca is set
+    # the client certificate's subject CN is the user name (mosquitto's option of that name): the CONNECT's
+    # user name and password are not used on this listener, a certificate without one CN is refused
+    use_identity_as_username: bool = False
 
     @model_validator(mode="before")
     @classmethod
@@ -49,6 +52,9 @@ class TlsConfig(_Model):
             return data
         has_ca = data.get("ca") is not None
         require = data.get("require_client_cert")
+        if data.get("use_identity_as_username") is True and not has_ca:
+            raise ValueError("use_identity_as_username needs ca: only a client certificate verified against it "
+                             "can name a user")
         if require is None:
             return {**data, "require_client_cert": has_ca}
         if has_ca and require is False:

@@ -58,6 +58,16 @@ def test_table1_user_identifier_sources(source, configured, expected):
     assert mqtt_to_mq(PUB, opts)[0].md.user_identifier == expected
 
 
+def test_authenticated_user_source_trusts_only_a_checked_user_name():
+    opts = MqttToMqOptions(user_id_source=UserIdSource.AUTHENTICATED_USER)
+    assert mqtt_to_mq(PUB, opts)[0].md.user_identifier == "c1"            # alice only claimed
+    checked = dataclasses.replace(PUB, user_authenticated=True)
+    assert mqtt_to_mq(checked, opts)[0].md.user_identifier == "alice"
+    encoder = MqttToMqEncoder(opts)   # cached per publisher: the same names, checked or not, differ
+    for pub, expected in ((PUB, "c1"), (checked, "alice"), (PUB, "c1")):
+        assert decode_message(encoder.encode(pub)[0]).md.user_identifier.rstrip() == expected
+
+
 def test_user_identifier_truncated_coerced_or_defaulted():
     msg, report = mqtt_to_mq(dataclasses.replace(PUB, client_id="a-very-long-client-id"))
     assert msg.md.user_identifier == "a-very-long-"

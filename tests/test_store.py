@@ -6,7 +6,7 @@ import asyncio
 import sqlite3
 from pathlib import Path
 
-from bridge.mqtt.store import Store, StoredPublication
+from bridge.mqtt.store import SCHEMA_VERSION, Store, StoredPublication
 
 
 def test_after_commit_sees_committed_rows(tmp_path: Path) -> None:
@@ -101,7 +101,7 @@ def test_newer_schema_is_refused(tmp_path: Path) -> None:
         raise AssertionError("a newer schema was accepted")
 
 
-def test_schema_3_store_is_migrated_to_5_keeping_every_row(tmp_path: Path) -> None:
+def test_schema_3_store_is_migrated_to_the_current_one_keeping_every_row(tmp_path: Path) -> None:
     """A store of mqbridge before MQTT 5: its rows come back, the MQTT 5 columns and the user name empty."""
     db = tmp_path / "v3.db"
     with sqlite3.connect(db) as conn:
@@ -133,7 +133,7 @@ def test_schema_3_store_is_migrated_to_5_keeping_every_row(tmp_path: Path) -> No
     state = store.open()
     store.close()
     s = state.sessions["c1"]
-    assert (s.last_seen, s.expiry_seconds, s.connected, s.username) == (5.0, 3600, False, None)
+    assert (s.last_seen, s.expiry_seconds, s.connected, s.username, s.user_via) == (5.0, 3600, False, None, None)
     assert s.subscriptions == {"a/#": 1} and s.subscription_ids == {}
     assert s.outbound == [(1, 3, 1, 0, None, 0, None)]
     assert s.inbound_qos2 == {9: StoredPublication("x", b"\x02", 2, False, "c1")}
@@ -141,4 +141,4 @@ def test_schema_3_store_is_migrated_to_5_keeping_every_row(tmp_path: Path) -> No
     assert state.retained == {"r": StoredPublication("r", b"\x03", 1, True, "p")}
     assert state.wills == []
     with sqlite3.connect(db) as conn:
-        assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "5"
+        assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)

@@ -16,6 +16,7 @@ from bridge.connectors.embedded import QueueStore, default_path
 from bridge.convlog import log_files
 from bridge.mqtt.acl import read_acl
 from bridge.mqtt.passwords import AuthFileError, parse_hash, read_password_file
+from bridge.routing.route_acl import route_acl_problems
 from bridge.rules_file import load_rules
 from mappings.errors import MappingError
 from mappings.mq import constants as C
@@ -111,6 +112,9 @@ def _validate_config(path: Path) -> GatewayConfig | None:
         print(f"  acl {acl.source}: rules for {len(acl.users)} users, {len(acl.patterns)} patterns; everything "
               "else is refused" + ("" if users else " (no users: every client gets the anonymous rules)"))
     for lst in cfg.broker.listeners:
+        if lst.tls is not None and lst.tls.use_identity_as_username:
+            print(f"  listener {lst.label()}: the user name is the client certificate's CN")
+            continue
         anonymous = "allowed" if cfg.broker.anonymous_allowed(lst) else "refused"
         print(f"  listener {lst.label()}: anonymous clients {anonymous}")
     return cfg
@@ -132,6 +136,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
         for line in exc.problems:
             print(line, file=sys.stderr)
         return 1
+    if args.config is not None and cfg.broker.acl_file is not None:
+        problems = route_acl_problems(rules, read_acl(cfg.broker.acl_file))   # read above: valid
+        for line in problems:
+            print(line, file=sys.stderr)
+        if problems:
+            return 1
     print(f"{rules_path or '<embedded default rules>'}: OK, {len(rules.connectors)} connectors, "
           f"{len(rules.routes)} routes")
     for r in rules.routes:

@@ -11,6 +11,8 @@ A publisher's QoS 1 re-send that the broker stored again (``Message.key_id``, se
 ``Publisher._publish_qos1_persistent``) keeps the first publication's key ``mqtt:<id>`` and counts as a
 redelivery. As a target, converted messages are published into the broker (or to one client's session) and the
 target waits for the broker's store commit before the source is confirmed.
+Under the broker's ACL file a route acts as its ``acl_user`` (an anonymous client without one): its session
+receives only what that user may read, and ``MqttTarget.refusal`` says which topics it may not publish to.
 """
 from __future__ import annotations
 
@@ -21,7 +23,9 @@ from collections.abc import Callable
 
 from bridge.connectors.base import ConnectorError, Inbound, Inbox, Outbound, Source, Target
 from bridge.connectors.mqtt5_fields import message_properties, property_losses, publication_fields
+from bridge.mqtt import identity
 from bridge.mqtt import packets as P
+from bridge.mqtt.acl import Acl, Grants
 from bridge.mqtt.broker import ROUTE_CLIENT_PREFIX, Broker
 from bridge.mqtt.session import Message, OutMsg, Session
 from mappings.mqtt.publication import MqttPublication
@@ -66,7 +70,8 @@ def inbound_of(msg: Message, qos: int) -> Inbound:
     kid = msg.key()
     key = f"mqtt:{kid}" if kid is not None and qos else f"mqtt:{_boot}:{next(_qos0_keys)}"
     pub = MqttPublication(topic=msg.topic, payload=msg.payload, qos=qos, retain=msg.retain, client_id=msg.origin,
-                          username=msg.username, **publication_fields(msg, time.time()))
+                          username=msg.username, user_authenticated=identity.checked(msg.user_via),
+                          **publication_fields(msg, time.time()))
     return Inbound(key=key, protocol="mqtt", message=pub, source_type="publish", size=len(msg.payload),
                    destination=msg.topic, received=msg.ts, client_id=msg.origin, qos=qos,
                    redelivery_count=msg.redelivery)
@@ -85,10 +90,11 @@ def dropped_for(clients: list[str]) -> Finding:
 
 class MqttSource(Source):
     def __init__(self, broker: Broker, route: str, topic_filter: str, max_inflight: int = 256,
-                 max_queued: int | None = None) -> None:
+                 max_queued: int | None = None, acl_user: str | None = None) -> None:
         self.broker = broker
         self.route = route
         self.topic_filter = topic_filter
+        self.acl_user = acl_user
         self.client_id = route_client_id(route)
         self.max_inflight = max_inflight
         self.max_queued = max_queued if max_queued is not None else ROUTE_MAX_QUEUED
@@ -107,7 +113,7 @@ class MqttSource(Source):
         # replays in-flight (DUP) and queued deliveries into our queue
         self._session = self.broker.attach_route_session(
             self.client_id, self.topic_filter, self, max_inflight=self.max_inflight, max_queued=self.max_queued,
-            direct=self._on_qos0, direct_out=self._on_delivery)
+            direct=self._on_qos0, direct_out=self._on_delivery, acl_user=self.acl_user)
 
     async def receive(self, max_items: int) -> list[Inbound]:
         first = await self._queue.get()
@@ -193,7 +199,8 @@ class MqttSource(Source):
         fields = publication_fields(msg, time.time()) if msg is not None else {}
         pub = MqttPublication(topic=topic, payload=payload, qos=qos, retain=retain or (msg is not None and msg.retain),
                               dup=dup, packet_id=(own or pid) if qos else None,
-                              client_id=origin, username=msg.username if msg is not None else None, **fields)
+                              client_id=origin, username=msg.username if msg is not None else None,
+                              user_authenticated=msg is not None and identity.checked(msg.user_via), **fields)
         self._queue.put_nowait(Inbound(
             key=key, protocol="mqtt", message=pub, source_type="publish", size=len(payload),
             destination=topic, received=msg.ts if msg is not None else time.time(), client_id=origin,
@@ -203,11 +210,27 @@ class MqttSource(Source):
 class MqttTarget(Target):
     protocol = "mqtt"
 
-    def __init__(self, broker: Broker, route: str, client_id: str | None = None, default_qos: int = 2) -> None:
+    def __init__(self, broker: Broker, route: str, client_id: str | None = None, default_qos: int = 2,
+                 acl_user: str | None = None) -> None:
         self.broker = broker
         self.origin = route_client_id(route)
         self.client_id = client_id
         self.default_qos = default_qos   # to one client without its own DEFAULT.QoS subscription (Table 4)
+        self.acl_user = acl_user
+        self._grants: tuple[Acl | None, Grants | None] = (None, None)   # resolved under this ACL
+
+    def refusal(self, topic: str) -> str | None:
+        """Why the route may not publish to ``topic`` under the broker's ACL file (None: it may)."""
+        acl = self.broker.acl
+        if acl is None:
+            return None
+        if self._grants[0] is not acl:   # a reload installed other rules
+            self._grants = (acl, self.broker.route_grants(self.origin, self.acl_user))
+        grants = self._grants[1]
+        if grants is None or grants.may_publish(topic):
+            return None
+        who = f"acl_user {self.acl_user!r}" if self.acl_user is not None else "an anonymous client (no acl_user)"
+        return f"the ACL ({acl.source}) does not let {who} publish to {topic!r}"
 
     async def start(self) -> None:
         return None

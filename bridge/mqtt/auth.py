@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bridge.config import BrokerConfig
+from bridge.mqtt import identity
 from bridge.mqtt.acl import Acl, Grants, read_acl
 from bridge.mqtt.packets import ConnackCode
 from bridge.mqtt.passwords import PasswordFileError, PasswordHash, make_hash, parse_hash, read_password_file
@@ -227,33 +228,42 @@ class Authenticator:
         log.info("%s", line)
         return [line]
 
-    def client_id_refused(self, client_id: str, user: str | None) -> str | None:
-        """Why ``client_id`` may not be used by ``user`` under ``client_id_pattern`` (None: it may): so that no
-        one takes over another user's session and its queued messages."""
+    def client_id_refused(self, client_id: str, user: str | None, via: str | None) -> str | None:
+        """Why ``client_id`` may not be used by ``user`` (established ``via``, identity.py) under
+        ``client_id_pattern`` (None: it may): so that no one takes over another user's session and its
+        queued messages."""
         pattern = self.config.client_id_pattern
         if pattern is None:
             return None
         if "%u" in pattern:
-            if user is None or not self.users:
-                return f"client_id_pattern {pattern!r} needs a user name checked by a password"
+            if user is None or not self.user_counts(via):
+                return f"client_id_pattern {pattern!r} needs a user name checked by a password or a certificate"
             pattern = pattern.replace("%u", re.escape(user))
         if re.fullmatch(pattern, client_id) is None:
             return f"client id {client_id!r} does not match client_id_pattern {self.config.client_id_pattern!r}"
         return None
 
-    def grants(self, client_id: str, user: str | None) -> Grants | None:
-        """A client's ACL rules. The user name counts only where a password database checks it: without one,
-        any client could claim any name, so every client gets the anonymous rules."""
+    def user_counts(self, via: str | None) -> bool:
+        """Whether a user name established ``via`` (identity.py) is one the ACL and %u may trust: a
+        certificate's, a route's acl_user, or one a password database checks (a stored session from before
+        ``via`` was recorded: as then, when there is a password database)."""
+        return via in (identity.CERTIFICATE, identity.ROUTE) or (via != identity.CLAIMED and bool(self.users))
+
+    def grants(self, client_id: str, user: str | None, via: str | None) -> Grants | None:
+        """A client's ACL rules. A user name counts only where it was checked (``user_counts``): otherwise
+        any client could claim any name, so it gets the anonymous rules."""
         if self.acl is None:
             return None
-        return self.acl.grants(client_id, user if self.users else None)
+        return self.acl.grants(client_id, user if self.user_counts(via) else None)
 
     # -- anonymous policy ---------------------------------------------------------------------------
 
     def _report_listeners(self) -> None:
         for listener in self.config.listeners:
             where = f"listener {listener.label()}"
-            if self.config.anonymous_allowed(listener):
+            if listener.tls is not None and listener.tls.use_identity_as_username:
+                log.info("%s: the user name is the client certificate's CN (use_identity_as_username)", where)
+            elif self.config.anonymous_allowed(listener):
                 if not listener.loopback_only:
                     log.warning("%s on %s accepts clients without a user name (allow_anonymous)", where,
                                 listener.host or "every interface")
@@ -283,6 +293,17 @@ class Authenticator:
         return False
 
     # -- the check ----------------------------------------------------------------------------------
+
+    def certificate_login(self, listener: str, peer: str, client_id: str,
+                          peercert: dict[str, object] | None) -> str | None:
+        """A listener with use_identity_as_username: the user its client's verified certificate names (the
+        CONNECT's user name and password are not used, as in mosquitto), or None: refused (not authorized)."""
+        self.log.tick()
+        user, why = identity.certificate_user(peercert)
+        if user is None:
+            self.log.warning("client %r from %s refused on %s: %s (use_identity_as_username)", client_id, peer,
+                             listener, why)
+        return user
 
     def check(self, listener: str, peer: str, client_id: str, user: str | None,
               password: bytes | None) -> ConnackCode | None:

@@ -16,9 +16,10 @@ import time
 from collections.abc import Callable
 
 from bridge.config import BrokerConfig
+from bridge.mqtt import identity
 from bridge.mqtt import packets as P
 from bridge.mqtt import properties as PR
-from bridge.mqtt.acl import Acl
+from bridge.mqtt.acl import Acl, Grants
 from bridge.mqtt.connect import ROUTE_CLIENT_PREFIX, Connections
 from bridge.mqtt.connection import ClientConnection
 from bridge.mqtt.flow import FlowControl
@@ -102,19 +103,41 @@ class Broker:
     def listener_control(self, hook: Callable[[str, bool], list[str]] | None) -> None:
         self.publisher.listener_control = hook
 
+    @property
+    def acl(self) -> Acl | None:
+        """The ACL file's rules in force (None: no ACL file)."""
+        return self.connects.auth.acl
+
+    def route_grants(self, client_id: str, acl_user: str | None, *, reading: bool = False) -> Grants | None:
+        """A route's ACL rules: its ``acl_user``'s; None without an ACL file. Without an acl_user a route
+        publishes under the anonymous rules and reads unrestricted (None): bridge/routing/route_acl.py."""
+        if acl_user is None:
+            return None if reading else self.connects.auth.grants(client_id, None, identity.CLAIMED)
+        return self.connects.auth.grants(client_id, acl_user, identity.ROUTE)
+
     def reload_acl(self, acl: Acl | None) -> list[str]:
-        """``mqbridge reload``: the ACL file's new rules, for every session (connected or not) from now on."""
+        """``mqbridge reload``: the ACL file's new rules, for every session (connected or not) from now on. A
+        route's session (also one kept for a route that is gone) is filtered from now on; what it holds
+        was acknowledged to its publishers and stays."""
         changes = self.connects.auth.install_acl(acl)
         if changes:
+            auth = self.connects.auth
             for session in list(self.sessions.values()):
-                if not session.client_id.startswith(ROUTE_CLIENT_PREFIX):
-                    self.table.apply_acl(session, self.connects.auth.grants(session.client_id, session.username))
+                if session.client_id.startswith(ROUTE_CLIENT_PREFIX):
+                    session.acl = self.route_grants(session.client_id, session.username, reading=True)
+                    self.subscriptions.apply_acl(session)
+                else:
+                    self.table.apply_acl(session, auth.grants(session.client_id, session.username, session.user_via))
         return changes
 
     def recover(self, state: RecoveredState) -> None:
         """Rebuild sessions, queues and retained messages from the store after a (re)start."""
         self.retained.recover(state.retained)
         restored = self.table.recover(state)
+        for cid, session in self.sessions.items():   # a route's (or a gone route's kept) session: as it reads
+            if cid.startswith(ROUTE_CLIENT_PREFIX):
+                session.acl = self.route_grants(cid, session.username, reading=True)
+                self.subscriptions.apply_acl(session)
         self.connects.delayed_wills.recover(state.wills)
         self.routes.recover(state.route_since)
         log.info("recovered %d persistent sessions, %d queued/in-flight deliveries, %d retained",
@@ -200,14 +223,18 @@ class Broker:
 
     def attach_route_session(self, client_id: str, topic_filter: str, link: Link, *, max_inflight: int,
                              max_queued: int, direct: Callable[[Message, bool], None],
-                             direct_out: Callable[[OutMsg, bool, bool], None]) -> Session:
+                             direct_out: Callable[[OutMsg, bool, bool], None],
+                             acl_user: str | None = None) -> Session:
         """A route's broker session (``$route:<name>``), as a persistent client that never expires would
         have it after CONNECT and SUBSCRIBE at QoS 2 to ``topic_filter`` alone (its other filters are
         unsubscribed): flow-controlled (FlowControl), taking deliveries in-process (``direct``: QoS 0,
         ``direct_out``: QoS 1/2) and writing acknowledgements to ``link``. Its in-flight deliveries are
-        re-sent (DUP) and its queue resumed."""
+        re-sent (DUP) and its queue resumed. Under an ACL file its subscription delivers only what
+        ``acl_user`` may read (the route checked at start that it may read some; None: unrestricted)."""
         session, _present = self.table.open(client_id, clean=False, level=P.MQTT_311, expiry_seconds=0,
-                                            now=self.clock())
+                                            now=self.clock(), username=acl_user, user_via=identity.ROUTE)
+        session.acl = self.route_grants(client_id, acl_user, reading=True)
+        self.subscriptions.apply_acl(session)
         self.routes.revive(client_id)
         session.max_inflight = max_inflight
         session.max_queued = max_queued

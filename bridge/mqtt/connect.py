@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Callable
 
 from bridge.config import BrokerConfig
+from bridge.mqtt import identity
 from bridge.mqtt import packets as P
 from bridge.mqtt import properties as PR
 from bridge.mqtt.auth import Authenticator
@@ -93,14 +94,12 @@ class Connections:
             except TopicError as exc:
                 raise P.ProtocolError(f"will topic: {exc}", packet="CONNECT",
                                       code=P.Reason.TOPIC_NAME_INVALID) from None
-        refused = self.auth.check(conn.listener, conn.peer, packet.client_id, packet.username, packet.password)
-        if refused is not None:
-            raise P.ProtocolError("not authorized", packet="CONNECT", connack=refused)
-        why = self.auth.client_id_refused(client_id, packet.username)
+        user, via = self._login(conn, packet)
+        why = self.auth.client_id_refused(client_id, user, via)
         if why is not None:
-            self.auth.log.warning("client %r user %r from %s refused: %s", client_id, packet.username, conn.peer, why)
+            self.auth.log.warning("client %r user %r from %s refused: %s", client_id, user, conn.peer, why)
             raise P.ProtocolError(why, packet="CONNECT", connack=P.ConnackCode.IDENTIFIER_REJECTED)
-        grants = self.auth.grants(client_id, packet.username)
+        grants = self.auth.grants(client_id, user, via)
         will = packet.will
         if grants is not None and will is not None and not will.topic.startswith("$") \
                 and not grants.may_publish(will.topic):
@@ -121,9 +120,9 @@ class Connections:
         conn.client_id = client_id
         conn.keepalive = packet.keepalive
         conn.clean_session = packet.clean_session
-        conn.username = packet.username
-        # a user name is authenticated when a password database checked it (else it is only what the client said)
-        conn.authenticated = packet.username is not None and bool(self.auth.users)
+        conn.username = user
+        conn.user_via = via
+        conn.authenticated = identity.checked(via)
         conn.will = packet.will
         conn.connected_at = now
         conn.trace = client_id in self.trace_clients
@@ -139,13 +138,14 @@ class Connections:
             conn.expiry_at_connect = requested
             session, session_present = self.table.open(client_id, clean=packet.clean_session, level=level,
                                                        expiry_seconds=expiry, now=now, persistent=expiry > 0,
-                                                       username=packet.username)
+                                                       username=user, user_via=via)
             self._limits5(conn, session, props, ack_props, assigned and client_id)
             if max_keepalive and not 0 < conn.keepalive <= max_keepalive:
                 conn.keepalive = ack_props[PR.SERVER_KEEP_ALIVE] = max_keepalive
         else:
             session, session_present = self.table.open(client_id, clean=packet.clean_session, level=level,
-                                                       expiry_seconds=longest, now=now, username=packet.username)
+                                                       expiry_seconds=longest, now=now, username=user,
+                                                       user_via=via)
             session.max_inflight = self.table.limits.max_inflight
             session.max_packet_out = conn.max_packet_out
             session.aliases_out = 0   # (a level 5 client may have had the session before)
@@ -154,7 +154,7 @@ class Connections:
         if grants is not None or session.acl is not None:
             self.table.apply_acl(session, grants)   # a resumed session's, under this client's rules
         self.connections[client_id] = conn
-        self.delayed_wills.arm(client_id, packet.username, packet.will, session.persistent)
+        self.delayed_wills.arm(client_id, user, via, packet.will, session.persistent)
         present = session_present and level >= P.MQTT_311
         if level == P.MQTT_5:
             connack = P.encode_connack5(P.Reason.SUCCESS, present, ack_props)
@@ -168,6 +168,21 @@ class Connections:
         log.info("client %s connected from %s (%s level %d, clean=%s, keepalive=%ds)", client_id,
                  conn.peer, packet.protocol_name, level, packet.clean_session, conn.keepalive)
         session.resume(conn)
+
+    def _login(self, conn: ClientConnection, packet: P.Connect) -> tuple[str | None, str]:
+        """The client's user name and how it was established (identity.py); ProtocolError: refused."""
+        if conn.identity_from_certificate:
+            user = self.auth.certificate_login(conn.listener, conn.peer, packet.client_id, conn.peer_certificate)
+            if user is None:
+                raise P.ProtocolError("not authorized: no user name in a client certificate", packet="CONNECT",
+                                      connack=P.ConnackCode.NOT_AUTHORIZED)
+            return user, identity.CERTIFICATE
+        refused = self.auth.check(conn.listener, conn.peer, packet.client_id, packet.username, packet.password)
+        if refused is not None:
+            raise P.ProtocolError("not authorized", packet="CONNECT", connack=refused)
+        # checked when a password database exists (auth.check); else only what the client said
+        return packet.username, identity.PASSWORD if packet.username is not None and self.auth.users \
+            else identity.CLAIMED
 
     def _limits5(self, conn: ClientConnection, session: Session, props: PR.Props, ack: PR.Props,
                  assigned: str | bool) -> None:
@@ -200,14 +215,14 @@ class Connections:
         session = conn.session
         delay = (will.properties or {}).get(PR.WILL_DELAY_INTERVAL, 0) if will is not None else 0
         if will is not None and not delay:
-            publish_will(self.publisher, client_id, conn.username, will, reason)
+            publish_will(self.publisher, client_id, conn.username, conn.user_via, will, reason)
         if session is not None:
             self.table.left(session)
         if will is not None and delay:
             if session is not None and self.table.sessions.get(client_id) is session:
                 # the session outlives the connection: the will waits (MQTT 5 §3.1.3.2.2), at most until
                 # the session expires (SessionTable.drop publishes it then)
-                self.delayed_wills.add(client_id, conn.username, will, min(delay, session.expiry_seconds or delay),
-                                       reason)
+                self.delayed_wills.add(client_id, conn.username, conn.user_via, will,
+                                       min(delay, session.expiry_seconds or delay), reason)
             else:
-                publish_will(self.publisher, client_id, conn.username, will, reason)
+                publish_will(self.publisher, client_id, conn.username, conn.user_via, will, reason)

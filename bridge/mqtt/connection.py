@@ -42,7 +42,8 @@ class ClientConnection:
     """Transport-independent half of a connection; its transport is the server's ``Port``."""
 
     __slots__ = ("peer", "listener", "reader", "created", "last_activity", "connected_at", "client_id",
-                 "protocol_level", "keepalive", "clean_session", "username", "authenticated", "will", "session",
+                 "protocol_level", "keepalive", "clean_session", "username", "authenticated", "user_via",
+                 "peer_certificate", "identity_from_certificate", "will", "session",
                  "topic_aliases", "topic_alias_max", "expiry_at_connect", "max_packet_out", "disconnect_sent",
                  "closed", "closing", "close_reason", "trace", "port", "_after_commit",
                  "_qos0_limit", "_held", "_held_start", "held_by", "held", "held_bytes", "packets_in",
@@ -65,7 +66,12 @@ class ClientConnection:
         self.keepalive = 0
         self.clean_session = True
         self.username: str | None = None
-        self.authenticated = False   # ``username`` was checked against a password (connect.py)
+        self.authenticated = False   # ``username`` was checked: a password or a certificate (connect.py)
+        self.user_via = ""           # how ``username`` was established (identity.py)
+        # a listener with use_identity_as_username: the verified client certificate (ssl's getpeercert()
+        # form) names the user (identity.certificate_user); set by the server after the TLS handshake
+        self.identity_from_certificate = False
+        self.peer_certificate: dict[str, object] | None = None
         self.will: P.Will | None = None
         self.session: Session | None = None
         # MQTT 5 (connect.py): the client's Topic Aliases, and how many it may set; whether it asked for

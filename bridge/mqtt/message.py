@@ -16,14 +16,14 @@ NO_LIMIT = 1 << 62
 class Message:
     """A publication as the broker routes it: encoded topic cached, stored once when durable."""
 
-    __slots__ = ("topic", "topic_b", "payload", "qos", "retain", "origin", "username", "store_id", "store_op",
-                 "refs", "ts", "_qos0", "key_id", "redelivery", "packet_id", "delivery_id", "props", "expires",
-                 "_items", "qos0_5", "drops")
+    __slots__ = ("topic", "topic_b", "payload", "qos", "retain", "origin", "username", "user_via", "store_id",
+                 "store_op", "refs", "ts", "_qos0", "key_id", "redelivery", "packet_id", "delivery_id", "props",
+                 "expires", "_items", "qos0_5", "drops")
 
     def __init__(self, topic: str, payload: bytes, qos: int, retain: bool = False,
                  origin: str | None = None, store_id: int | None = None, username: str | None = None,
                  key_id: int | None = None, redelivery: int = 0, packet_id: int | None = None,
-                 props: Props | None = None, expires: float | None = None) -> None:
+                 props: Props | None = None, expires: float | None = None, user_via: str | None = None) -> None:
         self.topic = topic
         self.topic_b = topic.encode("utf-8")
         self.payload = payload
@@ -31,6 +31,7 @@ class Message:
         self.retain = retain
         self.origin = origin          # publishing client id
         self.username = username      # its user name (CONNECT), for MQ UserIdentifier / JMSXUserID
+        self.user_via = user_via      # how that name was established (identity.py); None: not recorded
         self.packet_id = packet_id    # the publisher's MQTT message id (QoS 1/2), for RFH2 mqtt/msgid
         # the id a QoS 1/2 delivery of it takes where that session has it free (an MQ message's, from its
         # MsgId: MQ Telemetry Table 5); None, or in use: the session's next free id. Not stored: a delivery

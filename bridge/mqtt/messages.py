@@ -55,7 +55,7 @@ class StoredMessages:
         msg.store_id = mid
         msg.store_op = store.insert_message(mid, msg.topic, msg.payload, msg.qos, msg.retain, msg.origin,
                                             self._clock(), msg.username, msg.key_id, msg.redelivery, msg.packet_id,
-                                            pack(msg.props), msg.expires)
+                                            pack(msg.props), msg.expires, msg.user_via)
 
     def release(self, msg: Message) -> None:
         """The last delivery referring to ``msg`` ended: withdraw its insert, or delete its row."""

@@ -75,7 +75,7 @@ class Publisher:
         # set by the server: ``$SYS/SCADA/MQIsdpListener/<port>|all`` ON/OFF -> what changed
         self.listener_control: Callable[[str, bool], list[str]] | None = None
         # a client's ACL rules now (Authenticator.grants, set by the broker): for wills, published later
-        self.grants: Callable[[str, str | None], Grants | None] = lambda client_id, user: None
+        self.grants: Callable[[str, str | None, str | None], Grants | None] = lambda client_id, user, via: None
 
     # -- from clients -------------------------------------------------------------------------------
 
@@ -108,13 +108,13 @@ class Publisher:
             return
         if qos == 0:
             self.publish(Message(topic, packet.payload, 0, packet.retain, conn.client_id, username=conn.username,
-                                 props=props, expires=expires))
+                                 user_via=conn.user_via, props=props, expires=expires))
             return
         pid = packet.packet_id
         assert pid is not None
         if qos == 1:
             msg = Message(topic, packet.payload, 1, packet.retain, conn.client_id, username=conn.username,
-                          packet_id=pid, props=props, expires=expires)
+                          user_via=conn.user_via, packet_id=pid, props=props, expires=expires)
             ack = P.encode_ack(P.PUBACK, pid)
             if session.persistent:
                 writes = self._publish_qos1_persistent(session, msg, pid, packet.dup)
@@ -132,7 +132,7 @@ class Publisher:
             conn.send(ack)   # a re-sent PUBLISH (DUP): acknowledge again, publish nothing
             return
         msg = Message(topic, packet.payload, 2, packet.retain, conn.client_id, username=conn.username,
-                      packet_id=pid, props=props, expires=expires)
+                      user_via=conn.user_via, packet_id=pid, props=props, expires=expires)
         if not self._may_hold_inbound(conn, session, msg):
             return
         inbound.hold(pid, msg)

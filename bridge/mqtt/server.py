@@ -134,6 +134,10 @@ class MqttProtocol(asyncio.Protocol):
             return
         self.transport = tls  # type: ignore[assignment]
         self._begin(peer)
+        tls_config = self.listener.config.tls
+        if tls_config is not None and tls_config.use_identity_as_username and self.conn is not None:
+            self.conn.identity_from_certificate = True
+            self.conn.peer_certificate = tls.get_extra_info("peercert")
 
     def _begin(self, peer: str) -> None:
         """The MQTT side of a connection whose bytes now flow (after the TLS handshake on a TLS listener)."""

@@ -46,7 +46,7 @@ class Session:
                  "max_queued_bytes", "queued_bytes", "overflow", "subscriptions", "queue",
                  "inflight", "unsent", "inbound", "link", "direct", "direct_out", "last_seen",
                  "expiry_seconds", "ends_with_connection", "max_packet_out", "clock", "stats", "_next_pid",
-                 "_next_seq", "username", "acl", "aliases_out", "topic_aliases_out")
+                 "_next_seq", "username", "user_via", "acl", "aliases_out", "topic_aliases_out")
 
     def __init__(self, client_id: str, *, persistent: bool, protocol_level: int,
                  journal: Journal | None, max_inflight: int, max_queued: int,
@@ -85,6 +85,7 @@ class Session:
         self._next_pid = 1
         self._next_seq = 1
         self.username: str | None = None   # of its client's last CONNECT
+        self.user_via: str | None = ""     # how that name was established (identity.py); None: not recorded
         self.acl: Grants | None = None     # that client's ACL rules (acl.py); None: no ACL file
 
     # -- outbound ---------------------------------------------------------------------------------

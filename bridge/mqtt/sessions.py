@@ -38,7 +38,7 @@ class SessionTable:
         # a session ends: what it holds from shared subscriptions goes to other members (Publisher.reassign)
         self.on_orphans: Callable[[Session], None] | None = None
         # a client's ACL rules (Authenticator.grants): for sessions restored at start-up
-        self.grants: Callable[[str, str | None], Grants | None] = lambda client_id, user: None
+        self.grants: Callable[[str, str | None, str | None], Grants | None] = lambda client_id, user, via: None
         self._next_due = math.inf   # no idle session expires before this time
 
     def new(self, client_id: str, *, persistent: bool, level: int) -> Session:
@@ -50,7 +50,8 @@ class SessionTable:
         return session
 
     def open(self, client_id: str, *, clean: bool, level: int, expiry_seconds: int, now: float,
-             persistent: bool | None = None, username: str | None = None) -> tuple[Session, bool]:
+             persistent: bool | None = None, username: str | None = None,
+             user_via: str | None = "") -> tuple[Session, bool]:
         """The session a CONNECT (or a route) starts with; True: it existed. ``clean`` discards the one it had
         (3.1.1 Clean Session, MQTT 5 Clean Start); ``persistent`` (default: not clean) keeps it after the
         connection, expiring ``expiry_seconds`` after the client leaves (0: never). An MQTT 5 client that
@@ -76,9 +77,10 @@ class SessionTable:
         session.protocol_level = level
         session.last_seen = now
         session.username = username
+        session.user_via = user_via
         if session.persistent:
             stored_expiry = -1 if session.ends_with_connection else session.expiry_seconds
-            self.store.save_session(client_id, level, now, stored_expiry, username)
+            self.store.save_session(client_id, level, now, stored_expiry, username, user_via)
         return session, present
 
     @property
@@ -173,6 +175,7 @@ class SessionTable:
         """Rebuild sessions, subscriptions, queues and stored messages from the store after a (re)start;
         returns how many deliveries it put back."""
         messages = {mid: Message(m.topic, m.payload, m.qos, m.retain, m.origin, store_id=mid, username=m.username,
+                                 user_via=m.user_via,
                                  key_id=m.key_id, redelivery=m.redelivery, packet_id=m.packet_id,
                                  props=unpack(m.props), expires=m.expires)
                     for mid, m in state.messages.items()}
@@ -189,7 +192,8 @@ class SessionTable:
                 self.store.touch_session(cid, session.last_seen)
             session.expiry_seconds = stored.expiry_seconds
             session.username = stored.username
-            session.acl = self.grants(cid, stored.username)
+            session.user_via = stored.user_via
+            session.acl = self.grants(cid, stored.username, stored.user_via)
             for flt, options in stored.subscriptions.items():
                 self.subscriptions.restore(session, flt, options, stored.subscription_ids.get(flt))
             for seq, mid, qos, retain, pid, state_, sub_ids in stored.outbound:
@@ -205,7 +209,9 @@ class SessionTable:
             if stored.inbound_qos2 or stored.inbound_qos1:
                 inbound = session.take_inbound()
                 for pid, p in stored.inbound_qos2.items():
+                    # its publisher's user: the session's (the inbound_qos2 row has none)
                     inbound.hold(pid, Message(p.topic, p.payload, 2, p.retain, cid, packet_id=pid,
+                                              username=session.username, user_via=session.user_via,
                                               props=unpack(p.props), expires=p.expires))
                 inbound.qos1.update(stored.inbound_qos1)
             self.sessions[cid] = session

@@ -34,12 +34,13 @@ __all__ = ["QUEUED", "RELEASED", "SENT", "SCHEMA_VERSION", "RecoveredState", "St
 
 log = logging.getLogger("mqbridge.store")
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 # 2: messages.key_id/redelivery and table inbound_qos1 (a publisher's QoS 1 re-send keeps its message key)
 # 3: messages.packet_id (the publisher's MQTT message id, for RFH2 mqtt/msgid)
 # 4: MQTT 5: subscriptions.options/sub_id, outbound.sub_ids, props/expires of messages, inbound_qos2, retained;
 #    sessions.connected; table wills
 # 5: sessions.username (ACL rules for a session whose client is away)
+# 6: user_via of sessions, wills and messages: how the user name was established (bridge/mqtt/identity.py)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -49,7 +50,8 @@ CREATE TABLE IF NOT EXISTS sessions (
     last_seen REAL NOT NULL,          -- unix time of the last disconnect (or connect)
     expiry_seconds INTEGER NOT NULL,  -- -1: an MQTT 5 session that ends with its connection
     connected INTEGER NOT NULL DEFAULT 0,  -- 1 from CONNECT until the client left (a crash: it left then)
-    username TEXT                     -- of the last CONNECT: whose ACL rules apply while the client is away
+    username TEXT,                    -- of the last CONNECT: whose ACL rules apply while the client is away
+    user_via TEXT                     -- how that name was established: password, certificate, '' (claimed)
 );
 CREATE TABLE IF NOT EXISTS wills (
     -- MQTT 5 wills with a Will Delay Interval, of persistent sessions: kept while the client is connected
@@ -61,7 +63,8 @@ CREATE TABLE IF NOT EXISTS wills (
     retain INTEGER NOT NULL,
     props BLOB,                       -- the Will Properties (Will Delay Interval included), encoded
     username TEXT,
-    due REAL                          -- when it is published; NULL while the client is connected
+    due REAL,                         -- when it is published; NULL while the client is connected
+    user_via TEXT
 );
 CREATE TABLE IF NOT EXISTS subscriptions (
     client_id TEXT NOT NULL,
@@ -84,7 +87,8 @@ CREATE TABLE IF NOT EXISTS messages (
     redelivery INTEGER NOT NULL DEFAULT 0,  -- how many times the publisher re-sent it (DUP) before this row
     packet_id INTEGER,                -- the publisher's MQTT message id (QoS 1/2)
     props BLOB,                       -- MQTT 5 properties forwarded to subscribers (encoded, with length)
-    expires REAL                      -- MQTT 5 Message Expiry: unix time
+    expires REAL,                     -- MQTT 5 Message Expiry: unix time
+    user_via TEXT                     -- how its username was established (MQMD UserIdentifier trusts a checked one)
 );
 CREATE TABLE IF NOT EXISTS outbound (
     client_id TEXT NOT NULL,
@@ -137,19 +141,20 @@ RELEASED = 2  # PUBREC received, PUBREL sent
 # The statements of the named operations (module constants: the writer batches runs of one statement
 # object through executemany)
 _SAVE_SESSION = ("INSERT OR REPLACE INTO sessions (client_id, protocol_level, last_seen, expiry_seconds, connected, "
-                 "username) VALUES (?, ?, ?, ?, 1, ?)")
+                 "username, user_via) VALUES (?, ?, ?, ?, 1, ?, ?)")
 _SET_SESSION_EXPIRY = "UPDATE sessions SET last_seen=?, expiry_seconds=? WHERE client_id=?"
 _TOUCH_SESSION = "UPDATE sessions SET last_seen=?, connected=0 WHERE client_id=?"
 _DELETE_SESSION = tuple(f"DELETE FROM {table} WHERE client_id=?"
                         for table in ("sessions", "subscriptions", "outbound", "inbound_qos2", "inbound_qos1", "wills"))
-_SAVE_WILL = "INSERT OR REPLACE INTO wills VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+_SAVE_WILL = ("INSERT OR REPLACE INTO wills (client_id, topic, payload, qos, retain, props, username, due, user_via) "
+              "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
 _WILL_DUE = "UPDATE wills SET due=? WHERE client_id=?"
 _DELETE_WILL = "DELETE FROM wills WHERE client_id=?"
 _SAVE_SUBSCRIPTION = "INSERT OR REPLACE INTO subscriptions (client_id, topic_filter, qos, sub_id) VALUES (?, ?, ?, ?)"
 _DELETE_SUBSCRIPTION = "DELETE FROM subscriptions WHERE client_id=? AND topic_filter=?"
 _RESERVE_MESSAGE_IDS = "INSERT OR REPLACE INTO meta VALUES ('message_id_reserved', ?)"
 _INSERT_MESSAGE = ("INSERT INTO messages (id, topic, payload, qos, retain, origin, created, username, key_id, "
-                   "redelivery, packet_id, props, expires) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+                   "redelivery, packet_id, props, expires, user_via) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 _DELETE_MESSAGE = "DELETE FROM messages WHERE id=?"
 _INSERT_OUTBOUND = ("INSERT INTO outbound (client_id, seq, message_id, qos, retain, packet_id, state, sub_ids) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
@@ -356,8 +361,8 @@ class Store(StoreWriter):
     broker writes is one of these; ``write`` stays for tests and tools)."""
 
     def save_session(self, client_id: str, level: int, last_seen: float, expiry_seconds: int,
-                     username: str | None = None) -> Op:
-        return self.write(_SAVE_SESSION, (client_id, level, last_seen, expiry_seconds, username))
+                     username: str | None = None, user_via: str | None = None) -> Op:
+        return self.write(_SAVE_SESSION, (client_id, level, last_seen, expiry_seconds, username, user_via))
 
     def set_session_expiry(self, client_id: str, last_seen: float, expiry_seconds: int) -> Op:
         return self.write(_SET_SESSION_EXPIRY, (last_seen, expiry_seconds, client_id))
@@ -372,7 +377,7 @@ class Store(StoreWriter):
 
     def save_will(self, will: StoredWill) -> Op:
         return self.write(_SAVE_WILL, (will.client_id, will.topic, will.payload, will.qos, int(will.retain),
-                                       will.props, will.username, will.due))
+                                       will.props, will.username, will.due, will.user_via))
 
     def set_will_due(self, client_id: str, due: float) -> Op:
         return self.write(_WILL_DUE, (due, client_id))
@@ -392,9 +397,10 @@ class Store(StoreWriter):
 
     def insert_message(self, mid: int, topic: str, payload: bytes, qos: int, retain: bool, origin: str | None,
                        created: float, username: str | None, key_id: int | None, redelivery: int,
-                       packet_id: int | None = None, props: bytes | None = None, expires: float | None = None) -> Op:
+                       packet_id: int | None = None, props: bytes | None = None, expires: float | None = None,
+                       user_via: str | None = None) -> Op:
         params = (mid, topic, payload, qos, int(retain), origin, created, username, key_id, redelivery, packet_id,
-                  props, expires)
+                  props, expires, user_via)
         with self._lock:   # write(), inlined here and below in what runs once per message or delivery
             op: Op = [_INSERT_MESSAGE, params, self._gen]
             self._ops.append(op)
@@ -473,6 +479,7 @@ _ADDED_COLUMNS = (
     ("outbound", "sub_ids", "TEXT"), ("inbound_qos2", "props", "BLOB"), ("inbound_qos2", "expires", "REAL"),
     ("retained", "props", "BLOB"), ("retained", "expires", "REAL"),
     ("sessions", "connected", "INTEGER NOT NULL DEFAULT 0"), ("sessions", "username", "TEXT"),
+    ("sessions", "user_via", "TEXT"), ("wills", "user_via", "TEXT"), ("messages", "user_via", "TEXT"),
 )
 
 

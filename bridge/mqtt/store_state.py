@@ -28,6 +28,7 @@ class StoredSession:
     expiry_seconds: int
     connected: bool = False
     username: str | None = None
+    user_via: str | None = None   # identity.py; None: stored before it was recorded
     subscriptions: dict[str, int] = field(default_factory=dict)   # filter -> options byte
     subscription_ids: dict[str, int] = field(default_factory=dict)
     outbound: list[tuple[int, int, int, int, int | None, int, list[int] | None]] = field(default_factory=list)
@@ -51,6 +52,7 @@ class StoredMessage:
     packet_id: int | None = None
     props: bytes | None = None
     expires: float | None = None
+    user_via: str | None = None
 
 
 @dataclass(slots=True)
@@ -74,6 +76,7 @@ class StoredWill:
     props: bytes | None
     username: str | None
     due: float | None
+    user_via: str | None = None
 
 
 def _blob(value: object) -> bytes | None:
@@ -83,9 +86,9 @@ def _blob(value: object) -> bytes | None:
 def load_state(conn: sqlite3.Connection) -> RecoveredState:
     """Everything the broker rebuilds its state from (read once, at start-up)."""
     sessions: dict[str, StoredSession] = {}
-    for cid, level, last_seen, expiry, connected, username in conn.execute(
-            "SELECT client_id, protocol_level, last_seen, expiry_seconds, connected, username FROM sessions"):
-        sessions[cid] = StoredSession(cid, level, last_seen, expiry, bool(connected), username)
+    for cid, level, last_seen, expiry, connected, username, via in conn.execute(
+            "SELECT client_id, protocol_level, last_seen, expiry_seconds, connected, username, user_via FROM sessions"):
+        sessions[cid] = StoredSession(cid, level, last_seen, expiry, bool(connected), username, via)
     for cid, flt, qos, sub_id in conn.execute("SELECT client_id, topic_filter, qos, sub_id FROM subscriptions"):
         if cid in sessions:
             sessions[cid].subscriptions[flt] = qos
@@ -107,11 +110,11 @@ def load_state(conn: sqlite3.Connection) -> RecoveredState:
         if cid in sessions:
             sessions[cid].inbound_qos1[pid] = (key_id, redelivery, bytes(digest))
     messages: dict[int, StoredMessage] = {}
-    for mid, topic, payload, qos, retain, origin, username, key_id, redelivery, pid, props, expires in conn.execute(
-            "SELECT id, topic, payload, qos, retain, origin, username, key_id, redelivery, packet_id, props, "
-            "expires FROM messages"):
+    for mid, topic, payload, qos, retain, origin, username, key_id, redelivery, pid, props, expires, via in \
+            conn.execute("SELECT id, topic, payload, qos, retain, origin, username, key_id, redelivery, packet_id, "
+                         "props, expires, user_via FROM messages"):
         messages[mid] = StoredMessage(mid, topic, bytes(payload), qos, bool(retain), origin, username,
-                                      key_id, redelivery, pid, _blob(props), expires)
+                                      key_id, redelivery, pid, _blob(props), expires, via)
     retained = {topic: StoredPublication(topic, bytes(payload), qos, True, origin, _blob(props), expires)
                 for topic, payload, qos, origin, props, expires in
                 conn.execute("SELECT topic, payload, qos, origin, props, expires FROM retained")}
@@ -129,8 +132,8 @@ def load_state(conn: sqlite3.Connection) -> RecoveredState:
                                    (len(ROUTE_SINCE), ROUTE_SINCE)):
         cid, flt = json.loads(key[len(ROUTE_SINCE):])
         since[(cid, flt)] = int(value)
-    wills = [StoredWill(cid, topic, bytes(payload), qos, bool(retain), _blob(props), username, due)
-             for cid, topic, payload, qos, retain, props, username, due in conn.execute(
-                 "SELECT client_id, topic, payload, qos, retain, props, username, due FROM wills")
+    wills = [StoredWill(cid, topic, bytes(payload), qos, bool(retain), _blob(props), username, due, via)
+             for cid, topic, payload, qos, retain, props, username, due, via in conn.execute(
+                 "SELECT client_id, topic, payload, qos, retain, props, username, due, user_via FROM wills")
              if cid in sessions]
     return RecoveredState(sessions, messages, retained, next_id, since, wills)

@@ -26,9 +26,11 @@ from bridge.mqtt.store import Store, StoredWill
 log = logging.getLogger("mqbridge.broker")
 
 
-def publish_will(publisher: Publisher, client_id: str, username: str | None, will: P.Will, reason: str) -> None:
-    """The connection of ``client_id`` ended for ``reason`` without DISCONNECT: publish its will."""
-    grants = publisher.grants(client_id, username)   # the rules now: a reload may have changed them
+def publish_will(publisher: Publisher, client_id: str, username: str | None, via: str | None, will: P.Will,
+                 reason: str) -> None:
+    """The connection of ``client_id`` (user ``username`` established ``via``, identity.py) ended for
+    ``reason`` without DISCONNECT: publish its will."""
+    grants = publisher.grants(client_id, username, via)   # the rules now: a reload may have changed them
     if grants is not None and not grants.may_publish(will.topic):
         publisher.stats.acl_denied_publish += 1
         log.warning("client %s: will to %s not published: the ACL does not let it publish there", client_id,
@@ -40,7 +42,7 @@ def publish_will(publisher: Publisher, client_id: str, username: str | None, wil
     log.info("client %s: publishing will to %s (%s)", client_id, will.topic, reason)
     props, expires = forwarded(will.properties or {}, publisher.clock())
     publisher.publish(Message(will.topic, will.payload, will.qos, will.retain, client_id, username=username,
-                              props=props, expires=expires))
+                              user_via=via, props=props, expires=expires))
 
 
 class DelayedWills:
@@ -51,18 +53,19 @@ class DelayedWills:
         self._publisher = publisher
         self._clock = clock
         self._store = store
-        self._pending: dict[str, tuple[float, str | None, P.Will, str]] = {}
+        self._pending: dict[str, tuple[float, str | None, str | None, P.Will, str]] = {}
         self._due: list[tuple[float, str]] = []   # heap of (due, client id); stale entries skipped
         self._stored: set[str] = set()            # client ids whose will is in the store
 
     def __len__(self) -> int:
         return len(self._pending)
 
-    def arm(self, client_id: str, username: str | None, will: P.Will | None, persistent: bool) -> None:
+    def arm(self, client_id: str, username: str | None, via: str | None, will: P.Will | None,
+            persistent: bool) -> None:
         """A CONNECT accepted: a persistent session's will with a delay is stored (or the old one goes)."""
         if will is not None and persistent and (will.properties or {}).get(PR.WILL_DELAY_INTERVAL):
             self._store.save_will(StoredWill(client_id, will.topic, will.payload, will.qos, will.retain,
-                                             pack(will.properties), username, None))
+                                             pack(will.properties), username, None, via))
             self._stored.add(client_id)
         else:
             self.disarm(client_id)
@@ -73,9 +76,10 @@ class DelayedWills:
             self._stored.discard(client_id)
             self._store.delete_will(client_id)
 
-    def add(self, client_id: str, username: str | None, will: P.Will, delay: float, reason: str) -> None:
+    def add(self, client_id: str, username: str | None, via: str | None, will: P.Will, delay: float,
+            reason: str) -> None:
         due = self._clock() + delay
-        self._pending[client_id] = (due, username, will, reason)
+        self._pending[client_id] = (due, username, via, will, reason)
         heapq.heappush(self._due, (due, client_id))
         if client_id in self._stored:
             self._store.set_will_due(client_id, due)
@@ -89,14 +93,15 @@ class DelayedWills:
             self._stored.add(w.client_id)
             delay = (props or {}).get(PR.WILL_DELAY_INTERVAL, 0)
             due = w.due if w.due is not None else now + delay
-            self._pending[w.client_id] = (due, w.username, will, "the broker restarted")
+            self._pending[w.client_id] = (due, w.username, w.user_via, will, "the broker restarted")
             heapq.heappush(self._due, (due, w.client_id))
             if w.due is None:
                 self._store.set_will_due(w.client_id, due)
 
-    def _publish(self, client_id: str, entry: tuple[float, str | None, P.Will, str], why: str) -> None:
+    def _publish(self, client_id: str, entry: tuple[float, str | None, str | None, P.Will, str], why: str) -> None:
         self.disarm(client_id)
-        publish_will(self._publisher, client_id, entry[1], entry[2], f"{entry[3]}; {why}")
+        _, user, via, will, reason = entry
+        publish_will(self._publisher, client_id, user, via, will, f"{reason}; {why}")
 
     def reconnected(self, client_id: str, *, session_ends: bool) -> None:
         """A CONNECT for ``client_id``: its waiting will is cancelled, or sent now if the session ends

@@ -115,9 +115,12 @@ class EnvelopeConverter:
 
     def _user_id(self, pub: MqttPublication) -> str | None:
         opts = self.route.options
-        if opts.user_identifier == "configured":
+        source = opts.user_identifier
+        if source == "configured":
             return opts.configured_user_id
-        return pub.username if opts.user_identifier == "user_name" else pub.client_id
+        if source == "authenticated_user":
+            source = "user_name" if pub.user_authenticated and pub.username else "client_id"
+        return pub.username if source == "user_name" else pub.client_id
 
     def _fixed(self, pub: MqttPublication) -> Destination | None:
         target = self.route.target

@@ -185,6 +185,10 @@ class RouteWorker:
             except MappingError as exc:
                 poison.append((item, f"conversion failed: {exc}", False))
                 continue
+            refused = self.target.refusal(out.destination) if isinstance(self.target, MqttTarget) else None
+            if refused is not None:   # the broker's ACL, under the route's acl_user
+                poison.append((item, refused, False))
+                continue
             if item.findings:   # losses of the source's own reading (e.g. JMS over STOMP) come first
                 report.findings[:0] = item.findings
             good.append((item, out, target_type, report))
@@ -290,8 +294,9 @@ class Router:
             if role == "source":
                 return MqttSource(self.broker, route.name, ep.mqtt,
                                   max_inflight=max(256, BATCH * route.options.pipeline),
-                                  max_queued=route.options.max_queued)
-            return MqttTarget(self.broker, route.name, ep.client_id, route.options.default_qos)
+                                  max_queued=route.options.max_queued, acl_user=route.options.acl_user)
+            return MqttTarget(self.broker, route.name, ep.client_id, route.options.default_qos,
+                              route.options.acl_user)
         ctype = self._connector_type(rules, ep)
         if ctype == EMBEDDED:
             if role == "target" and ep.reply_to and ep.topic is None:   # queues named by the envelope

@@ -28,7 +28,9 @@ from mappings.report import ConversionReport, Finding
 #: Rules the specification does not settle, and what this module does (also shown by `mqbridge convert`).
 DECISIONS: tuple[str, ...] = (
     "UserIdentifier: characters outside one byte become '?' (coerced), then the value is cut to 12 bytes "
-    "(truncated); a missing source (no user name, no configured id) leaves it blank (defaulted).",
+    "(truncated); a missing source (no user name, no configured id) leaves it blank (defaulted). The source "
+    "authenticated_user is the user name when the broker checked it (IBM MQ Telemetry's UserName under JAAS "
+    "authentication), else the client identifier.",
     "mqtt/clientId: the specification allows 1..23 bytes; a longer id is cut to 23 bytes at a character boundary "
     "(truncated) unless client_id_limit is None; a missing or empty client id is an error.",
     "MQ Persistence AS_Q_DEF/AS_PARENT (unresolved, e.g. a message file never put) takes "
@@ -56,6 +58,7 @@ class UserIdSource(StrEnum):
     CLIENT_ID = "client_id"
     USER_NAME = "user_name"
     CONFIGURED = "configured"
+    AUTHENTICATED_USER = "authenticated_user"   # the user name if the broker checked it, else the client id
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +162,9 @@ def _check_publication(pub: MqttPublication) -> None:
         value = getattr(pub, name)
         if value is not None and (value.__class__ is not int or not low <= value <= high):
             raise MappingError(f"must be an integer {low}..{high}, got {value!r}", structure=where, field=name)
+    if pub.user_authenticated.__class__ is not bool:
+        raise MappingError(f"must be True or False, got {pub.user_authenticated!r}", structure=where,
+                           field="user_authenticated")
     if not isinstance(pub.correlation_data, bytes | None):
         raise MappingError(f"must be bytes, got {type(pub.correlation_data).__name__}", structure=where,
                            field="correlation_data")
@@ -172,6 +178,8 @@ def _check_publication(pub: MqttPublication) -> None:
 def user_identifier(pub: MqttPublication, options: MqttToMqOptions, report: ConversionReport) -> str:
     """MQ Telemetry Table 1 UserIdentifier (MQCHAR12): client id, user name or configured id, fitted to 12 bytes."""
     source = options.user_id_source
+    if source is UserIdSource.AUTHENTICATED_USER:
+        source = UserIdSource.USER_NAME if pub.user_authenticated and pub.username else UserIdSource.CLIENT_ID
     if source is UserIdSource.CLIENT_ID:
         value = pub.client_id
     elif source is UserIdSource.USER_NAME:
@@ -250,7 +258,7 @@ class MqttToMqEncoder:
     Format is MQFMT_NONE (a jms-bytes message, no <mcd>); MQ Telemetry Table 3: the body is a copy of the payload.
 
     Precomputed per options: the MQMD of QoS 0 and of QoS 1/2 (Persistence, and the route's Priority)
-    and the RFH2 fixed-part packer. Cached per publisher (client id, user name): the MQMD bytes with its
+    and the RFH2 fixed-part packer. Cached per publisher (client id, user name, checked): the MQMD bytes with its
     UserIdentifier, the escaped mqtt/clientId and their findings. Escaped topics are cached too.
     """
 
@@ -268,7 +276,7 @@ class MqttToMqEncoder:
                            rfh.name_value_ccsid)
         self._long = struct.Struct(order + "i").pack
         self._topic = lru_cache(maxsize=8192)(functools.partial(_escape_utf8, what="mqps/Top"))
-        self._publishers: dict[tuple[str | None, str | None], _PublisherEntry] = {}
+        self._publishers: dict[tuple[str | None, str | None, bool], _PublisherEntry] = {}
 
     def _publisher(self, pub: MqttPublication) -> _PublisherEntry:
         report = ConversionReport()
@@ -279,7 +287,7 @@ class MqttToMqEncoder:
         entry = (head0 + field_ + tail0, head1 + field_ + tail1, cid, tuple(report.findings))
         if len(self._publishers) >= self.MAX_CACHED_PUBLISHERS:
             self._publishers.clear()
-        self._publishers[(pub.client_id, pub.username)] = entry
+        self._publishers[(pub.client_id, pub.username, pub.user_authenticated)] = entry
         return entry
 
     def encode(self, pub: MqttPublication) -> tuple[bytes, ConversionReport]:
@@ -291,7 +299,7 @@ class MqttToMqEncoder:
                 or (qos and (pub.packet_id.__class__ is not int or not 0 < pub.packet_id <= 0xFFFF))):
             _check_publication(pub)  # raises the precise error, or accepts e.g. a bytearray payload
         try:
-            entry = self._publishers.get((pub.client_id, pub.username))
+            entry = self._publishers.get((pub.client_id, pub.username, pub.user_authenticated))
         except TypeError:  # unhashable: a wrongly typed field, reported by _check_publication
             entry = None
         if entry is None:

@@ -21,3 +21,5 @@ class MqttPublication:
     correlation_data: bytes | None = None
     user_properties: tuple[tuple[str, str], ...] = field(default_factory=tuple)  # ordered, duplicates ok
     message_expiry_interval: int | None = None    # seconds
+    # the broker checked ``username`` (a password or a client certificate); else the client only said it
+    user_authenticated: bool = False

@@ -146,7 +146,8 @@ Endpoint = Annotated[
 class RouteOptions(_Model):
     convert_message_type: Literal["auto", "text", "bytes"] = "auto"   # Amlen ConvertMessageType
     json_style: Literal["plain", "typed"] = "plain"                    # Map/Stream -> MQTT JSON
-    user_identifier: Literal["client_id", "user_name", "configured"] = "client_id"   # MQ Telemetry Table 1
+    # MQ Telemetry Table 1; authenticated_user: the user name the broker checked, else the client id
+    user_identifier: Literal["authenticated_user", "client_id", "user_name", "configured"] = "authenticated_user"
     configured_user_id: str = ""
     persistence: Literal["as_source", "persistent", "not_persistent"] = "as_source"
     priority: int | None = Field(None, ge=0, le=9)
@@ -169,6 +170,9 @@ class RouteOptions(_Model):
     bad_property: Literal["backout", "drop"] = "backout"
     # MQTT -> MQ: the MQMD ReplyToQ of a request whose MQTT 5 Response Topic is a topic (docs/mqtt5-mq.md)
     reply_to_queue: str | None = Field(None, pattern=r"^[A-Za-z0-9._/%]{1,48}$")
+    # the user whose rules in the broker's ACL file (``user`` lines, %u) the route's subscription (from an
+    # MQTT filter) and publications (to MQTT) are checked against; None: the anonymous rules
+    acl_user: str | None = Field(None, min_length=1, max_length=65535, pattern=r"^[^\x00-\x1f\x7f]+$")
 
     @field_validator("selector")
     @classmethod
@@ -203,6 +207,8 @@ class Route(_Model):
         if self.options.reply_to_queue is not None and not (isinstance(src, MqttEndpoint)
                                                             and isinstance(dst, QueueEndpoint)):
             raise ValueError("options.reply_to_queue: only a route from MQTT to an MQ queue writes MQMD ReplyToQ")
+        if self.options.acl_user is not None and not (isinstance(src, MqttEndpoint) or isinstance(dst, MqttEndpoint)):
+            raise ValueError("options.acl_user: the broker's ACL applies only to a route from or to MQTT")
         if self.options.max_queued is not None and not isinstance(src, MqttEndpoint):
             raise ValueError("options.max_queued: only a route from an MQTT topic filter has a broker session "
                              "queue to limit")
