@@ -205,6 +205,27 @@ def test_a_removed_route_keeps_its_messages_until_a_route_matches_them(
     assert kept(gw) == {}
 
 
+def test_a_kept_message_goes_only_to_a_route_whose_acl_user_may_read_it(
+    gateway_factory: Callable[..., GatewayProcess], clients: Callable[..., PahoClient], tmp_path: Path,
+) -> None:
+    """Under an ACL file, what a removed route held is handed to a new route only where the new route's
+    acl_user may read the topic; the rest stays kept (acknowledged, so never dropped unasked)."""
+    rules, acl = tmp_path / "rules.yaml", tmp_path / "acl"
+    acl.write_text("topic readwrite amq/#\n\nuser reader\ntopic read amq/k/open/#\n", encoding="utf-8")
+    write_rules(rules, STUCK)
+    gw = gateway_factory({"rules": str(rules), "broker": {"acl_file": str(acl), "allow_anonymous": True}})
+    opened, secret = topics("amq/k/open", 100), topics("amq/k/secret", 100)
+    publish(clients, gw, opened + secret)
+    wait_held(gw, "to-amq", 200)
+    later = {**to_queue("later", "amq/k/#", "LATER"), "options": {"acl_user": "reader"}}
+    write_rules(rules, later)
+    r = reload(gw)
+    assert r.returncode == 0, r.stderr
+    assert sorted(bodies(gw, "LATER", 100)) == sorted(opened)
+    assert kept(gw) == {"to-amq": 100}
+    assert depth(gw, "LATER") == 100
+
+
 def test_only_routes_that_did_not_have_a_message_get_it(
     gateway_factory: Callable[..., GatewayProcess], clients: Callable[..., PahoClient], tmp_path: Path,
 ) -> None:

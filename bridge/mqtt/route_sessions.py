@@ -9,9 +9,10 @@ stored, so that it did not have the message already. A subscription's *since* (t
 stored after it was made; message ids only grow) is kept in the store beside it; a subscription without
 one (made by an older mqbridge) is taken to have had every message. Deliveries are handed when a session
 is retired (to the subscriptions there are) and when a route session subscribes (from every retired
-session); ``settle`` then takes the handed ones out of the retired sessions and deletes those left
-empty. What no route takes stays in its retired session until a route that matches it starts, a route
-of the same name takes the session back, or the router discards it on the user's word.
+session), but only to a route whose ``acl_user`` may read the topic under the ACL; ``settle`` then takes
+the handed ones out of the retired sessions and deletes those left empty. What no route takes stays in
+its retired session until a route that matches it starts, a route of the same name takes the session
+back, or the router discards it on the user's word.
 """
 from __future__ import annotations
 
@@ -124,6 +125,8 @@ class RouteSessions:
             for session, flt, first in targets:
                 if mid >= first or not topic_matches(flt, msg.topic):
                     continue   # stored after the subscription was made: it had its own copy
+                if session.acl is not None and not session.acl.may_read(msg.topic):
+                    continue   # its route's acl_user may not read it: kept for a route that may
                 given = handed.setdefault(out, [])
                 if session.client_id in given:
                     continue
