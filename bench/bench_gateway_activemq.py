@@ -1,11 +1,13 @@
-# Benchmarks MQTT QoS 1 -> ActiveMQ through mqbridge (STOMP connector) against ActiveMQ's own MQTT port.
-"""MQTT QoS 1 -> JMS consumer throughput, two paths to the same ActiveMQ broker on this machine:
+# Benchmarks MQTT QoS 1 -> ActiveMQ through mqbridge (STOMP and native JMS connectors) against ActiveMQ's MQTT.
+"""MQTT QoS 1 -> JMS consumer throughput, three paths to the same ActiveMQ broker on this machine:
 
 - **native**: MQTT publisher -> ActiveMQ's ``mqtt://`` transport -> JMS consumer of ``topic://bn.<tag>``
   (docs/stomp-facts.md §7: a BytesMessage with the payload exact);
 - **mqbridge**: MQTT publisher -> ``mqbridge serve`` (built-in broker, durable QoS 1, route
   ``bench/#`` -> JMS topic with full conversion: amlen auto rule, SwiftMQ properties, conversion log)
-  -> STOMP SEND with receipts -> the same kind of JMS consumer.
+  -> STOMP SEND with receipts -> the same kind of JMS consumer;
+- **mqbridge-native** (``--native``): the same gateway, route ``benchn/#`` -> the same conversion -> the
+  native JMS connector (ActiveMQ's own JMS client in the gateway's JVM, transacted session, OpenWire).
 
 The publisher is a raw-socket MQTT 3.1.1 client keeping ``--window`` QoS 1 publications in flight
 (bench/mqtt_load.py wire helpers); the JMS consumer is tests/java/JmsTool over OpenWire in its own JVM,
@@ -34,6 +36,10 @@ from bench.mqtt_load import PUBACK_T, connect_packet, proc_cpu, publish_packet  
 from tests.support.activemq import ActiveMQ  # noqa: E402
 from tests.support.gateway import GatewayProcess  # noqa: E402
 from tests.support.jmstool import JmsTool  # noqa: E402
+
+
+NATIVE_JARS = [f"/usr/share/java/{j}.jar" for j in ("activemq-client", "geronimo-jms_1.1_spec", "hawtbuf", "slf4j-api",
+                                                    "geronimo-j2ee-management-1.1-spec")]
 
 
 async def publish_qos1(host: str, port: int, topic: str, count: int, payload: bytes,
@@ -103,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--payload", type=int, default=100)
     ap.add_argument("--window", type=int, default=256)
     ap.add_argument("--non-persistent-broker", action="store_true", help="ActiveMQ without KahaDB")
+    ap.add_argument("--native", action="store_true", help="also the native JMS connector (needs jpype1)")
     args = ap.parse_args(argv)
     payload = (b"bench-payload " * (args.payload // 14 + 1))[:args.payload]
 
@@ -112,26 +119,33 @@ def main(argv: list[str] | None = None) -> int:
     tool = JmsTool(JmsTool.compile(work / "jmstool"), ep.openwire_url)
     gw: GatewayProcess | None = None
     results: dict[str, list[dict[str, Any]]] = {"native": [], "mqbridge": []}
+    if args.native:
+        results["mqbridge-native"] = []
     try:
         tag = uuid.uuid4().hex[:8]
         rules = work / "rules.yaml"
-        rules.write_text(json.dumps({
-            "connectors": {"amq": {"type": "jms", "host": ep.host, "port": ep.stomp_port}},
-            "routes": [{"name": "bench", "from": {"mqtt": "bench/#"},
-                        "to": {"connector": "amq", "topic": f"bg.{tag}"}}],
-        }))
+        connectors: dict[str, Any] = {"amq": {"type": "jms", "host": ep.host, "port": ep.stomp_port}}
+        routes = [{"name": "bench", "from": {"mqtt": "bench/#"}, "to": {"connector": "amq", "topic": f"bg.{tag}"}}]
+        if args.native:
+            connectors["amqn"] = {"type": "jms", "client": "native", "jars": NATIVE_JARS,
+                                  "connection_factory": "org.apache.activemq.ActiveMQConnectionFactory",
+                                  "factory_properties": {"brokerURL": ep.openwire_url}}
+            routes.append({"name": "bench-native", "from": {"mqtt": "benchn/#"},
+                           "to": {"connector": "amqn", "topic": f"bj.{tag}"}})
+        rules.write_text(json.dumps({"connectors": connectors, "routes": routes}))
         (work / "gw").mkdir()
         gw = GatewayProcess(work / "gw", {"rules": str(rules), "logging": {"level": "WARNING"}}).start()
         assert broker.proc is not None and gw.proc is not None
         pids = {"activemq": broker.proc.pid, "mqbridge": gw.proc.pid}
         native = (tool, f"topic://bn.{tag}", ep.mqtt_port, f"bn/{tag}")
-        bridged = (tool, f"topic://bg.{tag}", gw.port, "bench/x")
-        # warm both paths (JIT, connections, the route's STOMP link)
-        one_run(*native, 500, payload, args.window, pids)
-        one_run(*bridged, 500, payload, args.window, pids)
-        for _ in range(args.rounds):
-            results["native"].append(one_run(*native, args.count, payload, args.window, pids))
-            results["mqbridge"].append(one_run(*bridged, args.count, payload, args.window, pids))
+        paths = {"native": native, "mqbridge": (tool, f"topic://bg.{tag}", gw.port, "bench/x")}
+        if args.native:
+            paths["mqbridge-native"] = (tool, f"topic://bj.{tag}", gw.port, "benchn/x")
+        for path in paths.values():   # warm every path (JIT, connections, the routes' links)
+            one_run(*path, 500, payload, args.window, pids)
+        for _ in range(args.rounds):   # interleaved
+            for name, path in paths.items():
+                results[name].append(one_run(*path, args.count, payload, args.window, pids))
     finally:
         if gw is not None:
             gw.stop()
@@ -156,6 +170,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {path} | {s['delivered_per_s_median']:,.0f} | {s['delivered_per_s_best']:,.0f} | "
               f"{s['publish_per_s_median']:,.0f} | {s['message_class']} |")
     print(f"\nmqbridge / native (median delivered): {ratio:.2f}x")
+    if args.native:
+        n = summary["mqbridge-native"]["delivered_per_s_median"]
+        print(f"mqbridge-native / native: {n / summary['native']['delivered_per_s_median']:.2f}x; "
+              f"mqbridge-native / mqbridge (STOMP): {n / summary['mqbridge']['delivered_per_s_median']:.2f}x")
     return 0
 
 

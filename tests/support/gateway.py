@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -43,19 +44,20 @@ def port_holders(port: int) -> str:
         out = subprocess.run(["ss", "-tanp"], capture_output=True, text=True, timeout=10).stdout
     except (OSError, subprocess.SubprocessError) as exc:
         return f"(ss failed: {exc})"
-    lines = [line for line in out.splitlines() if f":{port} " in line]
+    lines = [line for line in out.splitlines() if re.search(rf":{port}(\s|$)", line)]
     return "\n".join(lines) or "(ss lists no socket on it)"
 
 
-def port_bindable(port: int) -> bool:
-    """Whether a listener could bind 127.0.0.1:port now, with SO_REUSEADDR as the gateway binds it."""
+def bind_error(port: int) -> str | None:
+    """Why a listener could not bind 127.0.0.1:port now (with SO_REUSEADDR, as the gateway binds it);
+    None: it could."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
+        except OSError as exc:
+            return str(exc)
+        return None
 
 
 class GatewayProcess:
@@ -93,9 +95,9 @@ class GatewayProcess:
         for attempt in range(3):
             for port in (self.port, self.admin_port, *self.listener_ports):
                 try:
-                    wait_for(lambda p=port: port_bindable(p), 30, interval=0.05, what=f"port {port} to be free")
+                    wait_for(lambda p=port: bind_error(p) is None, 30, interval=0.05, what=f"port {port} to be free")
                 except AssertionError as exc:
-                    raise AssertionError(f"{exc}; held by:\n{port_holders(port)}") from None
+                    raise AssertionError(f"{exc} ({bind_error(port)}); held by:\n{port_holders(port)}") from None
             try:
                 return self._launch(timeout)
             except AssertionError as exc:
