@@ -386,6 +386,10 @@ class Router:
                                       "last_error": w.last_error}
             if isinstance(w.source, MqttSource):   # queue, max_queued, backpressure, held_publishers
                 row.update(w.source.flow_status())
+            for end, endpoint in (("source", w.source), ("target", w.target)):   # a provider link's state
+                link = getattr(endpoint, "link_status", None)
+                if link is not None:
+                    row[f"{end}_link"] = link()
             out.append(row)
         return out
 
