@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -22,6 +22,7 @@ from mappings.mq.rfh2 import Rfh2, RfhElement, RfhFolder
 from tests.support.activemq import BrokerEndpoints
 from tests.support.gateway import GatewayProcess, wait_for
 from tests.support.jmstool import COMPILE_JARS, JAVA_DIR, JmsTool, typed
+from tests.support.mqtt_clients import PahoClient
 
 pytest.importorskip("jpype", reason="jpype1 not installed (pip install 'mqbridge[jms]')")
 pytestmark = pytest.mark.activemq
@@ -44,6 +45,7 @@ connectors:
         queue.orders: jndi.out.{tag}
         queue.incoming: jndi.in.{tag}
         topic.prices: jndi.prices.{tag}
+        queue.telemetry: jndi.mqtt.{tag}
 routes:
   - name: to-amq
     from: {{queue: JNDI.OUT}}
@@ -54,6 +56,9 @@ routes:
   - name: prices
     from: {{connector: amq, topic: prices, subscription: prices-{tag}}}
     to: {{queue: JNDI.PRICES}}
+  - name: from-mqtt
+    from: {{mqtt: "jndi/#"}}
+    to: {{connector: amq, queue: telemetry}}
 """
 
 
@@ -102,6 +107,16 @@ def test_routes_both_ways_by_jndi_name(jndi_gw: tuple[GatewayProcess, str], jmst
     assert got["body"] == "by name" and got["properties"]["n"] == {"type": "java.lang.Integer", "value": 7}
     jmstool.send(f"queue://jndi.in.{tag}", {"type": "Text", "body": "back", "properties": {"n": typed("int", 8)}})
     assert wait_for(lambda: _texts(gw, "JNDI.IN"), 20, what="the message on JNDI.IN") == [("back", 8)]
+
+
+def test_mqtt_publications_reach_a_jms_consumer_as_jms_messages(
+        jndi_gw: tuple[GatewayProcess, str], jmstool: JmsTool, clients: Callable[..., PahoClient]) -> None:
+    """MQTT -> JMS builds the JMS model for the native target (the STOMP target's frames are not for it)."""
+    gw, tag = jndi_gw
+    clients(gw.port, "sensor-1").connect().publish("jndi/room/1", "21.5", qos=1)
+    (got,) = jmstool.receive(f"queue://jndi.mqtt.{tag}", 1, timeout=20)
+    assert got["type"] == "Text" and got["body"] == "21.5"
+    assert got["headers"]["deliveryMode"] == "PERSISTENT"          # QoS 1 (Amlen, MQTT -> JMS)
 
 
 def test_a_durable_subscription_keeps_what_is_published_while_the_gateway_is_stopped(

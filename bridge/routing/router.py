@@ -325,6 +325,8 @@ class Router:
             converter: Converter = kind(route, self._source_protocol(rules, route), tproto)
         except MappingError as exc:
             raise RouteSetupError(f"route {route.name}: {exc.reason}") from None
+        if getattr(target, "writes_jms_model", False) and isinstance(converter, RouteConverter):
+            converter.model_path()   # the native JMS target: JmsMessage values, not STOMP frames
         bdest = route.options.backout_destination
         if bdest is None:
             backout: Target = EmbeddedTarget(self.queues, self.executor)

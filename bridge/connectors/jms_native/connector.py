@@ -59,6 +59,7 @@ class _Client:
         jvm.attach()
         from bridge.connectors.jms_native import objects  # Java types: only once the JVM runs
         self.objects = objects
+        generation = self.status.retire()
         try:
             factory = self.provider.factory()
             connection = (factory.createConnection(self.conn.user, self.conn.password) if self.conn.user
@@ -70,7 +71,7 @@ class _Client:
         try:
             if self.client_id is not None:
                 connection.setClientID(self.client_id)
-            connection.setExceptionListener(exception_listener(self.status))
+            connection.setExceptionListener(exception_listener(self.status, generation))
             connection.start()
             self.session = connection.createSession(True, 0)   # transacted (SESSION_TRANSACTED)
         except jpype.JException as exc:
@@ -119,6 +120,7 @@ class _Client:
         """The provider failed (``why``), or the endpoint closes: close what is left; the next call connects
         again."""
         connection, self.connection, self.session = self.connection, None, None
+        self.status.retire()
         if why is not None:
             self.status.down(why)
         if connection is not None:
@@ -139,6 +141,7 @@ def _close(connection: Any) -> None:
 
 class NativeJmsTarget(Target):
     protocol = "jms"
+    writes_jms_model = True   # the router's MQTT -> JMS conversion gives it JmsMessage values, not STOMP frames
 
     def __init__(self, conn: JmsConnector, name: str, connector: str = "") -> None:
         self.client = _Client(conn, name, connector)

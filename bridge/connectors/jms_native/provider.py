@@ -121,6 +121,15 @@ class LinkStatus:
         self.error: str | None = None
         self.reconnects = 0
         self.broken: str | None = None   # set by the ExceptionListener: the connection is gone
+        self.generation = 0              # of the current connection: a listener of an older one is not heard
+
+    def retire(self) -> int:
+        """The current connection is dropped (or a new one is being made): its listener no longer counts;
+        returns the generation of the next connection."""
+        with self._lock:
+            self.generation += 1
+            self.broken = None
+            return self.generation
 
     def up(self) -> None:
         with self._lock:
@@ -134,9 +143,11 @@ class LinkStatus:
                 self.since = time.time()
             self.state, self.error = "down", why
 
-    def lost(self, why: str) -> None:
-        """From the ExceptionListener: the worker drops the connection at its next call."""
+    def lost(self, why: str, generation: int) -> None:
+        """From the ExceptionListener of connection ``generation``: the worker drops it at its next call."""
         with self._lock:
+            if generation != self.generation:
+                return
             self.broken = why
         self.down(why)
 
@@ -150,15 +161,16 @@ class LinkStatus:
                     "reconnects": self.reconnects}
 
 
-def exception_listener(status: LinkStatus) -> Any:
-    """A javax.jms.ExceptionListener that marks ``status`` lost (the class is made once the JVM runs)."""
+def exception_listener(status: LinkStatus, generation: int) -> Any:
+    """A javax.jms.ExceptionListener that marks connection ``generation`` of ``status`` lost (the class is
+    made once the JVM runs)."""
     from jpype import JImplements, JOverride
 
     @JImplements("javax.jms.ExceptionListener")
     class _Listener:
         @JOverride
         def onException(self, exc: Any) -> None:   # noqa: N802 - the Java interface's name
-            status.lost(f"provider connection lost: {_why(exc)}")
+            status.lost(f"provider connection lost: {_why(exc)}", generation)
 
     return _Listener()
 
