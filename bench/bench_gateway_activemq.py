@@ -37,7 +37,6 @@ from tests.support.activemq import ActiveMQ  # noqa: E402
 from tests.support.gateway import GatewayProcess  # noqa: E402
 from tests.support.jmstool import JmsTool  # noqa: E402
 
-
 NATIVE_JARS = [f"/usr/share/java/{j}.jar" for j in ("activemq-client", "geronimo-jms_1.1_spec", "hawtbuf", "slf4j-api",
                                                     "geronimo-j2ee-management-1.1-spec")]
 

@@ -5,6 +5,7 @@ import argparse
 import json
 import os
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -208,6 +209,13 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"  route {r['route']:<28} moved {r['moved']}  filtered {r.get('filtered', 0)}  "
               f"dropped {r.get('dropped', 0)}  backout {r['backout']}  delivery failures {r['delivery_failures']}"
               f"{queue}{error}")
+        for end in ("source", "target"):   # a connector's link to its provider (JMS): up, or down since when
+            link = r.get(f"{end}_link")
+            if link:
+                since = time.strftime("%H:%M:%S", time.localtime(link["since"])) if link.get("since") else "?"
+                why = f": {link['error']}" if link.get("error") else ""
+                print(f"    {end} link {link['state'].upper()} since {since}, "
+                      f"{link.get('reconnects', 0)} reconnect(s){why}")
     for k in s.get("kept_route_sessions", []):   # a removed route's broker session (docs/rules.md)
         print(f"  kept   {k['route']:<28} {k['kept']} queued message(s) no route matches (topics "
               f"{', '.join(k['topics'])}): `mqbridge reload --discard {k['route']}` drops them")

@@ -13,6 +13,7 @@ from bridge.cli.broker import AdminUnavailable, admin_request
 from bridge.cli.mq_dump import render
 from bridge.config import ConfigError, GatewayConfig, load_config
 from bridge.connectors.embedded import QueueStore, default_path
+from bridge.connectors.jms_native.connector import native_problems
 from bridge.convlog import log_files
 from bridge.mqtt.acl import read_acl
 from bridge.mqtt.passwords import AuthFileError, parse_hash, read_password_file
@@ -140,6 +141,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
         problems = route_acl_problems(rules, read_acl(cfg.broker.acl_file))   # read above: valid
         for line in problems:
             print(line, file=sys.stderr)
+        if problems:
+            return 1
+    if any(getattr(c, "client", None) == "native" for c in rules.connectors.values()):
+        problems = native_problems(rules)   # starts a JVM in this process: only for native connectors
+        for line in problems:
+            print(f"{rules_path}: {line}", file=sys.stderr)
         if problems:
             return 1
     print(f"{rules_path or '<embedded default rules>'}: OK, {len(rules.connectors)} connectors, "

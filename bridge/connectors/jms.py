@@ -226,10 +226,13 @@ def jms_factory(rules: RulesFile, route: Route, endpoint: QueueEndpoint, role: s
     conn = rules.connector(endpoint.connector)
     assert isinstance(conn, JmsConnector)
     if conn.client == "native":
-        check_native(conn, endpoint.connector)
+        kind = "topic" if endpoint.topic is not None else "queue"
+        check_native(conn, endpoint.connector, endpoint.destination,
+                     f"route {route.name}: {'from' if role == 'source' else 'to'}.{kind}")
         if role == "source":
-            return NativeJmsSource(conn, route.name, endpoint.destination, selector=route.options.selector)
-        return NativeJmsTarget(conn, route.name)
+            return NativeJmsSource(conn, route.name, endpoint.destination, selector=route.options.selector,
+                                   connector=endpoint.connector, subscription=endpoint.subscription)
+        return NativeJmsTarget(conn, route.name, endpoint.connector)
     if role == "source":
         client_id = f"mqbridge-{route.name}" if endpoint.subscription else None
         return JmsSource(link_config(conn, client_id), endpoint.destination, selector=route.options.selector,

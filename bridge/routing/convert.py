@@ -72,6 +72,12 @@ class RouteConverter:
             convert = MqttToStompEncoder(route).convert
         self.convert: Convert = convert
 
+    def model_path(self) -> None:
+        """For a target that writes JmsMessage values itself (the native JMS connector): MQTT -> JMS builds the
+        model, not STOMP frames."""
+        if (self.source_protocol, self.target_protocol) == ("mqtt", "jms"):
+            self.convert = self._mqtt_to_jms
+
     # -- MQTT -> MQ: MQ Telemetry Tables 1-3 ------------------------------------------------------------
 
     def _mqtt_to_mq(self, item: Inbound) -> Result:

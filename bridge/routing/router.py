@@ -330,6 +330,8 @@ class Router:
             converter: Converter = kind(route, self._source_protocol(rules, route), tproto)
         except MappingError as exc:
             raise RouteSetupError(f"route {route.name}: {exc.reason}") from None
+        if getattr(target, "writes_jms_model", False) and isinstance(converter, RouteConverter):
+            converter.model_path()   # the native JMS target: JmsMessage values, not STOMP frames
         bdest = route.options.backout_destination
         if bdest is None:
             backout: Target = EmbeddedTarget(self.queues, self.executor)
@@ -391,6 +393,10 @@ class Router:
                                       "last_error": w.last_error}
             if isinstance(w.source, MqttSource):   # queue, max_queued, backpressure, held_publishers
                 row.update(w.source.flow_status())
+            for end, endpoint in (("source", w.source), ("target", w.target)):   # a provider link's state
+                link = getattr(endpoint, "link_status", None)
+                if link is not None:
+                    row[f"{end}_link"] = link()
             out.append(row)
         return out
 

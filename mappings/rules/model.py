@@ -39,15 +39,28 @@ class EmbeddedConnector(_Model):
     type: Literal["embedded"]
 
 
+class JndiSettings(_Model):
+    """Where a native JMS connector finds its connection factory and destinations: a JNDI InitialContext."""
+
+    initial_context_factory: str               # java.naming.factory.initial
+    provider_url: str | None = None            # java.naming.provider.url
+    environment: dict[str, str] = Field(default_factory=dict)   # further InitialContext environment entries
+    connection_factory: str = "ConnectionFactory"   # the connection factory's JNDI name
+    destinations: bool = True                  # a route's queue/topic is a JNDI name (else the provider's name)
+
+
 class JmsConnector(_Model):
     """A JMS provider reached over STOMP 1.2 (ActiveMQ first), or through its own JMS client in the gateway's
-    JVM (``client: native``: its ``jars`` and ``connection_factory`` class with ``factory_properties``)."""
+    JVM (``client: native``: its ``jars``, and its ``connection_factory`` class with ``factory_properties`` or
+    ``jndi``)."""
 
     type: Literal["jms"]
     client: Literal["stomp", "native"] = "stomp"
     jars: tuple[str, ...] = ()                 # native: paths or globs of the provider's client jars
     connection_factory: str | None = None      # native: its javax.jms.ConnectionFactory class
     factory_properties: dict[str, str] = Field(default_factory=dict)   # native: e.g. brokerURL
+    jndi: JndiSettings | None = None           # native: the factory (and destinations) looked up by JNDI
+    client_id: str | None = None               # native: the JMS client id of its durable subscriptions
     host: str = "127.0.0.1"
     port: int = Field(61613, ge=1, le=65535)
     user: str | None = None
@@ -61,9 +74,15 @@ class JmsConnector(_Model):
 
     @model_validator(mode="after")
     def _native(self) -> JmsConnector:
-        if self.client == "native" and (not self.jars or not self.connection_factory):
-            raise ValueError("client native needs jars (the provider's client jars) and connection_factory (its "
-                             "javax.jms.ConnectionFactory class)")
+        if self.client != "native":
+            if self.jndi is not None or self.client_id is not None:
+                raise ValueError("jndi and client_id belong to client native (STOMP names its client id per route)")
+            return self
+        if not self.jars or (self.connection_factory is None) == (self.jndi is None):
+            raise ValueError("client native needs jars (the provider's client jars) and one of connection_factory "
+                             "(its javax.jms.ConnectionFactory class) or jndi (where to look it up)")
+        if self.jndi is not None and self.factory_properties:
+            raise ValueError("factory_properties: the factory found by jndi is configured in its directory")
         return self
 
 
@@ -339,11 +358,33 @@ def semantic_problems(rules: RulesFile) -> list[tuple[tuple[Any, ...], str]]:
                                  f"(known: {', '.join(sorted(names))})"))
         problems.extend((("routes", i, *loc), msg) for loc, msg in envelope_problems(route, rules))
         problems.extend((("routes", i), msg) for msg in pair_problems(route, rules, names))
+        problems.extend((("routes", i, "from", *loc), msg) for loc, msg in durable_problems(route, rules, names))
     loop = find_loop(rules.routes, {name: c.type for name, c in rules.connectors.items()})
     if loop:
         first = next(i for i, r in enumerate(rules.routes) if r.name == loop[0])
         problems.append((("routes", first), f"routes loop a message back to its source: {' -> '.join(loop)}"))
     return problems
+
+
+def durable_problems(route: Route, rules: RulesFile, known: set[str]) -> list[tuple[tuple[str, ...], str]]:
+    """A durable subscription (``from.subscription``) of a native JMS connector: on a topic, under the
+    connector's client id, and one route per connector (JMS 1.1 allows one connection per client id)."""
+    src = route.source
+    if not isinstance(src, QueueEndpoint) or src.subscription is None or src.connector not in known:
+        return []
+    conn = rules.connector(src.connector)
+    if not isinstance(conn, JmsConnector) or conn.client != "native":
+        return []
+    if src.topic is None:
+        return [(("subscription",), "a durable subscription is on a topic: give topic, not queue")]
+    if conn.client_id is None:
+        return [(("subscription",), f"a durable subscription needs connectors.{src.connector}.client_id")]
+    others = [r.name for r in rules.routes if r.name != route.name and isinstance(r.source, QueueEndpoint)
+              and r.source.connector == src.connector and r.source.subscription is not None]
+    if others:
+        return [(("subscription",), f"routes {route.name} and {others[0]} subscribe durably through connector "
+                 f"{src.connector}, whose client id one connection holds at a time: give each its own connector")]
+    return []
 
 
 def pair_problems(route: Route, rules: RulesFile, known: set[str]) -> list[str]:

@@ -6,8 +6,11 @@ batch and commits it before the route confirms its source; a source receives a b
 and commits it when the route confirms it (the target has the messages), or rolls it back so that the
 provider delivers it again, counted (JMSXDeliveryCount feeds the route's backout threshold): at least
 once. One batch is open per source at a time, since a commit covers everything its session received.
-A provider that goes away fails a target's batch (retried by the router); a source connects again after
-a pause that doubles up to ``reconnect_max_seconds``.
+A provider that goes away (its client's failure, or the connection's ExceptionListener) fails a target's
+batch (retried by the router); a source connects again after a pause that doubles up to
+``reconnect_max_seconds``. Each endpoint's link state (provider.LinkStatus) is in the route's status. The
+factory and destinations come from a class or from JNDI (provider.Provider); check_native does the lookups
+at route setup and ``mqbridge validate``.
 """
 from __future__ import annotations
 
@@ -19,10 +22,11 @@ from typing import Any
 
 from bridge.connectors.base import ConnectorError, Inbound, Outbound, Source, Target
 from bridge.connectors.jms_native import TEMPORARY, jvm
+from bridge.connectors.jms_native.provider import LinkStatus, Provider, exception_listener
 from bridge.connectors.registry import RouteSetupError
 from mappings.jms.model import DeliveryMode, Destination, DestinationKind, JmsMessage
 from mappings.report import ConversionReport, Finding
-from mappings.rules.model import JmsConnector
+from mappings.rules.model import JmsConnector, QueueEndpoint, RulesFile
 
 log = logging.getLogger("mqbridge.jms")
 RECEIVE_WAIT_MS = 500
@@ -35,40 +39,49 @@ def _findings(report: ConversionReport) -> list[Finding]:
 class _Client:
     """The connection and transacted session of one endpoint, made (again) on the worker thread."""
 
-    def __init__(self, conn: JmsConnector, name: str) -> None:
+    def __init__(self, conn: JmsConnector, name: str, connector: str = "", client_id: str | None = None) -> None:
         self.conn = conn
         self.name = name
+        self.setting = f"connectors.{connector or '<name>'}"
+        self.client_id = client_id   # a durable subscriber's connection only (one connection per client id)
+        self.provider = Provider(conn, self.setting)
+        self.status = LinkStatus()
         self.connection: Any = None
         self.session: Any = None
         self.objects: Any = None
         self.lossy: frozenset[str] = frozenset()   # where the provider loses characters above U+FFFF
 
     def open(self, probe: bool = False) -> Any:
-        """The session (connected now when there is none); probe: learn what the provider loses
-        (objects.probe_characters) when connecting."""
-        if self.session is not None:
+        """The session (connected now when there is none, or when the ExceptionListener found the connection
+        gone); probe: learn what the provider loses (objects.probe_characters) when connecting."""
+        if self.session is not None and self.status.broken is None:
             return self.session
-        jpype = jvm.start(jvm.expand_jars(self.conn.jars, "jars"))
+        if self.session is not None:
+            self.drop()
+        jpype = jvm.start(jvm.expand_jars(self.conn.jars, f"{self.setting}.jars"))
         jvm.attach()
         from bridge.connectors.jms_native import objects  # Java types: only once the JVM runs
         self.objects = objects
+        generation = self.status.retire()
         try:
-            factory = jpype.JClass(self.conn.connection_factory)()
-        except (TypeError, jpype.JException) as exc:
-            raise ConnectorError(f"connection_factory {self.conn.connection_factory!r}: {exc}") from None
-        for key, value in self.conn.factory_properties.items():
-            setter = getattr(factory, "set" + key[:1].upper() + key[1:], None)
-            if setter is None:
-                raise ConnectorError(f"factory_properties: {self.conn.connection_factory} has no property {key!r}")
-            setter(value)
-        try:
+            factory = self.provider.factory()
             connection = (factory.createConnection(self.conn.user, self.conn.password) if self.conn.user
                           else factory.createConnection())
+        except jpype.JException as exc:
+            raise self._down(f"JMS provider: {exc.getMessage()}") from None
+        except ConnectorError as exc:
+            raise self._down(str(exc)) from None
+        try:
+            if self.client_id is not None:
+                connection.setClientID(self.client_id)
+            connection.setExceptionListener(exception_listener(self.status, generation))
             connection.start()
             self.session = connection.createSession(True, 0)   # transacted (SESSION_TRANSACTED)
         except jpype.JException as exc:
-            raise ConnectorError(f"JMS provider: {exc.getMessage()}") from None
+            _close(connection)
+            raise self._down(f"JMS provider: {exc.getMessage()}") from None
         self.connection = connection
+        self.status.up()
         if probe:
             try:
                 self.lossy = self.objects.probe_characters(connection)
@@ -80,8 +93,16 @@ class _Client:
                             "coerced findings", self.name, " and ".join(sorted(self.lossy)))
         return self.session
 
-    def destination(self, text: str) -> Any:
-        """A route's destination text ("Q", "topic:T", "queue://..", "temp-queue://..") on this provider."""
+    def _down(self, why: str) -> ConnectorError:
+        self.status.down(why)
+        return ConnectorError(why)
+
+    def destination(self, text: str, setting: str = "destination") -> Any:
+        """A route's destination text ("Q", "topic:T", "queue://..", "temp-queue://..") on this provider: a JNDI
+        name when the connector looks destinations up (``jndi.destinations``)."""
+        found = self.provider.destination(text, setting)
+        if found is not None:
+            return found
         dest = endpoint_destination(text)
         found = self.objects.java_destination(self.session, dest, self.temporary)
         if found is None:
@@ -98,21 +119,35 @@ class _Client:
         except TypeError:   # not ActiveMQ's client
             return None
 
-    def drop(self) -> None:
-        """The provider failed: close what is left; the next call connects again."""
+    def drop(self, why: str | None = None) -> None:
+        """The provider failed (``why``), or the endpoint closes: close what is left; the next call connects
+        again."""
         connection, self.connection, self.session = self.connection, None, None
+        self.status.retire()
+        if why is not None:
+            self.status.down(why)
         if connection is not None:
-            try:
-                connection.close()
-            except Exception:   # noqa: BLE001 - a broken connection may fail to close: it is gone either way
-                pass
+            _close(connection)
+
+    def close(self) -> None:
+        self.drop()
+        self.provider.close()
+        self.status.closed()
+
+
+def _close(connection: Any) -> None:
+    try:
+        connection.close()
+    except Exception:   # noqa: BLE001 - a broken connection may fail to close: it is gone either way
+        pass
 
 
 class NativeJmsTarget(Target):
     protocol = "jms"
+    writes_jms_model = True   # the router's MQTT -> JMS conversion gives it JmsMessage values, not STOMP frames
 
-    def __init__(self, conn: JmsConnector, name: str) -> None:
-        self.client = _Client(conn, name)
+    def __init__(self, conn: JmsConnector, name: str, connector: str = "") -> None:
+        self.client = _Client(conn, name, connector)
         self._io = ThreadPoolExecutor(1, thread_name_prefix=f"jms-native-{name}")
         self._producers: dict[str, Any] = {}
 
@@ -122,6 +157,8 @@ class NativeJmsTarget(Target):
     def _send(self, items: list[Outbound]) -> None:
         import jpype  # the JVM is running: the client opened it
 
+        if self.client.status.broken is not None:   # the ExceptionListener saw the connection go
+            self._producers.clear()
         try:
             session = self.client.open(probe=True)
             now = int(time.time() * 1000)
@@ -143,22 +180,31 @@ class NativeJmsTarget(Target):
             session.commit()
         except jpype.JException as exc:
             self._producers.clear()
-            self.client.drop()
+            self.client.drop(f"JMS provider: {exc.getMessage()}")
             raise ConnectorError(f"JMS provider: {exc.getMessage()}") from None
 
     async def send(self, items: list[Outbound]) -> None:
         await asyncio.get_running_loop().run_in_executor(self._io, self._send, items)
 
     async def close(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(self._io, self.client.drop)
+        await asyncio.get_running_loop().run_in_executor(self._io, self.client.close)
         self._io.shutdown(wait=False)
+
+    def link_status(self) -> dict[str, object]:
+        return self.client.status.as_dict()
 
 
 class NativeJmsSource(Source):
-    def __init__(self, conn: JmsConnector, name: str, destination: str, *, selector: str | None = None) -> None:
-        self.client = _Client(conn, name)
+    """A queue, a topic, or a durable subscription to a topic (``subscription``: its name, under the connector's
+    client_id; it stays at the provider when the route goes: docs/connectors.md says how to remove it)."""
+
+    def __init__(self, conn: JmsConnector, name: str, destination: str, *, selector: str | None = None,
+                 connector: str = "", subscription: str | None = None) -> None:
+        self.client = _Client(conn, name, connector, conn.client_id if subscription else None)
         self.destination = destination
         self.selector = selector
+        self.subscription = subscription
+        self.setting = f"route {name}: from.{'topic' if destination.startswith('topic:') else 'queue'}"
         self._io = ThreadPoolExecutor(1, thread_name_prefix=f"jms-native-{name}")
         self._consumer: Any = None
         self._open_batch = asyncio.Event()   # set: no batch awaits its commit or rollback
@@ -173,11 +219,16 @@ class NativeJmsSource(Source):
         import jpype
 
         try:
+            if self.client.status.broken is not None:   # the ExceptionListener saw the connection go
+                raise ConnectorError(self.client.status.broken)
             session = self.client.open()
             if self._consumer is None:
-                dest = self.client.destination(self.destination)
-                self._consumer = session.createConsumer(dest, self.selector) if self.selector else \
-                    session.createConsumer(dest)
+                dest = self.client.destination(self.destination, self.setting)
+                if self.subscription is not None:
+                    self._consumer = session.createDurableSubscriber(dest, self.subscription, self.selector, False)
+                else:
+                    self._consumer = session.createConsumer(dest, self.selector) if self.selector else \
+                        session.createConsumer(dest)
             first = self._consumer.receive(RECEIVE_WAIT_MS)
             if first is None:
                 return []
@@ -189,12 +240,13 @@ class NativeJmsSource(Source):
                 got.append(more)
             return [self._inbound(m) for m in got]
         except (jpype.JException, ConnectorError) as exc:
-            why = exc.getMessage() if isinstance(exc, jpype.JException) else str(exc)
+            why = f"JMS provider: {exc.getMessage()}" if isinstance(exc, jpype.JException) else str(exc)
             log.warning("%s: %s (connecting again)", self.destination, why)
-        except Exception:   # a bug must not end the route: logged, and the batch comes again
+        except Exception as exc:   # a bug must not end the route: logged, and the batch comes again
             log.exception("%s: receiving failed", self.destination)
+            why = f"receiving failed: {exc}"
         self._consumer = None
-        self.client.drop()
+        self.client.drop(why)
         return None
 
     def _inbound(self, jmsg: Any) -> Inbound:
@@ -233,7 +285,7 @@ class NativeJmsSource(Source):
             log.warning("%s: %s failed (%s): the provider delivers the batch again", self.destination,
                         "commit" if commit else "rollback", exc)
             self._consumer = None
-            self.client.drop()
+            self.client.drop(f"{'commit' if commit else 'rollback'} failed: {exc}")
 
     async def confirm(self, items: list[Inbound]) -> None:
         await asyncio.get_running_loop().run_in_executor(self._io, self._settle, True)
@@ -246,22 +298,59 @@ class NativeJmsSource(Source):
     async def close(self) -> None:
         self._closing = True
         self._open_batch.set()
-        await asyncio.get_running_loop().run_in_executor(self._io, self.client.drop)
+        await asyncio.get_running_loop().run_in_executor(self._io, self.client.close)
         self._io.shutdown(wait=False)
 
+    def link_status(self) -> dict[str, object]:
+        return self.client.status.as_dict()
 
-def check_native(conn: JmsConnector, name: str) -> None:
-    """At route setup: the JVM runs with the connector's jars and its connection factory class loads, or
-    RouteSetupError says which setting is wrong."""
+
+def check_native(conn: JmsConnector, name: str, destination: str = "", setting: str = "") -> None:
+    """At route setup: the JVM runs with the connector's jars and its connection factory class loads (or, with
+    jndi, its connection factory and ``destination`` are bound in the directory), or RouteSetupError says which
+    setting is wrong (``setting``: the endpoint's, for the destination)."""
     try:
         jpype = jvm.start(jvm.expand_jars(conn.jars, f"connectors.{name}.jars"))
     except jvm.JvmError as exc:
         raise RouteSetupError(f"connectors.{name}: {exc}") from None
+    if conn.jndi is None:
+        try:
+            jpype.JClass(conn.connection_factory)
+        except TypeError as exc:
+            raise RouteSetupError(f"connectors.{name}.connection_factory: {conn.connection_factory!r} is not on "
+                                  f"the class path of jars ({exc})") from None
+        return
+    provider = Provider(conn, f"connectors.{name}")
     try:
-        jpype.JClass(conn.connection_factory)
-    except TypeError as exc:
-        raise RouteSetupError(f"connectors.{name}.connection_factory: {conn.connection_factory!r} is not on the "
-                              f"class path of jars ({exc})") from None
+        provider.factory()
+        if destination and not destination.startswith("temp-"):
+            provider.destination(destination, setting)
+    except ConnectorError as exc:
+        raise RouteSetupError(str(exc)) from None
+    finally:
+        provider.close()
+
+
+def native_problems(rules: RulesFile) -> list[str]:
+    """``mqbridge validate``: what check_native refuses for each endpoint of a native JMS connector (the JVM
+    starts in the validating process; a JNDI directory must answer)."""
+    problems: list[str] = []
+    for route in rules.routes:
+        ends = (("from", route.source), ("to", route.target), ("options.backout_destination",
+                                                                route.options.backout_destination))
+        for where, ep in ends:
+            if not isinstance(ep, QueueEndpoint) or ep.connector not in rules.connectors:
+                continue
+            conn = rules.connectors[ep.connector]
+            if not isinstance(conn, JmsConnector) or conn.client != "native":
+                continue
+            try:
+                check_native(conn, ep.connector, ep.destination,
+                             f"route {route.name}: {where}.{'topic' if ep.topic is not None else 'queue'}")
+            except RouteSetupError as exc:
+                if str(exc) not in problems:
+                    problems.append(str(exc))
+    return problems
 
 
 def endpoint_destination(text: str) -> Destination:
@@ -286,4 +375,4 @@ def _size(msg: JmsMessage) -> int:
     return 0
 
 
-__all__ = ["NativeJmsSource", "NativeJmsTarget", "check_native", "endpoint_destination"]
+__all__ = ["NativeJmsSource", "NativeJmsTarget", "check_native", "endpoint_destination", "native_problems"]

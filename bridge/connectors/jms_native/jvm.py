@@ -47,7 +47,9 @@ def start(jars: list[str], options: Iterable[str] = ()) -> Any:
     with _lock:
         if not jpype.isJVMStarted():
             try:
-                jpype.startJVM(*options, classpath=jars, convertStrings=False)
+                # -Xrs: the JVM leaves SIGTERM, SIGINT and SIGHUP to the gateway (else its handlers replace the
+                # gateway's: SIGTERM would end the process at once, without closing routes; SIGHUP, no reload)
+                jpype.startJVM("-Xrs", *options, classpath=jars, convertStrings=False, interrupt=False)
             except (OSError, RuntimeError) as exc:   # no libjvm, a bad option
                 raise JvmError(f"cannot start a JVM ({exc}): install a Java runtime (JAVA_HOME, or java on PATH)") \
                     from None

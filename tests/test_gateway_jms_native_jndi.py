@@ -1,0 +1,187 @@
+"""The native JMS connector configured through JNDI (ActiveMQ's own InitialContextFactory, its ``queue.X`` and
+``topic.Y`` environment entries) through a running gateway: routes both ways by JNDI name, a durable topic
+subscription that keeps what is published while the gateway is stopped, and a bad JNDI name refused by
+``mqbridge validate`` and at start, naming the setting."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from bridge.connectors.embedded import QueueStore, default_path
+from mappings.conversions.jms_mq import mq_bytes_to_jms
+from mappings.jms.model import TextBody
+from mappings.mq import constants as C
+from mappings.mq.message import build_message, encode_message
+from mappings.mq.mqmd import Mqmd
+from mappings.mq.rfh2 import Rfh2, RfhElement, RfhFolder
+from tests.support.activemq import BrokerEndpoints
+from tests.support.gateway import GatewayProcess, wait_for
+from tests.support.jmstool import COMPILE_JARS, JAVA_DIR, JmsTool, typed
+from tests.support.mqtt_clients import PahoClient
+
+pytest.importorskip("jpype", reason="jpype1 not installed (pip install 'mqbridge[jms]')")
+pytestmark = pytest.mark.activemq
+
+
+def _rules(activemq: BrokerEndpoints, tag: str) -> str:
+    jars = ", ".join(f'"{JAVA_DIR / j}"' for j in COMPILE_JARS)
+    return f"""\
+connectors:
+  amq:
+    type: jms
+    client: native
+    jars: [{jars}]
+    client_id: mqbridge-jndi-{tag}
+    jndi:
+      initial_context_factory: org.apache.activemq.jndi.ActiveMQInitialContextFactory
+      provider_url: "{activemq.openwire_url}"
+      connection_factory: ConnectionFactory
+      environment:
+        queue.orders: jndi.out.{tag}
+        queue.incoming: jndi.in.{tag}
+        topic.prices: jndi.prices.{tag}
+        queue.telemetry: jndi.mqtt.{tag}
+routes:
+  - name: to-amq
+    from: {{queue: JNDI.OUT}}
+    to: {{connector: amq, queue: orders}}
+  - name: from-amq
+    from: {{connector: amq, queue: incoming}}
+    to: {{queue: JNDI.IN}}
+  - name: prices
+    from: {{connector: amq, topic: prices, subscription: prices-{tag}}}
+    to: {{queue: JNDI.PRICES}}
+  - name: from-mqtt
+    from: {{mqtt: "jndi/#"}}
+    to: {{connector: amq, queue: telemetry}}
+"""
+
+
+@pytest.fixture(scope="module")
+def jndi_gw(activemq: BrokerEndpoints, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[GatewayProcess,
+                                                                                                   str]]:
+    tag = uuid.uuid4().hex[:8]
+    base = tmp_path_factory.mktemp("jndi")
+    rules = base / "rules.yaml"
+    rules.write_text(_rules(activemq, tag))
+    (base / "gw").mkdir()
+    gw = GatewayProcess(base / "gw", {"rules": str(rules)}).start(timeout=60)
+    try:
+        yield gw, tag
+    finally:
+        gw.stop()
+
+
+def _texts(gw: GatewayProcess, queue: str) -> list[tuple[str | None, int | None]]:
+    """The (text, property "n") of each message on an embedded queue."""
+    store = QueueStore(default_path(gw.data_dir)).open()
+    try:
+        raws = [m.data for m in store.browse(queue)]
+    finally:
+        store.close()
+    out = []
+    for raw in raws:
+        msg, _ = mq_bytes_to_jms(raw, now_ms=0)
+        n = msg.properties.get("n")
+        out.append((msg.body.text if isinstance(msg.body, TextBody) else None,
+                    int(n.value) if n is not None and n.value is not None else None))
+    return out
+
+
+def test_routes_both_ways_by_jndi_name(jndi_gw: tuple[GatewayProcess, str], jmstool: JmsTool) -> None:
+    gw, tag = jndi_gw
+    usr = RfhFolder("usr", (RfhElement("n", "7", "i4"),))
+    data = encode_message(build_message(Mqmd(persistence=C.MQPER_PERSISTENT), (Rfh2(folders=(usr,)),),
+                                        b"by name", body_format=C.MQFMT_STRING))
+    store = QueueStore(default_path(gw.data_dir)).open()
+    try:
+        store.put("JNDI.OUT", data)
+    finally:
+        store.close()
+    (got,) = jmstool.receive(f"queue://jndi.out.{tag}", 1, timeout=20)   # JNDI "orders" -> its physical name
+    assert got["body"] == "by name" and got["properties"]["n"] == {"type": "java.lang.Integer", "value": 7}
+    jmstool.send(f"queue://jndi.in.{tag}", {"type": "Text", "body": "back", "properties": {"n": typed("int", 8)}})
+    assert wait_for(lambda: _texts(gw, "JNDI.IN"), 20, what="the message on JNDI.IN") == [("back", 8)]
+
+
+def test_mqtt_publications_reach_a_jms_consumer_as_jms_messages(
+        jndi_gw: tuple[GatewayProcess, str], jmstool: JmsTool, clients: Callable[..., PahoClient]) -> None:
+    """MQTT -> JMS builds the JMS model for the native target (the STOMP target's frames are not for it)."""
+    gw, tag = jndi_gw
+    clients(gw.port, "sensor-1").connect().publish("jndi/room/1", "21.5", qos=1)
+    (got,) = jmstool.receive(f"queue://jndi.mqtt.{tag}", 1, timeout=20)
+    assert got["type"] == "Text" and got["body"] == "21.5"
+    assert got["headers"]["deliveryMode"] == "PERSISTENT"          # QoS 1 (Amlen, MQTT -> JMS)
+
+
+def test_a_durable_subscription_keeps_what_is_published_while_the_gateway_is_stopped(
+        jndi_gw: tuple[GatewayProcess, str], jmstool: JmsTool) -> None:
+    gw, tag = jndi_gw
+    topic = f"topic://jndi.prices.{tag}"
+
+    def probe_arrived() -> bool:   # the subscription exists once a probe published to the topic arrives
+        jmstool.send(topic, {"type": "Text", "body": "probe"})
+        return any(text == "probe" for text, _ in _texts(gw, "JNDI.PRICES"))
+
+    wait_for(probe_arrived, 30, interval=0.5, what="the durable subscription to take a probe")
+    assert gw.stop() == 0
+    jmstool.send(topic, *({"type": "Text", "body": "while away", "properties": {"n": typed("int", i)}}
+                          for i in range(3)))
+    gw.start(timeout=60)
+    wait_for(lambda: len([t for t, _ in _texts(gw, "JNDI.PRICES") if t == "while away"]) >= 3, 30,
+             what="the three messages published while the gateway was stopped")
+    away = [n for text, n in _texts(gw, "JNDI.PRICES") if text == "while away"]
+    assert sorted(away) == [0, 1, 2]
+    code, status = gw.admin("/status")
+    (row,) = [r for r in status["routes"] if r["route"] == "prices"]
+    assert code == 200 and row["source_link"]["state"] == "up"
+
+
+def _validate(rules: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "bridge", "validate", str(rules)], capture_output=True, text=True,
+                          timeout=60)
+
+
+@pytest.mark.parametrize(("change", "named"), [
+    (("connection_factory: ConnectionFactory", "connection_factory: NoSuchFactory"),
+     "connectors.amq.jndi.connection_factory: JNDI name 'NoSuchFactory' not found"),
+    (("queue: incoming}", "queue: nosuchqueue}"), "route from-amq: from.queue: JNDI name 'nosuchqueue' not found"),
+    (("org.apache.activemq.jndi.ActiveMQInitialContextFactory", "org.example.NoContextFactory"),
+     "connectors.amq.jndi.initial_context_factory 'org.example.NoContextFactory'"),
+])
+def test_a_bad_jndi_name_fails_validate_and_start_naming_the_setting(
+        activemq: BrokerEndpoints, tmp_path: Path, change: tuple[str, str], named: str) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(_rules(activemq, "v").replace(*change))
+    checked = _validate(rules)
+    assert checked.returncode == 1 and named in checked.stderr, checked.stderr
+    if "NoSuchFactory" in named:   # the good file passes; the start refuses the bad one the same way (once)
+        good = tmp_path / "good.yaml"
+        good.write_text(_rules(activemq, "v"))
+        passed = _validate(good)
+        assert passed.returncode == 0 and "OK" in passed.stdout, passed.stderr
+        (tmp_path / "gw").mkdir()
+        with pytest.raises(AssertionError, match="mqbridge exited with 1") as exc:
+            GatewayProcess(tmp_path / "gw", {"rules": str(rules)}).start(timeout=60)
+        assert named in str(exc.value)
+
+
+@pytest.mark.parametrize(("change", "named"), [
+    (("    client_id:", "    connection_factory: org.apache.activemq.ActiveMQConnectionFactory\n    client_id:"),
+     "one of connection_factory (its javax.jms.ConnectionFactory class) or jndi"),
+    (("    client_id: mqbridge-jndi-x\n", ""), "a durable subscription needs connectors.amq.client_id"),
+    (("topic: prices, subscription", "queue: incoming, subscription"), "a durable subscription is on a topic"),
+])
+def test_connector_settings_that_cannot_work_are_refused_by_validate(tmp_path: Path, change: tuple[str, str],
+                                                                    named: str) -> None:
+    rules = tmp_path / "rules.yaml"
+    text = _rules(BrokerEndpoints("127.0.0.1", 1, 2, 3), "x")
+    assert change[0] in text
+    rules.write_text(text.replace(*change))
+    checked = _validate(rules)
+    assert checked.returncode == 1 and named in checked.stderr, checked.stderr
