@@ -243,3 +243,22 @@ def test_a_source_whose_provider_is_unreachable_waits_and_retries_without_failin
         asyncio.run(go())
     attempts = [r for r in caplog.records if "connecting again" in r.getMessage()]
     assert 1 <= len(attempts) <= 3, [r.getMessage() for r in attempts]
+
+
+def test_factory_properties_take_booleans_and_numbers_and_name_a_refused_value(session: Any) -> None:
+    """ActiveMQ's own send tuning (docs/connectors.md) is a boolean bean property: YAML's false reaches
+    setCopyMessageOnSend(boolean); a value of the wrong type names the setting."""
+    from bridge.connectors.base import ConnectorError
+    from bridge.connectors.jms_native.provider import Provider
+    from mappings.rules.model import JmsConnector
+
+    def connector(**props: Any) -> JmsConnector:
+        return JmsConnector(type="jms", client="native", jars=tuple(str(JAVA_DIR / j) for j in COMPILE_JARS),
+                            connection_factory="org.apache.activemq.ActiveMQConnectionFactory",
+                            factory_properties={"brokerURL": "tcp://127.0.0.1:1", **props})
+
+    factory = Provider(connector(copyMessageOnSend=False, useAsyncSend=True, sendTimeout=1500),
+                       "connectors.amq").factory()
+    assert (factory.isCopyMessageOnSend(), factory.isUseAsyncSend(), factory.getSendTimeout()) == (False, True, 1500)
+    with pytest.raises(ConnectorError, match=r"connectors\.amq\.factory_properties\.useAsyncSend: 'yes' refused"):
+        Provider(connector(useAsyncSend="yes"), "connectors.amq").factory()

@@ -58,7 +58,8 @@ class JmsConnector(_Model):
     client: Literal["stomp", "native"] = "stomp"
     jars: tuple[str, ...] = ()                 # native: paths or globs of the provider's client jars
     connection_factory: str | None = None      # native: its javax.jms.ConnectionFactory class
-    factory_properties: dict[str, str] = Field(default_factory=dict)   # native: e.g. brokerURL
+    # native: bean properties by their setters, e.g. brokerURL (a string), useAsyncSend (a boolean), port (an int)
+    factory_properties: dict[str, str | bool | int | float] = Field(default_factory=dict)
     jndi: JndiSettings | None = None           # native: the factory (and destinations) looked up by JNDI
     client_id: str | None = None               # native: the JMS client id of its durable subscriptions
     host: str = "127.0.0.1"

@@ -38,7 +38,11 @@ class Provider:
                 if setter is None:
                     raise ConnectorError(f"{self.setting}.factory_properties: {conn.connection_factory} has no "
                                          f"property {key!r}")
-                setter(value)
+                try:
+                    setter(value)
+                except (TypeError, jpype.JException) as exc:   # e.g. "yes" for a boolean
+                    raise ConnectorError(f"{self.setting}.factory_properties.{key}: {value!r} refused by "
+                                         f"{conn.connection_factory}: {exc}") from None
             return factory
         found = self.lookup(conn.jndi.connection_factory, f"{self.setting}.jndi.connection_factory")
         if not isinstance(found, jpype.JClass("javax.jms.ConnectionFactory")):
