@@ -263,6 +263,7 @@ class SidecarWriter:
     def __init__(self, max_pending: int = 1024) -> None:
         self._queue: queue.Queue[Path | None] = queue.Queue(max_pending)
         self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
         self.written = 0
         self.rejected = 0
 
@@ -287,7 +288,9 @@ class SidecarWriter:
             log.warning("conversion log: sidecar queue full, %s left for the next start", path.name)
 
     def close(self, timeout: float = 30.0) -> None:
+        """Stop after the file in progress (the files still queued are the next start's backlog)."""
         if self._thread is not None:
+            self._stopping.set()
             self._queue.put(None)
             self._thread.join(timeout)
             self._thread = None
@@ -306,10 +309,12 @@ class SidecarWriter:
             log.warning("conversion log: closed files not listed for Parquet sidecars: %s", e)
             first = []
         for path in first:
+            if self._stopping.is_set():
+                return
             self._one(path, check=True)
         while True:
             path = self._queue.get()
-            if path is None:
+            if path is None or self._stopping.is_set():
                 return
             self._one(path, check=False)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,14 +41,18 @@ def wait_for(condition, what: str, timeout: float = 20.0) -> None:
 
 
 def written_through_the_log(directory: Path, lines: list[str], chunks: int, max_bytes: int) -> list[Path]:
-    """Lines written by the gateway's ConversionLog in chunks (each its own write, so that it rotates by size)."""
+    """Lines written by the gateway's ConversionLog in chunks (each its own write, so that it rotates by size);
+    returns once the sidecar thread has written the closed files' sidecars."""
     log = ConversionLog(directory, max_bytes=max_bytes, flush_seconds=0.05)
     log.start()
     step = -(-len(lines) // chunks)
     for i in range(0, len(lines), step):
         log.record_lines(lines[i:i + step])
         wait_for(lambda n=i + len(lines[i:i + step]): log.written >= n, "the log writer")
-    log.close()
+    closed = len(list(directory.glob("convlog-*.jsonl"))) - 1  # rotated away from: each gets its sidecar
+    assert log.sidecars is not None
+    wait_for(lambda: log.sidecars.written == closed, "the sidecars of the closed files")
+    log.close()  # the open file gets none
     return sorted(directory.glob("convlog-*.jsonl"))
 
 
@@ -177,3 +182,26 @@ def test_without_pyarrow_no_sidecar_is_written_and_that_is_logged_once(tmp_path,
         writer.submit(tmp_path / "x.jsonl")  # ignored
         writer.close()
     assert [r.levelno for r in caplog.records if "pyarrow" in r.getMessage()] == [logging.INFO]
+
+
+def test_close_does_not_wait_for_the_queued_files_they_are_the_next_starts_backlog(tmp_path):
+    text = (FIXTURE_LOGS / "gateway-a.jsonl").read_text()
+    files = [tmp_path / f"convlog-20200101-{h:02d}-000.jsonl" for h in range(6)]
+    for f in files:
+        f.write_text(text * 200)
+    writer = SidecarWriter()
+    gate = threading.Event()
+    writer.start(lambda: (gate.wait(10), [])[1])  # held before its first file: everything below is queued
+    for f in files:
+        writer.submit(f)
+    closer = threading.Thread(target=writer.close)
+    closer.start()
+    wait_for(writer._stopping.is_set, "close to begin")
+    gate.set()
+    closer.join(10)
+    assert not closer.is_alive() and writer.written == 0  # close did not write the six queued files
+    again = SidecarWriter()
+    again.start(lambda: convlog_parquet.closed_files(tmp_path, "20200101-23", 1 << 30))
+    wait_for(lambda: again.written == len(files), "the backlog")
+    again.close()
+    assert all(sidecar_path(f).exists() for f in files)
