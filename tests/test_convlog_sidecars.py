@@ -138,6 +138,13 @@ def test_a_file_with_a_line_the_audit_would_report_gets_no_sidecar(tmp_path, bad
     assert pq.read_table(write_sidecar(path)).num_rows == good.count("\n")  # the same file, fixed, gets one
 
 
+def test_a_file_that_is_not_utf8_gets_no_sidecar(tmp_path):
+    path = tmp_path / "convlog-20260101-00-000.jsonl"
+    path.write_bytes(one_line(client_id="cafe").encode().replace(b"cafe", b"caf\xe9"))  # Latin-1, not UTF-8
+    with pytest.raises(Rejected, match="UTF-8"):
+        write_sidecar(path)
+
+
 def test_timestamps_become_the_instants_the_audits_parse_gives(tmp_path):
     forms = ["2026-11-22T03:00:00.123456Z", "2026-11-22 03:00:00Z", "2026-11-22T03:00:00+05:30",
              "2026-11-22T03:00:00.1-01:00", "2026-11-22T03:00:00+18:00", "1900-01-01T00:00:00Z",
