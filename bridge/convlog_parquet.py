@@ -7,6 +7,7 @@ the audit's rules; otherwise the audit parses the JSON and reports the bad lines
 """
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import queue
@@ -57,11 +58,8 @@ def sidecar_path(path: Path) -> Path:
 
 
 def available() -> bool:
-    try:
-        import pyarrow  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    """pyarrow is installed (found, not imported: the import waits for the first sidecar, in its thread)."""
+    return importlib.util.find_spec("pyarrow") is not None
 
 
 def _arrow_type(kind: str, *, text_times: bool = False) -> Any:  # noqa: ANN401 - a pyarrow DataType

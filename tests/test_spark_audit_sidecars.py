@@ -18,6 +18,7 @@ pytest.importorskip("pyarrow")
 from bridge.cli.main import main  # noqa: E402
 from bridge.convlog_parquet import Rejected, sidecar_path, write_sidecar  # noqa: E402
 from spark_audit.schema import record_schema  # noqa: E402
+from tests.support.gateway import wait_for  # noqa: E402
 
 try:
     from tests.spark_fixtures import FIXTURE_LOGS, generated_log, spark  # noqa: F401
@@ -124,3 +125,35 @@ def test_a_sidecar_whose_pages_are_damaged_is_not_trusted_the_json_is_read(spark
     side.unlink()
     json_code, json_summary = audit([logs], tmp_path / "json")
     assert code == json_code and comparable(summary) == comparable(json_summary)
+
+
+RULES = """\
+routes:
+  - name: up
+    from: {mqtt: "plant/#"}
+    to: {queue: PLANT}
+"""
+
+
+def test_a_real_gateways_log_audits_the_same_from_its_sidecars(spark, gateway_factory, clients, tmp_path):
+    """`mqbridge serve` with 1 MiB files: the files it rotates away from get sidecars, its open one none."""
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(RULES)
+    gw = gateway_factory({"rules": str(rules), "convlog": {"max_file_mb": 1}})
+    pub = clients(gw.port, "sensor").connect()
+    infos = [pub.publish(f"plant/{i % 7}", b"reading %d" % i, qos=1, wait=False) for i in range(1500)]
+    infos[-1].wait_for_publish(30)
+    logdir = gw.data_dir / "convlog"  # 3,000 records of ~480 bytes: at least one rotation
+    files = wait_for(lambda: sorted(logdir.glob("convlog-*.jsonl")) if len(list(logdir.glob("*.jsonl"))) >= 2
+                     else None, 30, what="a rotation of the conversion log")
+    wait_for(lambda: all(sidecar_path(f).exists() for f in files[:-1]), 30, what="the closed files' sidecars")
+    assert gw.stop() == 0
+    assert not sidecar_path(files[-1]).exists()
+
+    code, summary = audit([logdir], tmp_path / "with")
+    assert summary["input"]["sidecar_files"] == len(files) - 1
+    for f in logdir.glob("*.parquet"):
+        f.unlink()
+    json_code, json_summary = audit([logdir], tmp_path / "json")
+    assert code == json_code == 0 and summary["input"]["rows_read"] == 3000
+    assert comparable(summary) == comparable(json_summary)  # (the stored rows: the test above)
