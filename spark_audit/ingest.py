@@ -133,15 +133,16 @@ def _source_line(staged: Staged, sample: dict[str, Any]) -> int | None:
 
 def expand_paths(paths: Iterable[str | Path]) -> list[str]:
     """Files as given; directories expand to their *.jsonl / *.jsonl.gz / *.log files, sorted. A URI
-    (hdfs://, s3a://, file://) is listed through Hadoop's FileSystem API (a running SparkSession's)."""
+    (hdfs://, s3a://, file://) is listed through Hadoop's FileSystem API (a running SparkSession's). A Parquet
+    sidecar (X.jsonl.parquet, spark_audit.sidecars) is never a log file, even when named."""
     out: list[str] = []
     for given in paths:
+        if is_sidecar(str(given)):  # a sidecar given by name (e.g. a shell glob): its log is read, never it as JSON
+            continue
         if fs.is_remote(str(given)):
             out.extend(_remote_logs(str(given)))
             continue
         p = Path(given)
-        if is_sidecar(p):  # a sidecar given by name (e.g. a shell glob): its log file is read, never it as JSON
-            continue
         if p.is_dir():
             out.extend(str(f) for f in sorted(p.rglob("*")) if f.is_file() and _is_log(f))
         elif p.exists():

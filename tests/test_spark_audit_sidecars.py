@@ -157,3 +157,12 @@ def test_a_real_gateways_log_audits_the_same_from_its_sidecars(spark, gateway_fa
     json_code, json_summary = audit([logdir], tmp_path / "json")
     assert code == json_code == 0 and summary["input"]["rows_read"] == 3000
     assert comparable(summary) == comparable(json_summary)  # (the stored rows: the test above)
+
+
+def test_a_sidecar_named_as_a_file_or_uri_is_never_listed_as_a_log(tmp_path):
+    from spark_audit.ingest import expand_paths
+
+    log = tmp_path / "convlog-20260101-00-000.jsonl"
+    log.write_bytes(generated_log(5, malformed_every=0))
+    side = write_sidecar(log)
+    assert expand_paths([side, f"file://{side}", tmp_path, log]) == [str(log), str(log)]
