@@ -1,5 +1,6 @@
 """The conversion log writer: one JSON line per conversion step (schema: mappings/convlog_schema.py),
-written by a background thread so the hot path only enqueues, rotated by size and by hour."""
+written by a background thread so the hot path only enqueues, rotated by size and by hour; each file it
+closes is written once more as a Parquet sidecar for the audit by another thread (bridge/convlog_parquet.py)."""
 from __future__ import annotations
 
 import logging
@@ -12,6 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bridge.connectors.base import Inbound, Outbound
+from bridge.convlog_parquet import SidecarWriter, closed_files
 from mappings.convlog_schema import ConversionRecord, Direction, LineTemplate, Status, json_string, json_timestamp
 from mappings.mqtt.publication import MqttPublication
 from mappings.report import ConversionReport, Finding
@@ -27,10 +29,12 @@ class ConversionLog:
 
     Files are ``<dir>/convlog-YYYYMMDD-HH-<seq>.jsonl``; a new file starts when the hour changes or
     the current one passes ``max_bytes``. Lines are flushed at least every ``flush_seconds``.
+    A file closed for good (the hour changed, or it is full) gets its Parquet sidecar (``sidecars``; needs
+    pyarrow), as do closed files without one found at start (docs/conversion-log.md, "Parquet sidecars").
     """
 
     def __init__(self, directory: Path, *, max_bytes: int = 64 * 1024 * 1024,
-                 flush_seconds: float = 0.5, max_pending: int = 1_000_000) -> None:
+                 flush_seconds: float = 0.5, max_pending: int = 1_000_000, sidecars: bool = True) -> None:
         self.directory = Path(directory)
         self.max_bytes = max_bytes
         self.flush_seconds = flush_seconds
@@ -42,11 +46,15 @@ class ConversionLog:
         self._path: Path | None = None
         self._hour = ""
         self._size = 0
+        self.sidecars = SidecarWriter() if sidecars else None
 
     def start(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         self._thread = threading.Thread(target=self._run, name="mqbridge-convlog", daemon=True)
         self._thread.start()
+        if self.sidecars is not None:  # the backlog: files of earlier hours (or full) a stop or crash left without
+            hour = datetime.now(UTC).strftime("%Y%m%d-%H")
+            self.sidecars.start(lambda: closed_files(self.directory, hour, self.max_bytes))
 
     def record(self, rec: ConversionRecord) -> None:
         self.record_line(rec.to_json_line())
@@ -73,15 +81,22 @@ class ConversionLog:
             log.error("conversion log is %d entries behind: %d records dropped", self._queue.qsize(), self.dropped)
 
     def close(self) -> None:
+        """Write what is queued and close the file; the sidecar in progress is finished (bounded wait), the
+        current file gets none (this hour's next start may append to it)."""
         if self._thread is not None:
             self._queue.put(None)
             self._thread.join(30)
             self._thread = None
+        if self.sidecars is not None:
+            self.sidecars.close()
 
     # -- writer thread --------------------------------------------------------------------------
 
     def _open(self, hour: str) -> None:
+        closed = self._path if self._file is not None else None  # rotated: never appended to again
         self._close_file()
+        if closed is not None and self.sidecars is not None:
+            self.sidecars.submit(closed)
         seq = 0
         while True:
             path = self.directory / f"{FILE_PREFIX}{hour}-{seq:03d}{FILE_SUFFIX}"

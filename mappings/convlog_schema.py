@@ -21,6 +21,18 @@ SCHEMA_VERSION = 2
 
 STRUCTURE = "conversion log record"
 
+# Parquet sidecars (docs/conversion-log.md, "Parquet sidecars"): the gateway writes each closed hour file
+# X.jsonl once more as X.jsonl.parquet (bridge/convlog_parquet.py); the audit reads it instead of parsing X
+# when its key-value metadata still describes X (spark_audit/sidecars.py). Bump SIDECAR_VERSION when the
+# sidecar's layout or the meaning of its metadata changes; a reader ignores sidecars of another version.
+SIDECAR_SUFFIX = ".parquet"
+SIDECAR_VERSION = 1
+META_SIDECAR_VERSION = "mqbridge.sidecar_version"
+META_SCHEMA_VERSION = "mqbridge.schema_version"
+META_SOURCE_NAME = "mqbridge.source_name"    # the JSON file's name (no directory)
+META_SOURCE_BYTES = "mqbridge.source_bytes"  # its byte size when the sidecar was written
+META_SOURCE_LINES = "mqbridge.source_lines"  # its lines (every one a record: one row each)
+
 
 class Direction(StrEnum):
     """Which side of the gateway a record describes."""

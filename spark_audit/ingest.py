@@ -33,7 +33,8 @@ from spark_audit.schema import (
     problem_column,
     read_schema,
 )
-from spark_audit.sources import Staged, prepare, prepare_remote
+from spark_audit.sidecars import Sidecars, choose, is_sidecar, read_sidecars
+from spark_audit.sources import Staged, file_key, prepare, prepare_remote
 
 PARTITION_COLUMNS = ("date", "hour")
 SAMPLE_LIMIT = 10
@@ -58,6 +59,7 @@ class IngestResult:
     # and what the audit did about a file (read again from the start, an unfinished last line not read).
     damaged: dict[str, str] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
+    sidecar_files: int = 0  # files whose rows were read from the gateway's Parquet sidecar, not parsed
 
     @property
     def bad(self) -> int:
@@ -80,6 +82,7 @@ class IngestResult:
         self.max_time = max(times) if times else None
         self.damaged.update(other.damaged)
         self.notes.update(other.notes)
+        self.sidecar_files += other.sidecar_files
 
     def add_staged(self, staged: Staged) -> None:
         """Name the source files instead of staged copies; add the staging's damaged files and notes."""
@@ -102,7 +105,7 @@ class IngestResult:
                    {str(f): {str(k): int(v) for k, v in c.items()} for f, c in raw["problems_by_file"].items()},
                    [dict(s) for s in raw["samples"]], times[0], times[1],
                    {str(k): str(v) for k, v in raw.get("damaged", {}).items()},
-                   {str(k): str(v) for k, v in raw.get("notes", {}).items()})
+                   {str(k): str(v) for k, v in raw.get("notes", {}).items()}, int(raw.get("sidecar_files", 0)))
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -118,6 +121,7 @@ class IngestResult:
             "max_time": self.max_time.isoformat() if self.max_time else None,
             "damaged": dict(sorted(self.damaged.items())),
             "notes": dict(sorted(self.notes.items())),
+            "sidecar_files": self.sidecar_files,
         }
 
 
@@ -129,9 +133,12 @@ def _source_line(staged: Staged, sample: dict[str, Any]) -> int | None:
 
 def expand_paths(paths: Iterable[str | Path]) -> list[str]:
     """Files as given; directories expand to their *.jsonl / *.jsonl.gz / *.log files, sorted. A URI
-    (hdfs://, s3a://, file://) is listed through Hadoop's FileSystem API (a running SparkSession's)."""
+    (hdfs://, s3a://, file://) is listed through Hadoop's FileSystem API (a running SparkSession's). A Parquet
+    sidecar (X.jsonl.parquet, spark_audit.sidecars) is never a log file, even when named."""
     out: list[str] = []
     for given in paths:
+        if is_sidecar(str(given)):  # a sidecar given by name (e.g. a shell glob): its log is read, never it as JSON
+            continue
         if fs.is_remote(str(given)):
             out.extend(_remote_logs(str(given)))
             continue
@@ -241,7 +248,8 @@ def describe_problems(tagged: DataFrame, result: IngestResult) -> None:
     for r in bad.groupBy(FILE_COLUMN, PROBLEM_COLUMN).count().collect():
         per_file = result.problems_by_file.setdefault(r[FILE_COLUMN], {})
         per_file[r[PROBLEM_COLUMN]] = per_file.get(r[PROBLEM_COLUMN], 0) + int(r["count"])
-    result.samples = bad_samples(tagged.sparkSession, sorted(result.problems_by_file))
+    # a bad row of a sidecar (not written by the gateway, which writes none with a bad row) has no line
+    result.samples = bad_samples(tagged.sparkSession, sorted(f for f in result.problems_by_file if not is_sidecar(f)))
 
 
 def parse_lines(lines: DataFrame) -> DataFrame:
@@ -335,13 +343,13 @@ def ingest_logs(spark: SparkSession, paths: list[str], parquet_dir: str, mode: s
         tempfile.mkdtemp(prefix=".mqb-audit-staging-", dir=None if remote_out else Path(parquet_dir).parent))
     try:
         if not remote_in:
-            return _ingest_staged(spark, prepare(paths, local or Path()), parquet_dir, mode, compact)
+            return _ingest_files(spark, paths, lambda ps: prepare(ps, local or Path()), parquet_dir, mode, compact)
         hadoop = fs.Hadoop()
         uris = [p if fs.is_remote(p) else hadoop.qualify(fs.join("file://", os.path.abspath(p))) for p in paths]
         staging = hadoop.qualify(fs.join("file://", str(local)) if local is not None else fs.join(
             fs.parent(parquet_dir), f".mqb-audit-staging-{uuid.uuid4().hex}"))
         try:
-            return _ingest_staged(spark, prepare_remote(uris, staging), parquet_dir, mode, compact)
+            return _ingest_files(spark, uris, lambda ps: prepare_remote(ps, staging), parquet_dir, mode, compact)
         finally:
             hadoop.delete(staging)
     finally:
@@ -349,10 +357,39 @@ def ingest_logs(spark: SparkSession, paths: list[str], parquet_dir: str, mode: s
             shutil.rmtree(local, ignore_errors=True)
 
 
-def _ingest_staged(spark: SparkSession, staged: Staged, parquet_dir: str, mode: str, compact: bool) -> IngestResult:
-    """Ingest what prepare staged; nothing readable: the log of an earlier ingest is not audited in its place."""
+def _ingest_files(spark: SparkSession, paths: list[str], prep: Callable[[list[str]], Staged], parquet_dir: str,
+                  mode: str, compact: bool) -> IngestResult:
+    """Read each file from its Parquet sidecar where one still describes it (spark_audit.sidecars), else parse
+    its JSON. When the job fails with sidecars in it, it runs again on the JSON alone: a sidecar is never
+    needed, so one Spark cannot read (damaged after its footer was checked) costs time, not the audit."""
+    found = choose(paths)
+    if found.used:
+        try:
+            return _ingest_staged(spark, prep([p for p in paths if p not in found.used]), parquet_dir, mode,
+                                  compact, found)
+        except Exception as e:  # noqa: BLE001 - any failure: the JSON alone decides (and fails again if it is the cause)
+            text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            found = Sidecars(notes={**found.notes, **{p: f"Parquet sidecar could not be read ({text[:300]}); "
+                                                        "its JSON was read" for p in found.used}})
+    return _ingest_staged(spark, prep(paths), parquet_dir, mode, compact, found)
+
+
+def _ingest_staged(spark: SparkSession, staged: Staged, parquet_dir: str, mode: str, compact: bool,
+                   sidecars: Sidecars | None = None) -> IngestResult:
+    """Ingest what prepare staged (and the sidecars); nothing readable: the log of an earlier ingest is not
+    audited in its place."""
+    used = sidecars.used if sidecars is not None else {}
+    frames = []
     if staged.paths:
-        result = ingest_frame(read_logs(spark, staged.paths), parquet_dir, mode, compact)
+        parsed = read_logs(spark, staged.paths)
+        frames.append(parsed.withColumn(FILE_COLUMN, F.col("_metadata.file_path")) if used else parsed)
+    if used:
+        frames.append(read_sidecars(spark, sorted(used.values())))
+        for source, uri in used.items():  # a sidecar's rows are its file's (problems_by_file names the file)
+            staged.origins[file_key(uri)] = source
+    if frames:
+        tagged = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
+        result = ingest_frame(tagged, parquet_dir, mode, compact)
     else:
         if mode == "overwrite":
             if fs.is_remote(parquet_dir):
@@ -361,4 +398,7 @@ def _ingest_staged(spark: SparkSession, staged: Staged, parquet_dir: str, mode: 
                 shutil.rmtree(parquet_dir, ignore_errors=True)
         result = IngestResult()
     result.add_staged(staged)
+    if sidecars is not None:
+        result.notes.update(sidecars.notes)
+        result.sidecar_files = len(used)
     return result

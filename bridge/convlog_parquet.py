@@ -1,0 +1,333 @@
+"""Parquet sidecars of closed conversion-log hour files: X.jsonl written once more as X.jsonl.parquet, so that
+the audit reads columns instead of parsing JSON (docs/conversion-log.md, "Parquet sidecars").
+
+One low-priority background thread writes them, one file at a time, with pyarrow (the optional extra
+``mqbridge[parquet]``; without it no sidecar is written). A file gets a sidecar only when every line passes
+the audit's rules; otherwise the audit parses the JSON and reports the bad lines as it always did.
+"""
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import queue
+import re
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from mappings.convlog_schema import (
+    BOOL,
+    FIELDS,
+    FINDING_KEYS,
+    FINDINGS,
+    INT,
+    LONG,
+    META_SCHEMA_VERSION,
+    META_SIDECAR_VERSION,
+    META_SOURCE_BYTES,
+    META_SOURCE_LINES,
+    META_SOURCE_NAME,
+    SCHEMA_VERSION,
+    SIDECAR_SUFFIX,
+    SIDECAR_VERSION,
+    STRING,
+    TIMESTAMP,
+    TIMESTAMP_PATTERN,
+    FieldSpec,
+    Status,
+)
+from mappings.report import Change
+
+log = logging.getLogger("mqbridge.convlog")
+
+# Beyond TIMESTAMP_PATTERN (which allows any two digits): a clock time Spark's cast and Python's fromisoformat
+# both take. pyarrow's cast rejects 24:00 and :60 as well; this keeps the rule explicit.
+_CLOCK = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ](?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]"
+BLOCK_BYTES = 16 << 20  # pyarrow's JSON block: larger than any line (a line may not straddle two blocks)
+NICE = 10  # the writer thread's niceness (Linux: per thread)
+
+
+class Rejected(Exception):
+    """A file gets no sidecar: a line breaks the audit's rules (or the file is not plain JSON Lines)."""
+
+
+def sidecar_path(path: Path) -> Path:
+    return path.with_name(path.name + SIDECAR_SUFFIX)
+
+
+def available() -> bool:
+    """pyarrow is installed (found, not imported: the import waits for the first sidecar, in its thread)."""
+    return importlib.util.find_spec("pyarrow") is not None
+
+
+def _arrow_type(kind: str, *, text_times: bool = False) -> Any:  # noqa: ANN401 - a pyarrow DataType
+    import pyarrow as pa
+
+    finding = pa.struct([pa.field(k, pa.string()) for k in FINDING_KEYS])
+    types = {INT: pa.int32(), LONG: pa.int64(), STRING: pa.string(), BOOL: pa.bool_(),
+             TIMESTAMP: pa.string() if text_times else pa.timestamp("us", tz="UTC"), FINDINGS: pa.list_(finding)}
+    return types[kind]
+
+
+def arrow_schema(*, text_times: bool = False) -> Any:  # noqa: ANN401 - a pyarrow Schema
+    """The record (mappings.convlog_schema.FIELDS) as an Arrow schema, the Spark audit's types
+    (spark_audit/schema.py; a test holds them together). text_times: timestamps as strings (the JSON read)."""
+    import pyarrow as pa
+
+    return pa.schema([pa.field(f.name, _arrow_type(f.kind, text_times=text_times)) for f in FIELDS])
+
+
+def _first(mask: Any) -> int | None:  # noqa: ANN401 - a pyarrow BooleanArray
+    import pyarrow.compute as pc
+
+    if not pc.any(mask).as_py():
+        return None
+    return int(pc.index(mask, True).as_py())
+
+
+def _or(a: Any, b: Any) -> Any:  # noqa: ANN401
+    import pyarrow.compute as pc
+
+    return pc.or_kleene(a, b)
+
+
+def _findings_first_bad(col: Any) -> int | None:  # noqa: ANN401 - list<struct>
+    """The first row with a null finding, a change outside Change or a name that is null or empty."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    items = pc.list_flatten(col)
+    if len(items) == 0:
+        return None
+    change, name = pc.struct_field(items, "change"), pc.struct_field(items, "name")
+    bad = pc.fill_null(pc.or_kleene(pc.invert(pc.is_in(change, value_set=pa.array([c.value for c in Change]))),
+                                    pc.equal(pc.utf8_length(name), 0)), True)
+    bad = pc.or_(bad, pc.is_null(items))
+    rows = pc.filter(pc.list_parent_indices(col), bad)
+    return None if len(rows) == 0 else int(pc.min(rows).as_py())
+
+
+def _field_invalid(spec: FieldSpec, col: Any) -> Any:  # noqa: ANN401 - True where the column breaks its rule
+    """The audit's column rules (spark_audit/schema.py, _field_invalid) for one field, as Arrow compute
+    (the findings' rule: _findings_first_bad)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    bad = pc.is_null(col) if spec.required else pa.array([False] * len(col))
+    if spec.enum is not None:
+        allowed = pa.array([m.value for m in spec.enum])
+        bad = _or(bad, pc.and_kleene(pc.is_valid(col), pc.invert(pc.is_in(col, value_set=allowed))))
+    if spec.min_value is not None:
+        bad = _or(bad, pc.less(col, spec.min_value))
+    if spec.max_value is not None:
+        bad = _or(bad, pc.greater(col, spec.max_value))
+    if spec.kind == TIMESTAMP:
+        grammar = pc.match_substring_regex(col, f"^(?:{TIMESTAMP_PATTERN})$")
+        bad = _or(bad, pc.invert(pc.and_kleene(grammar, pc.match_substring_regex(col, _CLOCK))))
+    return pc.fill_null(bad, False)
+
+
+def validated(table: Any) -> Any:  # noqa: ANN401 - pyarrow Table in, pyarrow Table out
+    """The table with its timestamps as instants, or Rejected naming the first bad row and field: the rules of
+    the audit's columns, plus from_dict's (schema_version not newer, a reason when the status is not ok)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    table = table.combine_chunks()
+    checks = [(f"invalid:{spec.name}", _field_invalid(spec, table.column(spec.name))) for spec in FIELDS]
+    newer = pc.fill_null(pc.greater(table.column("schema_version"), SCHEMA_VERSION), False)
+    reason = table.column("reason")
+    no_reason = pc.fill_null(pc.and_kleene(pc.not_equal(table.column("status"), Status.OK.value),
+                                           pc.or_kleene(pc.is_null(reason), pc.equal(pc.utf8_length(reason), 0))),
+                             False)
+    for what, mask in [("future_version", newer), *checks, ("reason required", no_reason)]:
+        row = _first(mask)
+        if row is not None:
+            raise Rejected(f"line {row + 1}: {what}")
+    for spec in FIELDS:
+        row = _findings_first_bad(table.column(spec.name)) if spec.kind == FINDINGS else None
+        if row is not None:
+            raise Rejected(f"line {row + 1}: invalid:{spec.name}")
+    columns = []
+    for spec in FIELDS:
+        col = table.column(spec.name)
+        if spec.kind == TIMESTAMP:
+            try:
+                col = pc.cast(col, pa.timestamp("us", tz="UTC"))
+            except (pa.ArrowInvalid, ValueError) as e:
+                raise Rejected(f"{spec.name}: {e}") from None
+        columns.append(col)
+    return pa.Table.from_arrays(columns, schema=arrow_schema())
+
+
+def read_log(data: bytes) -> Any:  # noqa: ANN401 - a pyarrow Table
+    """A whole hour file's records, checked: every line one JSON object of the record's fields (no other key,
+    no blank line, the last line terminated), typed as the schema says, and passing ``validated``."""
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    try:
+        data.decode("utf-8")  # pyarrow's JSON reader takes invalid UTF-8 into strings as it is
+    except UnicodeDecodeError as e:
+        raise Rejected(f"not UTF-8 at byte {e.start}") from None
+    lines = data.count(b"\n")
+    if not data.endswith(b"\n"):
+        raise Rejected("the last line is not terminated")
+    if not data.startswith(b"{") or data.count(b"\n{") != lines - 1:  # every line starts an object
+        raise Rejected("a line does not start with '{' (a blank line, or not a record)")
+    try:
+        table = pj.read_json(pa.py_buffer(data), read_options=pj.ReadOptions(use_threads=False,
+                                                                              block_size=BLOCK_BYTES),
+                             parse_options=pj.ParseOptions(explicit_schema=arrow_schema(text_times=True),
+                                                           unexpected_field_behavior="error"))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+        raise Rejected(str(e).splitlines()[0]) from None
+    if table.num_rows != lines:  # two objects on one line: the audit reads one line as one record
+        raise Rejected(f"{table.num_rows} records in {lines} lines")
+    return validated(table)
+
+
+def write_sidecar(path: Path) -> Path:
+    """Write path's sidecar atomically (a hidden temporary file, fsync, rename, fsync of the directory);
+    Rejected when the file does not qualify (then no sidecar exists: a stale one is removed)."""
+    import pyarrow.parquet as pq
+
+    target = sidecar_path(path)
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        table = read_log(data)
+    except Rejected:
+        target.unlink(missing_ok=True)
+        raise
+    meta = {META_SIDECAR_VERSION: str(SIDECAR_VERSION), META_SCHEMA_VERSION: str(SCHEMA_VERSION),
+            META_SOURCE_NAME: path.name, META_SOURCE_BYTES: str(len(data)), META_SOURCE_LINES: str(table.num_rows)}
+    table = table.replace_schema_metadata(meta)
+    tmp = target.with_name(f".{target.name}.tmp")
+    try:
+        with open(tmp, "wb") as out:
+            pq.write_table(table, out, write_page_checksum=True)  # the audit verifies pages (CRC)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    fd = os.open(target.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return target
+
+
+def sidecar_current(path: Path) -> bool:
+    """True when path has a sidecar whose metadata describes it as it is now (name and byte size)."""
+    import pyarrow.parquet as pq
+
+    target = sidecar_path(path)
+    try:
+        meta = pq.read_metadata(target).metadata or {}
+        size = path.stat().st_size
+    except (OSError, ValueError, Exception):  # noqa: BLE001 - a damaged sidecar: written again
+        return False
+    return (meta.get(META_SOURCE_BYTES.encode()) == str(size).encode()
+            and meta.get(META_SOURCE_NAME.encode()) == path.name.encode()
+            and meta.get(META_SIDECAR_VERSION.encode()) == str(SIDECAR_VERSION).encode())
+
+
+_HOUR = re.compile(r"^convlog-([0-9]{8}-[0-9]{2})-[0-9]+\.jsonl$")
+
+
+def closed_files(directory: Path, hour: str, max_bytes: int) -> list[Path]:
+    """Hour files the writer will not append to again: of an earlier hour than ``hour`` (YYYYMMDD-HH), or
+    full (max_bytes; the writer opens the next one)."""
+    out = []
+    for p in sorted(directory.glob("convlog-*.jsonl")):
+        m = _HOUR.match(p.name)
+        try:
+            if m is not None and (m.group(1) < hour or p.stat().st_size >= max_bytes):
+                out.append(p)
+        except OSError:
+            continue
+    return out
+
+
+class SidecarWriter:
+    """The background thread: sidecars for the files ``submit`` names, one at a time, at low priority.
+
+    On start it first writes those of ``backlog`` (closed files without a current sidecar: a crash or a
+    stop came between a rotation and its sidecar). Never the asyncio loop's thread, never the log writer's."""
+
+    _unavailable_logged = False
+
+    def __init__(self, max_pending: int = 1024) -> None:
+        self._queue: queue.Queue[Path | None] = queue.Queue(max_pending)
+        self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self.written = 0
+        self.rejected = 0
+
+    def start(self, backlog: Callable[[], list[Path]] = list) -> bool:
+        """Start the thread (it lists the backlog first); False (logged once at INFO) without pyarrow."""
+        if not available():
+            if not SidecarWriter._unavailable_logged:
+                SidecarWriter._unavailable_logged = True
+                log.info("conversion log: pyarrow not installed (mqbridge[parquet]): no Parquet sidecars written")
+            return False
+        self._thread = threading.Thread(target=self._run, args=(backlog,),
+                                        name="mqbridge-convlog-parquet", daemon=True)
+        self._thread.start()
+        return True
+
+    def submit(self, path: Path) -> None:
+        if self._thread is None:
+            return
+        try:
+            self._queue.put_nowait(path)
+        except queue.Full:  # the next start's backlog scan finds it
+            log.warning("conversion log: sidecar queue full, %s left for the next start", path.name)
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Stop after the file in progress (the files still queued are the next start's backlog)."""
+        if self._thread is not None:
+            self._stopping.set()
+            self._queue.put(None)
+            self._thread.join(timeout)
+            self._thread = None
+
+    def _run(self, backlog: Callable[[], list[Path]]) -> None:
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)
+        except (OSError, AttributeError):
+            pass
+        try:
+            first = backlog()
+            for directory in {p.parent for p in first}:  # temporary files a crash left mid-write
+                for tmp in directory.glob(f".*{SIDECAR_SUFFIX}.tmp"):
+                    tmp.unlink(missing_ok=True)
+        except OSError as e:
+            log.warning("conversion log: closed files not listed for Parquet sidecars: %s", e)
+            first = []
+        for path in first:
+            if self._stopping.is_set():
+                return
+            self._one(path, check=True)
+        while True:
+            path = self._queue.get()
+            if path is None or self._stopping.is_set():
+                return
+            self._one(path, check=False)
+
+    def _one(self, path: Path, check: bool) -> None:
+        try:
+            if check and sidecar_current(path):
+                return
+            write_sidecar(path)
+            self.written += 1
+        except Rejected as e:
+            self.rejected += 1
+            log.info("conversion log: no Parquet sidecar for %s (the audit parses its JSON): %s", path.name, e)
+        except Exception as e:  # noqa: BLE001 - a sidecar is an optimisation: never stop the thread
+            log.warning("conversion log: Parquet sidecar of %s not written: %s", path.name, e)
