@@ -36,9 +36,9 @@ COPY pyproject.toml README.md ./
 COPY bridge ./bridge
 COPY mappings ./mappings
 COPY spark_audit ./spark_audit
-# extras: ibmmq (IBM's MQI package, prebuilt wheel; pymqi would need a compiler and the MQ headers)
-# and speed (uvloop)
-RUN pip install --no-cache-dir ".[ibmmq,speed]"
+# extras: ibmmq (IBM's MQI package, prebuilt wheel; pymqi would need a compiler and the MQ headers),
+# speed (uvloop) and parquet (pyarrow: Parquet sidecars of closed conversion-log files for the audit)
+RUN pip install --no-cache-dir ".[ibmmq,speed,parquet]"
 
 RUN useradd --system --uid 10001 --home-dir /var/lib/mqbridge mqbridge \
     && mkdir -p /etc/mqbridge /var/lib/mqbridge /var/log/mqbridge/convlog \
