@@ -22,22 +22,14 @@ from mappings.mq.mqmd import Mqmd
 from mappings.mq.rfh2 import Rfh2, RfhElement, RfhFolder
 from tests.support.activemq import BrokerEndpoints
 from tests.support.gateway import GatewayProcess, wait_for
-from tests.support.jmstool import COMPILE_JARS, JAVA_DIR, JmsTool, typed
+from tests.support.jmstool import JmsTool, native_connector_yaml, typed
 
 pytest.importorskip("jpype", reason="jpype1 not installed (pip install 'mqbridge[jms]')")
 pytestmark = pytest.mark.activemq
 
 
 def _rules(activemq: BrokerEndpoints, tag: str) -> str:
-    jars = ", ".join(f'"{JAVA_DIR / j}"' for j in COMPILE_JARS)
-    return f"""\
-connectors:
-  amq:
-    type: jms
-    client: native
-    jars: [{jars}]
-    connection_factory: org.apache.activemq.ActiveMQConnectionFactory
-    factory_properties: {{brokerURL: "{activemq.openwire_url}"}}
+    return native_connector_yaml(activemq.openwire_url) + f"""\
 routes:
   - name: to-amq
     from: {{queue: NATIVE.OUT}}

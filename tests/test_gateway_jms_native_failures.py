@@ -21,7 +21,7 @@ from mappings.conversions.jms_mq import mq_bytes_to_jms
 from mappings.jms.model import TextBody
 from tests.support.activemq import ActiveMQ, BrokerEndpoints
 from tests.support.gateway import GatewayProcess, wait_for
-from tests.support.jmstool import COMPILE_JARS, JAVA_DIR, JmsTool, JmsToolError
+from tests.support.jmstool import JmsTool, JmsToolError, native_connector_yaml
 from tests.support.mqtt_clients import PahoClient
 
 pytest.importorskip("jpype", reason="jpype1 not installed (pip install 'mqbridge[jms]')")
@@ -32,23 +32,14 @@ JMS_MESSAGES = 2000   # between publications: a steady flow, not a flood of the 
 
 
 def _rules(url: str) -> str:
-    jars = ", ".join(f'"{JAVA_DIR / j}"' for j in COMPILE_JARS)
-    return f"""\
-connectors:
-  amq:
-    type: jms
-    client: native
-    jars: [{jars}]
-    connection_factory: org.apache.activemq.ActiveMQConnectionFactory
-    factory_properties: {{brokerURL: "{url}"}}
-    reconnect_max_seconds: 2
+    return native_connector_yaml(url, "reconnect_max_seconds: 2") + """\
 routes:
   - name: flow
-    from: {{mqtt: "flow/#"}}
-    to: {{connector: amq, queue: flow.q}}
+    from: {mqtt: "flow/#"}
+    to: {connector: amq, queue: flow.q}
   - name: back
-    from: {{connector: amq, queue: back.q}}
-    to: {{queue: BACK}}
+    from: {connector: amq, queue: back.q}
+    to: {queue: BACK}
 """
 
 
@@ -162,15 +153,7 @@ def test_a_provider_restart_under_load_loses_nothing_acknowledged_and_status_sho
 
 
 def _kill_rules(url: str, tag: str) -> str:
-    jars = ", ".join(f'"{JAVA_DIR / j}"' for j in COMPILE_JARS)
-    return f"""\
-connectors:
-  amq:
-    type: jms
-    client: native
-    jars: [{jars}]
-    connection_factory: org.apache.activemq.ActiveMQConnectionFactory
-    factory_properties: {{brokerURL: "{url}"}}
+    return native_connector_yaml(url) + f"""\
 routes:
   - name: in
     from: {{connector: amq, queue: kill.in.{tag}}}

@@ -21,7 +21,7 @@ from mappings.mq.mqmd import Mqmd
 from mappings.mq.rfh2 import Rfh2, RfhElement, RfhFolder
 from tests.support.activemq import BrokerEndpoints
 from tests.support.gateway import GatewayProcess, wait_for
-from tests.support.jmstool import COMPILE_JARS, JAVA_DIR, JmsTool, typed
+from tests.support.jmstool import JmsTool, native_connector_yaml, typed
 from tests.support.mqtt_clients import PahoClient
 
 pytest.importorskip("jpype", reason="jpype1 not installed (pip install 'mqbridge[jms]')")
@@ -29,23 +29,12 @@ pytestmark = pytest.mark.activemq
 
 
 def _rules(activemq: BrokerEndpoints, tag: str) -> str:
-    jars = ", ".join(f'"{JAVA_DIR / j}"' for j in COMPILE_JARS)
-    return f"""\
-connectors:
-  amq:
-    type: jms
-    client: native
-    jars: [{jars}]
-    client_id: mqbridge-jndi-{tag}
-    jndi:
-      initial_context_factory: org.apache.activemq.jndi.ActiveMQInitialContextFactory
-      provider_url: "{activemq.openwire_url}"
-      connection_factory: ConnectionFactory
-      environment:
-        queue.orders: jndi.out.{tag}
-        queue.incoming: jndi.in.{tag}
-        topic.prices: jndi.prices.{tag}
-        queue.telemetry: jndi.mqtt.{tag}
+    return native_connector_yaml(
+        None, f"client_id: mqbridge-jndi-{tag}", "jndi:",
+        "  initial_context_factory: org.apache.activemq.jndi.ActiveMQInitialContextFactory",
+        f'  provider_url: "{activemq.openwire_url}"', "  connection_factory: ConnectionFactory", "  environment:",
+        f"    queue.orders: jndi.out.{tag}", f"    queue.incoming: jndi.in.{tag}",
+        f"    topic.prices: jndi.prices.{tag}", f"    queue.telemetry: jndi.mqtt.{tag}") + f"""\
 routes:
   - name: to-amq
     from: {{queue: JNDI.OUT}}

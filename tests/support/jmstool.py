@@ -39,6 +39,18 @@ class JmsToolError(RuntimeError):
     pass
 
 
+def native_connector_yaml(url: str | None, *extra: str) -> str:
+    """The ``connectors:`` section of a rules file: ``amq``, ActiveMQ through its own JMS client (the native
+    connector), by its connection factory at ``url`` (None: ``extra`` says how, e.g. a ``jndi:`` block);
+    ``extra``: more lines of the connector, indented as its keys."""
+    jars = ", ".join(f'"{JAVA_DIR / j}"' for j in COMPILE_JARS)
+    lines = ["connectors:", "  amq:", "    type: jms", "    client: native", f"    jars: [{jars}]"]
+    if url is not None:
+        lines += ["    connection_factory: org.apache.activemq.ActiveMQConnectionFactory",
+                  f'    factory_properties: {{brokerURL: "{url}"}}']
+    return "\n".join([*lines, *(f"    {line}" for line in extra)]) + "\n"
+
+
 def unavailable_reason() -> str | None:
     for tool in ("java", "javac"):
         if shutil.which(tool) is None:
