@@ -34,6 +34,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 
+from probe_limits import Mqbridge  # noqa: E402
 from run_broker_bench import MOSQUITTO, Broker, _raise_nofile, _wait_port  # noqa: E402
 
 from bridge.mqtt import packets as P  # noqa: E402
@@ -59,34 +60,9 @@ class MosquittoPasswd(Broker):
         _wait_port(self.port, self.proc)
 
 
-class MqbridgePasswd(Broker):
-    label = "mqbridge"
-
-    def __init__(self, workdir: Path, passwd: Path) -> None:
-        super().__init__(workdir)
-        self.passwd = passwd
-
-    def start(self) -> None:
-        data = self.dir / "data"
-        cfg = self.dir / "mqbridge.yaml"
-        cfg.write_text(json.dumps({
-            "data_dir": str(data),
-            "broker": {"listeners": [{"host": "127.0.0.1", "port": self.port}], "sys_interval": 0,
-                       "password_file": str(self.passwd)},
-            "admin": {"enabled": False},
-            "logging": {"level": "WARNING"},
-        }))
-        log = open(self.dir / "broker.log", "wb")  # noqa: SIM115 - the child's
-        self.proc = subprocess.Popen([sys.executable, "-m", "bridge", "serve", "-c", str(cfg)], cwd=ROOT,
-                                     env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=log,
-                                     stderr=subprocess.STDOUT, preexec_fn=_raise_nofile)
-        log.close()
-        t_end = time.monotonic() + 30
-        while not (data / "runtime.json").exists():
-            if self.proc.poll() is not None or time.monotonic() > t_end:
-                raise RuntimeError(f"mqbridge did not start: {(self.dir / 'broker.log').read_text()[-2000:]}")
-            time.sleep(0.05)
-        _wait_port(self.port, self.proc)
+def mqbridge_passwd(workdir: Path, passwd: Path) -> Mqbridge:
+    """This tree's ``mqbridge serve`` with its default limits, reading ``passwd``."""
+    return Mqbridge(workdir, ROOT, "mqbridge", {}, broker={"password_file": str(passwd)})
 
 
 def cpu_seconds(pid: int) -> float:
@@ -161,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.broker or ["mqbridge", "mosquitto"]:
             d = work / name
             d.mkdir()
-            broker: Broker = (MqbridgePasswd if name == "mqbridge" else MosquittoPasswd)(d, passwd)
+            broker: Broker = (mqbridge_passwd if name == "mqbridge" else MosquittoPasswd)(d, passwd)
             broker.start()   # type: ignore[attr-defined]
             try:
                 results.append(run(broker, args.seconds, args.workers))

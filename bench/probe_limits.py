@@ -55,11 +55,13 @@ MB = 1_000_000
 class Mqbridge(Broker):
     """``mqbridge serve`` with its default limits, run by this interpreter from ``code``."""
 
-    def __init__(self, workdir: Path, code: Path, label: str, limits: dict[str, Any]) -> None:
+    def __init__(self, workdir: Path, code: Path, label: str, limits: dict[str, Any],
+                 broker: dict[str, Any] | None = None) -> None:
         super().__init__(workdir)
         self.code = code
         self.label = label
         self.limits = limits
+        self.broker = broker or {}   # more broker settings (e.g. password_file)
 
     def start(self) -> None:
         data = self.dir / "data"
@@ -67,7 +69,7 @@ class Mqbridge(Broker):
         cfg.write_text(json.dumps({
             "data_dir": str(data),
             "broker": {"listeners": [{"host": "127.0.0.1", "port": self.port}], "sys_interval": 0,
-                       "limits": self.limits},
+                       "limits": self.limits, **self.broker},
             "admin": {"enabled": False},
             "logging": {"level": "WARNING"},
         }))
