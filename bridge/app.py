@@ -64,7 +64,10 @@ class Gateway:
                                  definition=cfg.embedded.definition).open()
         if cfg.convlog.enabled:
             self.convlog = ConversionLog(cfg.convlog.directory or self.data_dir / "convlog",
-                                         max_bytes=cfg.convlog.max_file_mb * 1024 * 1024)
+                                         max_bytes=cfg.convlog.max_file_mb * 1024 * 1024,
+                                         sidecars=cfg.convlog.parquet_sidecars)
+            if not cfg.convlog.parquet_sidecars:
+                log.info("conversion log: no Parquet sidecars (convlog.parquet_sidecars: false)")
             self.convlog.start()
         self.router = Router(broker, self.queues, self.convlog, cfg.gateway_id, self.executor)
         check_route_acl(rules, broker.acl)

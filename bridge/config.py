@@ -226,6 +226,9 @@ class ConvlogConfig(_Model):
     enabled: bool = True
     directory: Path | None = None                  # default: <data_dir>/convlog
     max_file_mb: int = Field(64, ge=1)
+    # a Parquet copy of each closed file for the audit (needs pyarrow; docs/conversion-log.md): CPU and
+    # memory at each rotation that a gateway whose logs are never audited need not spend
+    parquet_sidecars: bool = True
 
 
 class QueueDefinition(_Model):

@@ -212,3 +212,15 @@ def test_close_does_not_wait_for_the_queued_files_they_are_the_next_starts_backl
     wait_for(lambda: again.written == len(files), "the backlog")
     again.close()
     assert all(sidecar_path(f).exists() for f in files)
+
+
+def test_a_gateway_configured_without_sidecars_writes_none(gateway_factory):
+    """`convlog.parquet_sidecars: false`: a closed file found at start gets no sidecar, and the log says so."""
+    gw = gateway_factory({"convlog": {"parquet_sidecars": False}})
+    assert "no Parquet sidecars (convlog.parquet_sidecars: false)" in gw.log()
+    assert gw.stop() == 0
+    old = gw.data_dir / "convlog" / "convlog-20200101-00-000.jsonl"   # an earlier hour's: closed
+    old.write_text((FIXTURE_LOGS / "gateway-a.jsonl").read_text())
+    gw.start()
+    assert gw.stop() == 0
+    assert not sidecar_path(old).exists() and not list(old.parent.glob(".*.tmp"))
