@@ -79,6 +79,9 @@ class JmsTarget(Target):
     async def start(self) -> None:
         self.link.start(timeout=None)   # connects in the background; sends fail (and are retried) until up
 
+    def link_status(self) -> dict[str, object]:
+        return self.link.link_status()
+
     def frames(self, items: list[Outbound]) -> list[SendFrame]:
         out = []
         for item in items:
@@ -147,6 +150,9 @@ class JmsSource(Source):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._io = ThreadPoolExecutor(1, thread_name_prefix="jms-source")
         self.stale_dropped = 0
+
+    def link_status(self) -> dict[str, object]:
+        return self.link.link_status()
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()

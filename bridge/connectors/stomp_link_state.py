@@ -166,6 +166,7 @@ class LinkCore:
         self._on_state = on_state
         self._lock = threading.RLock()
         self._state = LinkState.NEW
+        self._since = time.time()   # when the state last changed
         self._state_changed = threading.Condition(self._lock)
         self._conn: stomp.Connection12 | None = None
         self._generation = 0
@@ -189,6 +190,14 @@ class LinkCore:
     @property
     def generation(self) -> int:
         return self._generation
+
+    def link_status(self) -> dict[str, object]:
+        """The link as ``mqbridge status`` shows a provider link (the native JMS connector's keys): state,
+        since when, the last error while it is not up, reconnects after the first connect."""
+        state = self._state
+        return {"state": state.value, "since": round(self._since, 3),
+                "error": None if state is LinkState.UP else self.last_error,
+                "reconnects": max(0, self.connects - 1)}
 
     def start(self, timeout: float | None = 30.0) -> None:
         """Connect (retrying with backoff) and wait until the link is up.
@@ -401,6 +410,8 @@ class LinkCore:
     def _set_state(self, state: LinkState, reason: str) -> None:
         if self._state is LinkState.CLOSED:
             return
+        if state is not self._state:
+            self._since = time.time()
         self._state = state
         self._state_changed.notify_all()
         log.info("STOMP link %s:%s %s: %s", self.config.host, self.config.port, state.value, reason)
