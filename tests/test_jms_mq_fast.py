@@ -48,7 +48,7 @@ from tests import jms_strategies as js
 from tests.jms_mq_strategies import mq_messages, representable, with_mcd_type, with_provider_properties
 
 NOW = 1_700_000_000_000
-SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def general_to_mq(message: JmsMessage, now_ms: int, options: JmsToMqOptions) -> tuple[str, Any, Any]:
@@ -305,7 +305,7 @@ def raw_messages(draw: st.DrawFn) -> bytes:
     return encode_mqmd(md) + rfh + folders + body
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(raw_messages(), st.sampled_from([MqToJmsOptions(), MqToJmsOptions(drop_bad_properties=True)]))
 def test_mq_to_jms_of_folder_text_as_other_writers_send_it(data: bytes, options: MqToJmsOptions) -> None:
     assert public_to_jms(data, NOW, options) == general_to_jms(data, NOW, options)

@@ -47,7 +47,7 @@ def _exact_or_reported(message: JmsMessage, via_bytes: bool) -> tuple[JmsMessage
     return to_jms(mq)[0], report
 
 
-@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(with_provider_properties(js.messages.map(with_delivery_count)
                                 | with_mcd_type(js.messages.map(with_delivery_count))))
 def test_any_message_comes_back_equal_unless_reported(message):
@@ -58,7 +58,7 @@ def test_any_message_comes_back_equal_unless_reported(message):
         assert same(back, message)
 
 
-@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(representable(), st.booleans())
 def test_representable_messages_round_trip_exactly(message, via_bytes):
     data, report = jms_to_mq_bytes(message, now_ms=NOW)
@@ -74,7 +74,7 @@ MAPPED_MQMD = ("feedback", "put_appl_type", "report",
                "msg_flags", "expiry")
 
 
-@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(max_examples=80, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(mq_messages())
 def test_mq_to_jms_to_mq_keeps_every_mapped_field(original):
     j, r1 = to_jms(decode_message(encode_message(original)))
@@ -101,7 +101,7 @@ _jms_folders = st.builds(
              max_size=5).map(tuple))
 
 
-@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(mqmds(version=2), st.lists(_jms_folders, max_size=4), rfh2s, st.binary(max_size=30),
        st.sampled_from([C.MQFMT_STRING, C.MQFMT_NONE, "MQADMIN "]), st.booleans(), st.booleans())
 def test_any_mq_message_converts_or_raises_mapping_error(md, jms_folders, extra, body, fmt, with_rfh2_header,
@@ -124,7 +124,7 @@ def test_any_mq_message_converts_or_raises_mapping_error(md, jms_folders, extra,
 # ==================================================================================================
 # WMQ_TARGET_CLIENT=MQ (no RFH2)
 # ==================================================================================================
-@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(max_examples=80, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(with_provider_properties(js.messages.map(with_delivery_count)) | representable().map(mqmd_only))
 def test_target_client_mq_report_is_complete(message):
     try:

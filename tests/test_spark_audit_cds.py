@@ -66,8 +66,8 @@ def test_an_archive_is_created_once_and_the_audit_runs_with_it(tmp_path):
     """Real JVMs: the setup run writes the archive; an audit started with it gives the same verdict."""
     env = {**os.environ, "MQB_SPARK_CDS_DIR": str(tmp_path / "cds")}
     env.pop("MQB_SPARK_CDS", None)
-    made = subprocess.run([sys.executable, "-m", "spark_audit.cds"], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=280)
+    made = subprocess.run([sys.executable, "-m", "spark_audit.cds", "--one-shot-only"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=280)   # (the full training: 2 runs more)
     assert made.returncode == 0, made.stderr[-2000:]
     (archive,) = (tmp_path / "cds").glob("spark-*.jsa")
     assert archive.stat().st_size > 1 << 20

@@ -94,15 +94,16 @@ def write_training_log(path: Path, pairs: int = 200) -> None:
     path.write_text("".join(r.to_json_line() for r in lines) + "not json\n")
 
 
-def training_run() -> None:
-    """Ingest, full audit with every output, and two incremental runs, on a small generated log."""
+def training_run(incremental: bool = True) -> None:
+    """Ingest, full audit with every output, and (``incremental``) two incremental runs, on a small
+    generated log."""
     with tempfile.TemporaryDirectory(prefix="mqbridge-cds-") as tmp:
         logs = Path(tmp) / "logs"
         logs.mkdir()
         write_training_log(logs / "a.jsonl")
         parser = build_parser()
         run(parser.parse_args([str(logs), "--out", str(Path(tmp) / "full")]))
-        for _ in range(2):
+        for _ in range(2 if incremental else 0):
             run(parser.parse_args([str(logs), "--incremental", "--out", str(Path(tmp) / "inc")]))
             write_training_log(logs / "b.jsonl", pairs=20)
 
@@ -111,12 +112,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m spark_audit.cds", description=__doc__)
     parser.add_argument("--force", action="store_true", help="create the archive even if it is up to date")
     parser.add_argument("--print-path", action="store_true", help="print where the archive is and exit")
+    parser.add_argument("--one-shot-only", action="store_true",
+                        help="train on a one-shot audit only (a shorter setup; --incremental runs then load "
+                             "the classes the archive lacks from the jars)")
     args = parser.parse_args(argv)
     options = driver_java_options()
     if args.print_path:
         print(archive_path(options) or "")
         return 0
-    return 0 if create(training_run, options, force=args.force) else 1
+    workload = (lambda: training_run(incremental=False)) if args.one_shot_only else training_run
+    return 0 if create(workload, options, force=args.force) else 1
 
 
 if __name__ == "__main__":
