@@ -37,6 +37,7 @@ from mappings.convlog_schema import (
     TIMESTAMP_PATTERN,
     FieldSpec,
     Status,
+    sidecar_mismatch,
 )
 from mappings.report import Change
 
@@ -223,18 +224,16 @@ def write_sidecar(path: Path) -> Path:
 
 
 def sidecar_current(path: Path) -> bool:
-    """True when path has a sidecar whose metadata describes it as it is now (name and byte size)."""
+    """True when path has a sidecar that describes it as it is now (the audit's rule: sidecar_mismatch)."""
     import pyarrow.parquet as pq
 
-    target = sidecar_path(path)
     try:
-        meta = pq.read_metadata(target).metadata or {}
+        footer = pq.read_metadata(sidecar_path(path))
         size = path.stat().st_size
-    except (OSError, ValueError, Exception):  # noqa: BLE001 - a damaged sidecar: written again
+    except Exception:  # noqa: BLE001 - no sidecar, or a damaged one: written again
         return False
-    return (meta.get(META_SOURCE_BYTES.encode()) == str(size).encode()
-            and meta.get(META_SOURCE_NAME.encode()) == path.name.encode()
-            and meta.get(META_SIDECAR_VERSION.encode()) == str(SIDECAR_VERSION).encode())
+    meta = {k.decode("utf-8", "replace"): v.decode("utf-8", "replace") for k, v in (footer.metadata or {}).items()}
+    return sidecar_mismatch(meta, footer.num_rows, path.name, size) is None
 
 
 _HOUR = re.compile(r"^convlog-([0-9]{8}-[0-9]{2})-[0-9]+\.jsonl$")

@@ -34,6 +34,23 @@ META_SOURCE_BYTES = "mqbridge.source_bytes"  # its byte size when the sidecar wa
 META_SOURCE_LINES = "mqbridge.source_lines"  # its lines (every one a record: one row each)
 
 
+def sidecar_mismatch(meta: dict[str, str], rows: int, name: str, size: int) -> str | None:
+    """Why a sidecar with key-value metadata ``meta`` and ``rows`` rows does not describe the hour file
+    ``name`` of ``size`` bytes now (None: it does). The one rule for the gateway (write it again) and the
+    audit (parse the JSON instead)."""
+    if meta.get(META_SIDECAR_VERSION) != str(SIDECAR_VERSION):
+        return f"sidecar version {meta.get(META_SIDECAR_VERSION)!r}, this audit reads {SIDECAR_VERSION}"
+    if meta.get(META_SCHEMA_VERSION) != str(SCHEMA_VERSION):
+        return f"schema version {meta.get(META_SCHEMA_VERSION)!r}, this audit's is {SCHEMA_VERSION}"
+    if meta.get(META_SOURCE_NAME) != name:
+        return f"written for {meta.get(META_SOURCE_NAME)!r}"
+    if meta.get(META_SOURCE_BYTES) != str(size):
+        return f"written when the file had {meta.get(META_SOURCE_BYTES)} bytes, it has {size} now"
+    if meta.get(META_SOURCE_LINES) != str(rows):
+        return f"{rows} rows for {meta.get(META_SOURCE_LINES)} lines"
+    return None
+
+
 class Direction(StrEnum):
     """Which side of the gateway a record describes."""
 

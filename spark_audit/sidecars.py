@@ -18,16 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType
 
-from mappings.convlog_schema import (
-    META_SCHEMA_VERSION,
-    META_SIDECAR_VERSION,
-    META_SOURCE_BYTES,
-    META_SOURCE_LINES,
-    META_SOURCE_NAME,
-    SCHEMA_VERSION,
-    SIDECAR_SUFFIX,
-    SIDECAR_VERSION,
-)
+from mappings.convlog_schema import SIDECAR_SUFFIX, sidecar_mismatch
 from spark_audit import fs
 from spark_audit.lines import FILE_COLUMN
 from spark_audit.schema import CORRUPT_COLUMN, PROBLEM_COLUMN, problem_column, record_schema
@@ -69,21 +60,6 @@ def footer(hadoop: fs.Hadoop, uri: str) -> tuple[dict[str, str], int]:
         raise fs._error(e) from None
 
 
-def mismatch(meta: dict[str, str], rows: int, name: str, size: int) -> str | None:
-    """Why a sidecar does not describe the file name of size bytes (None: it does)."""
-    if meta.get(META_SIDECAR_VERSION) != str(SIDECAR_VERSION):
-        return f"sidecar version {meta.get(META_SIDECAR_VERSION)!r}, this audit reads {SIDECAR_VERSION}"
-    if meta.get(META_SCHEMA_VERSION) != str(SCHEMA_VERSION):
-        return f"schema version {meta.get(META_SCHEMA_VERSION)!r}, this audit's is {SCHEMA_VERSION}"
-    if meta.get(META_SOURCE_NAME) != name:
-        return f"written for {meta.get(META_SOURCE_NAME)!r}"
-    if meta.get(META_SOURCE_BYTES) != str(size):
-        return f"written when the file had {meta.get(META_SOURCE_BYTES)} bytes, it has {size} now"
-    if meta.get(META_SOURCE_LINES) != str(rows):
-        return f"{rows} rows for {meta.get(META_SOURCE_LINES)} lines"
-    return None
-
-
 def choose(paths: list[str]) -> Sidecars:
     """The sidecars that still describe their plain log file (local paths or URIs)."""
     found = Sidecars()
@@ -110,7 +86,7 @@ def choose(paths: list[str]) -> Sidecars:
         except OSError as e:
             found.notes[path] = f"Parquet sidecar ignored (unreadable: {e}); its JSON was read"
             continue
-        problem = mismatch(meta, rows, PurePath(fs.path_part(path) if remote else path).name, size)
+        problem = sidecar_mismatch(meta, rows, PurePath(fs.path_part(path) if remote else path).name, size)
         if problem is not None:
             found.notes[path] = f"Parquet sidecar ignored ({problem}); its JSON was read"
         else:

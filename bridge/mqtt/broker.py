@@ -115,6 +115,12 @@ class Broker:
             return None if reading else self.connects.auth.grants(client_id, None, identity.CLAIMED)
         return self.connects.auth.grants(client_id, acl_user, identity.ROUTE)
 
+    def _route_reads(self, session: Session) -> None:
+        """A route's session (its username is the route's acl_user) reads under the ACL in force: its
+        subscriptions are filtered from now on; what it holds stays (acknowledged to its publishers)."""
+        session.acl = self.route_grants(session.client_id, session.username, reading=True)
+        self.subscriptions.apply_acl(session)
+
     def reload_acl(self, acl: Acl | None) -> list[str]:
         """``mqbridge reload``: the ACL file's new rules, for every session (connected or not) from now on. A
         route's session (also one kept for a route that is gone) is filtered from now on; what it holds
@@ -124,8 +130,7 @@ class Broker:
             auth = self.connects.auth
             for session in list(self.sessions.values()):
                 if session.client_id.startswith(ROUTE_CLIENT_PREFIX):
-                    session.acl = self.route_grants(session.client_id, session.username, reading=True)
-                    self.subscriptions.apply_acl(session)
+                    self._route_reads(session)
                 else:
                     self.table.apply_acl(session, auth.grants(session.client_id, session.username, session.user_via))
         return changes
@@ -136,8 +141,7 @@ class Broker:
         restored = self.table.recover(state)
         for cid, session in self.sessions.items():   # a route's (or a gone route's kept) session: as it reads
             if cid.startswith(ROUTE_CLIENT_PREFIX):
-                session.acl = self.route_grants(cid, session.username, reading=True)
-                self.subscriptions.apply_acl(session)
+                self._route_reads(session)
         self.connects.delayed_wills.recover(state.wills)
         self.routes.recover(state.route_since)
         log.info("recovered %d persistent sessions, %d queued/in-flight deliveries, %d retained",
@@ -233,8 +237,7 @@ class Broker:
         ``acl_user`` may read (the route checked at start that it may read some; None: unrestricted)."""
         session, _present = self.table.open(client_id, clean=False, level=P.MQTT_311, expiry_seconds=0,
                                             now=self.clock(), username=acl_user, user_via=identity.ROUTE)
-        session.acl = self.route_grants(client_id, acl_user, reading=True)
-        self.subscriptions.apply_acl(session)
+        self._route_reads(session)
         self.routes.revive(client_id)
         session.max_inflight = max_inflight
         session.max_queued = max_queued

@@ -122,7 +122,6 @@ class Connections:
         conn.clean_session = packet.clean_session
         conn.username = user
         conn.user_via = via
-        conn.authenticated = identity.checked(via)
         conn.will = packet.will
         conn.connected_at = now
         conn.trace = client_id in self.trace_clients

@@ -42,7 +42,7 @@ class ClientConnection:
     """Transport-independent half of a connection; its transport is the server's ``Port``."""
 
     __slots__ = ("peer", "listener", "reader", "created", "last_activity", "connected_at", "client_id",
-                 "protocol_level", "keepalive", "clean_session", "username", "authenticated", "user_via",
+                 "protocol_level", "keepalive", "clean_session", "username", "user_via",
                  "peer_certificate", "identity_from_certificate", "will", "session",
                  "topic_aliases", "topic_alias_max", "expiry_at_connect", "max_packet_out", "disconnect_sent",
                  "closed", "closing", "close_reason", "trace", "port", "_after_commit",
@@ -66,8 +66,7 @@ class ClientConnection:
         self.keepalive = 0
         self.clean_session = True
         self.username: str | None = None
-        self.authenticated = False   # ``username`` was checked: a password or a certificate (connect.py)
-        self.user_via = ""           # how ``username`` was established (identity.py)
+        self.user_via = ""           # how ``username`` was established (identity.py: checked or only claimed)
         # a listener with use_identity_as_username: the verified client certificate (ssl's getpeercert()
         # form) names the user (identity.certificate_user); set by the server after the TLS handshake
         self.identity_from_certificate = False

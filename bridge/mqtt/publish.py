@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 
 from bridge.config import BrokerConfig
+from bridge.mqtt import identity
 from bridge.mqtt import packets as P
 from bridge.mqtt.acl import Grants
 from bridge.mqtt.connection import ClientConnection
@@ -315,9 +316,10 @@ class Publisher:
         if topic.startswith(LISTENER_CONTROL_PREFIX):
             target = topic[len(LISTENER_CONTROL_PREFIX):]
             command = packet.payload.strip().upper()
-            if not conn.authenticated or conn.username not in self.config.listener_control_users:
+            checked = identity.checked(conn.user_via)
+            if not checked or conn.username not in self.config.listener_control_users:
                 log.warning("client %s (user %s%s) may not control listeners (%s %r): ignored", conn.client_id,
-                            conn.username, "" if conn.authenticated else ", not authenticated", topic,
+                            conn.username, "" if checked else ", not authenticated", topic,
                             packet.payload[:16])
                 return
             if command not in (b"ON", b"OFF") or self.listener_control is None:

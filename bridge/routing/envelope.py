@@ -29,6 +29,7 @@ from mappings.conversions.envelope import (
 )
 from mappings.conversions.jms_mq import MqToJmsOptions, jms_to_mq_bytes, mq_bytes_to_jms
 from mappings.conversions.mqtt_jms import SWIFTMQ_NAMES
+from mappings.conversions.mqtt_mq import UserIdSource, user_id_of
 from mappings.errors import MappingError
 from mappings.jms.model import Destination, DestinationKind, JavaValue, JmsMessage, jint, jstring
 from mappings.mq import constants as C
@@ -115,12 +116,7 @@ class EnvelopeConverter:
 
     def _user_id(self, pub: MqttPublication) -> str | None:
         opts = self.route.options
-        source = opts.user_identifier
-        if source == "configured":
-            return opts.configured_user_id
-        if source == "authenticated_user":
-            source = "user_name" if pub.user_authenticated and pub.username else "client_id"
-        return pub.username if source == "user_name" else pub.client_id
+        return user_id_of(pub, UserIdSource(opts.user_identifier), opts.configured_user_id)[1]
 
     def _fixed(self, pub: MqttPublication) -> Destination | None:
         target = self.route.target

@@ -175,17 +175,21 @@ def _check_publication(pub: MqttPublication) -> None:
                            field="user_properties")
 
 
-def user_identifier(pub: MqttPublication, options: MqttToMqOptions, report: ConversionReport) -> str:
-    """MQ Telemetry Table 1 UserIdentifier (MQCHAR12): client id, user name or configured id, fitted to 12 bytes."""
-    source = options.user_id_source
+def user_id_of(pub: MqttPublication, source: UserIdSource, configured: str) -> tuple[UserIdSource, str | None]:
+    """The UserIdentifier source that applies to ``pub`` (AUTHENTICATED_USER: its user name when the broker
+    checked it, else its client id) and that source's value, not yet fitted to the MQMD field."""
     if source is UserIdSource.AUTHENTICATED_USER:
         source = UserIdSource.USER_NAME if pub.user_authenticated and pub.username else UserIdSource.CLIENT_ID
     if source is UserIdSource.CLIENT_ID:
-        value = pub.client_id
-    elif source is UserIdSource.USER_NAME:
-        value = pub.username
-    else:
-        value = options.configured_user_id
+        return source, pub.client_id
+    if source is UserIdSource.USER_NAME:
+        return source, pub.username
+    return source, configured
+
+
+def user_identifier(pub: MqttPublication, options: MqttToMqOptions, report: ConversionReport) -> str:
+    """MQ Telemetry Table 1 UserIdentifier (MQCHAR12): client id, user name or configured id, fitted to 12 bytes."""
+    source, value = user_id_of(pub, options.user_id_source, options.configured_user_id)
     if not value:
         report.defaulted("MQMD.UserIdentifier", f"no {source.value} to copy; left blank")
         return ""
@@ -490,5 +494,6 @@ __all__ = [
     "persistence_for_qos",
     "qos_for_persistence",
     "subscription_name",
+    "user_id_of",
     "user_identifier",
 ]
