@@ -53,10 +53,16 @@ def test_aliases_up_to_the_smaller_maximum_then_names_and_anew_on_each_connectio
         ("ao/long/three", None, b"m5"),
     ]
     raw.close()
-    # offline: queued for the session, then sent on a new connection, where no alias is known yet
+
+    def session() -> dict:
+        return next(s for s in aliased.admin("/sessions")[1] if s["client_id"] == "ao-sub")
+
+    # offline (once the broker has seen the connection end): queued for the session, then sent on a new
+    # connection, where no alias is known yet
+    wait_for(lambda: not session()["connected"], 10, what="the broker to see the subscriber leave")
     pub.client.publish("ao/long/two", b"queued", 1).wait_for_publish(10)
-    wait_for(lambda: any(s["client_id"] == "ao-sub" and s.get("queued") for s in aliased.admin("/sessions")[1]),
-             10, what="the publication queued for the offline session")
+    wait_for(lambda: session()["queued"] + session()["inflight"] == 1, 10,
+             what="the publication held for the offline session")
     again, connack = raw5(aliased.port, "ao-sub", clean=False, props={PR.TOPIC_ALIAS_MAXIMUM: 1,
                                                                        PR.SESSION_EXPIRY_INTERVAL: 600})
     assert connack.session_present
