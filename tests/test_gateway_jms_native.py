@@ -18,7 +18,7 @@ from mappings.conversions.jms_mq import mq_bytes_to_jms
 from mappings.jms.model import JavaType, JavaValue, MapBody, StreamBody
 from mappings.mq import constants as C
 from mappings.mq.message import build_message, encode_message
-from mappings.mq.mqmd import Mqmd
+from mappings.mq.mqmd import Mqmd, decode_mqmd
 from mappings.mq.rfh2 import Rfh2, RfhElement, RfhFolder
 from tests.support.activemq import BrokerEndpoints
 from tests.support.gateway import GatewayProcess, wait_for
@@ -37,6 +37,9 @@ routes:
   - name: from-amq
     from: {{connector: amq, queue: native.in.{tag}}}
     to: {{queue: NATIVE.IN}}
+  - name: from-amq-topic
+    from: {{connector: amq, topic: native.pub.{tag}}}
+    to: {{queue: NATIVE.PUB}}
 """
 
 
@@ -131,6 +134,42 @@ def test_a_java_producers_stream_and_map_reach_mq_exactly(native_gw: tuple[Gatew
     assert isinstance(mapped.body, MapBody)
     assert dict(mapped.body.entries.pairs) == {"raw": JavaValue(JavaType.BYTES, b"\x01\x02"),
                                                "l": JavaValue(JavaType.LONG, -5)}
+
+
+def test_a_message_group_reaches_mq_as_ibm_mq_classes_for_jms_write_it(native_gw: tuple[GatewayProcess, str],
+                                                                       jmstool: JmsTool) -> None:
+    """JMSXGroupID/JMSXGroupSeq from a queue become the MQMD group (GroupId, MsgSeqNumber, MsgFlags) with no
+    jms/Gid or jms/Seq; from a topic (a publication is no MQ group) they travel in jms/Gid and jms/Seq only."""
+    gw, tag = native_gw
+    gid = "ID:" + "0a1b2c3d" * 6
+    group = {"JMSXGroupID": typed("String", gid), "JMSXGroupSeq": typed("int", 2),
+             "JMS_IBM_Last_Msg_In_Group": typed("boolean", True)}
+    jmstool.send(f"queue://native.in.{tag}", {"type": "Text", "body": "p2p", "properties": group})
+    topic = f"topic://native.pub.{tag}"
+
+    def published() -> list[bytes]:
+        jmstool.send(topic, {"type": "Text", "body": "pub", "properties": group})
+        return [m.data for m in store.browse("NATIVE.PUB")]
+
+    store = QueueStore(default_path(gw.data_dir)).open()
+    try:
+        wait_for(lambda: store.depth("NATIVE.IN") == 1, 20, what="the queue message on NATIVE.IN")
+        (p2p,) = [m.data for m in store.browse("NATIVE.IN")]
+        pub = wait_for(published, 30, interval=0.5, what="a publication on NATIVE.PUB (the topic consumer exists)")[0]
+    finally:
+        store.close()
+    queued, _ = mq_bytes_to_jms(p2p, now_ms=0)
+    md = decode_mqmd(p2p)
+    assert (md.group_id.hex(), md.msg_seq_number) == ("0a1b2c3d" * 6, 2)
+    assert md.msg_flags == C.MQMF_MSG_IN_GROUP | C.MQMF_LAST_MSG_IN_GROUP
+    assert b"<Gid>" not in p2p and b"<Seq>" not in p2p
+    published_msg, _ = mq_bytes_to_jms(pub, now_ms=0)
+    md = decode_mqmd(pub)
+    assert (md.group_id, md.msg_flags) == (C.MQGI_NONE, C.MQMF_LAST_MSG_IN_GROUP)
+    assert b"<Gid>" + gid.encode() + b"</Gid>" in pub and b"<Seq>2</Seq>" in pub
+    for got in (queued, published_msg):
+        assert got.properties["JMSXGroupID"] == JavaValue(JavaType.STRING, gid)
+        assert got.properties["JMSXGroupSeq"] == JavaValue(JavaType.INT, 2)
 
 
 @pytest.mark.parametrize(("change", "named"), [

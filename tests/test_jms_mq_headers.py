@@ -231,6 +231,18 @@ def test_group():
     assert mq.md.group_id == b"orders-of-2023-11-14-bat" and folder(mq, "jms")["Gid"][0] == "orders-of-2023-11-14-batch"
     assert mq.md.msg_flags == C.MQMF_MSG_IN_GROUP and names(r) == ["MQMD.GroupId"]
     assert to_jms(mq)[0].properties["JMSXGroupID"] == jstring("orders-of-2023-11-14-batch")
+    # A publication: both in the jms folder only, no MQ group (IBM MQ JMS mapping), and back exactly.
+    mq, r = to_mq(msg(destination=Destination.topic("prices/eu"),
+                      properties=(("JMSXGroupID", jstring(gid)), ("JMSXGroupSeq", jint(7)),
+                                  ("JMS_IBM_Last_Msg_In_Group", jboolean(True)))))
+    assert (mq.md.group_id, mq.md.msg_seq_number) == (C.MQGI_NONE, 1) and r.findings == []
+    assert mq.md.msg_flags == C.MQMF_LAST_MSG_IN_GROUP
+    assert (folder(mq, "jms")["Gid"][0], folder(mq, "jms")["Seq"][0]) == (gid, "7")
+    j, r = to_jms(mq)
+    assert (j.properties["JMSXGroupID"], j.properties["JMSXGroupSeq"]) == (jstring(gid), jint(7)) and not r.findings
+    mq, _ = to_mq(msg(destination=Destination.queue("ORDERS"), properties=(("JMSXGroupID", jstring(gid)),
+                                                                           ("JMSXGroupSeq", jint(2)))))
+    assert (mq.md.group_id, mq.md.msg_seq_number) == (MSG_ID, 2) and not {"Gid", "Seq"} & set(folder(mq, "jms"))
     j, r = to_jms(native(got(version=2, group_id=MSG_ID, msg_seq_number=5)))     # no group flag (IBM MQ JMS mapping)
     assert "JMSXGroupID" not in j.properties and names(r) == ["MQMD.GroupId", "MQMD.MsgSeqNumber"]
     j, r = to_jms(native(got(version=2, msg_flags=C.MQMF_SEGMENT | C.MQMF_MSG_IN_GROUP, msg_seq_number=2)))

@@ -350,6 +350,28 @@ def _group_to_mq(ctx: ToMq) -> None:
     gid = ctx.prop("JMSXGroupID", JavaType.STRING)
     seq = ctx.prop("JMSXGroupSeq", JavaType.INT)
     last = ctx.prop(LAST_IN_GROUP, JavaType.BOOLEAN)
+    dest = ctx.message.headers.destination
+    if dest is not None and dest.kind is DestinationKind.TOPIC:
+        # A publication is no MQ group: IBM MQ classes for JMS write both in the jms folder only.
+        if gid is not None:
+            ctx.jms["Gid"] = gid
+        if seq is not None:
+            ctx.jms["Seq"] = str(seq)
+        flags = 0
+    else:
+        flags = _mqmd_group(ctx, gid, seq)
+    if last:
+        flags |= C.MQMF_LAST_MSG_IN_GROUP
+    elif last is False:
+        ctx.report.dropped(LAST_IN_GROUP, "false is the MQ default: reads back as absent")
+    if last and gid is None and seq is None:
+        ctx.report.defaulted("JMSXGroupSeq", "absent: reads back as 1 (MQMF_LAST_MSG_IN_GROUP)")
+    ctx.md["msg_flags"] = flags
+
+
+def _mqmd_group(ctx: ToMq, gid: str | None, seq: int | None) -> int:
+    """Point to point: GroupId and MsgSeqNumber, as IBM MQ classes for JMS write them; jms/Gid and jms/Seq only
+    for a value the MQMD cannot give back (IBM writes none and loses it)."""
     flags = 0
     if gid is not None:
         raw = id_to_bytes(gid)
@@ -372,13 +394,7 @@ def _group_to_mq(ctx: ToMq) -> None:
         flags |= C.MQMF_MSG_IN_GROUP
     elif gid is not None:
         ctx.report.defaulted("JMSXGroupSeq", "absent: MsgSeqNumber 1, read back as JMSXGroupSeq 1")
-    if last:
-        flags |= C.MQMF_LAST_MSG_IN_GROUP
-    elif last is False:
-        ctx.report.dropped(LAST_IN_GROUP, "false is the MQ default: reads back as absent")
-    if last and gid is None and seq is None:
-        ctx.report.defaulted("JMSXGroupSeq", "absent: reads back as 1 (MQMF_LAST_MSG_IN_GROUP)")
-    ctx.md["msg_flags"] = flags
+    return flags
 
 
 def _group_to_jms(ctx: ToJms) -> None:
