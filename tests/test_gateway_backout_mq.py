@@ -97,7 +97,7 @@ def test_backout_to_the_dead_letter_queue_has_an_mqdlh(gateway_factory, tmp_path
     dlh = backed.headers[0]
     assert isinstance(dlh, Mqdlh)
     assert dlh.reason == 2110 and dlh.put_appl_name.strip() == "mqbridge"   # MQRC_FORMAT_ERROR: not convertible
-    assert dlh.dest_q_name.strip() == "{topic}" and dlh.format == C.MQFMT_RF_HEADER_2
+    assert dlh.dest_q_name.strip() == source and dlh.format == C.MQFMT_RF_HEADER_2   # where a RETRY puts it
     assert len(dlh.put_date.strip()) == 8 and dlh.put_date.strip().isdigit()
     assert isinstance(backed.headers[1], Rfh2) and extra in backed_raw and backed.body == b"payload"
     path = tmp_path / "dlq.bin"
@@ -105,3 +105,26 @@ def test_backout_to_the_dead_letter_queue_has_an_mqdlh(gateway_factory, tmp_path
     out = gw.cli("inspect", str(path))
     assert out.returncode == 0, out.stderr
     assert "MQDLH" in out.stdout and "2110" in out.stdout and "mqbridge" in out.stdout
+
+
+def test_a_message_past_the_backout_threshold_reaches_the_dead_letter_queue_with_reason_2362(
+        gateway_factory, tmp_path) -> None:
+    """An MQ application got the message under syncpoint and backed it out three times (the route's default
+    backout_threshold): the route sends it on to the dead-letter queue with MQRC_BACKOUT_THRESHOLD_REACHED."""
+    gw = _gateway(gateway_factory, tmp_path)
+    data, _ = _forged("fine/topic")                  # convertible: only its BackoutCount makes it poison
+    store = QueueStore(default_path(gw.data_dir)).open()
+    try:
+        msg_id = store.put("HELD.B", data)           # no route reads HELD.B
+        for _ in range(3):
+            (got,) = store.get_locked("HELD.B")
+            store.backout([got.seq])
+        store.move(got.seq, "OUT.B")
+        wait_for(lambda: store.depth("SYSTEM.DEAD.LETTER.QUEUE") == 1, 15, what="the message on the DLQ")
+        backed = decode_message(store.browse("SYSTEM.DEAD.LETTER.QUEUE")[0].data)
+    finally:
+        store.close()
+    dlh = backed.headers[0]
+    assert isinstance(dlh, Mqdlh) and backed.md.msg_id == msg_id
+    assert (dlh.reason, dlh.dest_q_name.strip()) == (2362, "OUT.B")   # MQRC_BACKOUT_THRESHOLD_REACHED
+    assert backed.md.backout_count == 3 and backed.body == b"payload"

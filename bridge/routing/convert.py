@@ -175,15 +175,15 @@ MQRC_FORMAT_ERROR, MQRC_BACKOUT_THRESHOLD_REACHED = 2110, 2362
 PUT_APPL_NAME = "mqbridge"
 
 
-def backout_message(item: Inbound, route: str, reason: str, *, dead_letter: bool = False, target: str = "",
-                    threshold: bool = False, now: float | None = None) -> bytes:
+def backout_message(item: Inbound, route: str, reason: str, *, dead_letter: bool = False, threshold: bool = False,
+                    now: float | None = None) -> bytes:
     """What a poison message becomes on the backout destination. An MQ message keeps its MQMD (MsgId,
     CorrelId, ReplyToQ, Persistence ...), as IBM MQ's backout requeue does, and says why where MQ tools read
     it: on a dead-letter queue (``dead_letter``) in an MQDLH (Reason 2362 MQRC_BACKOUT_THRESHOLD_REACHED, or 2110
-    MQRC_FORMAT_ERROR for a message the route cannot convert; DestQName the route's ``target``, PutApplName
-    mqbridge), elsewhere in a ``mqbridge`` folder added to its RFH2 (its other folders' bytes unchanged). A
-    message from MQTT or JMS becomes an MQ message whose RFH2 ``mqbridge`` folder says why, followed by its
-    body."""
+    MQRC_FORMAT_ERROR for a message the route cannot convert; DestQName the queue the route read it from, so
+    that a dead-letter handler's RETRY gives it back to the route; PutApplName mqbridge), elsewhere in a
+    ``mqbridge`` folder added to its RFH2 (its other folders' bytes unchanged). A message from MQTT or JMS
+    becomes an MQ message whose RFH2 ``mqbridge`` folder says why, followed by its body."""
     folder = RfhFolder("mqbridge", (
         RfhElement("Route", route), RfhElement("Reason", reason[:2000]),
         RfhElement("SourceProtocol", item.protocol), RfhElement("Source", item.destination),
@@ -197,7 +197,7 @@ def backout_message(item: Inbound, route: str, reason: str, *, dead_letter: bool
             original = None   # not MQ's format: carried whole as the body, below
         if original is not None:
             if dead_letter:
-                return encode_message(_dead_letter(original, target, threshold, now))
+                return encode_message(_dead_letter(original, item.destination, threshold, now))
             return encode_message(_with_folder(original, folder))
     if isinstance(raw, bytes):
         body = raw
@@ -215,12 +215,12 @@ def backout_message(item: Inbound, route: str, reason: str, *, dead_letter: bool
     return encode_message(msg)
 
 
-def _dead_letter(msg: MqMessage, target: str, threshold: bool, now: float | None) -> MqMessage:
+def _dead_letter(msg: MqMessage, queue: str, threshold: bool, now: float | None) -> MqMessage:
     """``msg`` behind an MQDLH: the header describes what follows it as the MQMD did (Format, Encoding,
     CodedCharSetId); the MQMD is the message's own, its Format MQDEAD."""
     stamp = time.gmtime(time.time() if now is None else now)
     dlh = Mqdlh(reason=MQRC_BACKOUT_THRESHOLD_REACHED if threshold else MQRC_FORMAT_ERROR,
-                dest_q_name=target[:48], encoding=msg.md.encoding, coded_char_set_id=msg.md.coded_char_set_id,
+                dest_q_name=queue[:48], encoding=msg.md.encoding, coded_char_set_id=msg.md.coded_char_set_id,
                 put_appl_type=C.MQAT_UNIX, put_appl_name=PUT_APPL_NAME, put_date=time.strftime("%Y%m%d", stamp),
                 put_time=time.strftime("%H%M%S00", stamp))
     return build_message(msg.md, (dlh, *msg.headers), msg.body, body_format=msg.body_format)

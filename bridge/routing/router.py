@@ -193,12 +193,11 @@ class RouteWorker:
                 report.findings[:0] = item.findings
             good.append((item, out, target_type, report))
         if poison:
-            target = getattr(route.target, "destination", None) or getattr(route.target, "mqtt", "")
             dead_letter = route.options.backout_dead_letter
             if dead_letter is None:
                 dead_letter = self.backout_dest == DEAD_LETTER_QUEUE
             outs = [Outbound(item.key, backout_message(item, route.name, reason, dead_letter=dead_letter,
-                                                       target=target, threshold=past), self.backout_dest)
+                                                       threshold=past), self.backout_dest)
                     for item, reason, past in poison]
             await self._deliver(outs, self.backout)
             now = time.time()
