@@ -78,3 +78,45 @@ def test_map_byte_arrays_and_nulls_reach_a_default_activemq_and_come_back(
     assert back["body"]["map"] == {"note": {"type": "String", "value": None}, "n": {"type": "int", "value": 7}}
     rec = wait_for(lambda: _records(gw, "j2m"), 15, what="the j2m egress record")[0]
     assert ("dropped", "map:note") not in {(f["change"], f["name"]) for f in rec["findings"]}
+
+
+def test_a_message_the_provider_cannot_deliver_goes_to_backout_and_the_rest_flow(
+        gateway_factory: Callable[..., GatewayProcess], clients: Callable[..., PahoClient],
+        default_activemq: BrokerEndpoints, default_jmstool: JmsTool, tmp_path: Path) -> None:
+    """An ObjectMessage of a class outside ActiveMQ's trusted packages makes the broker close the STOMP
+    connection each time it tries to deliver it (before: the route reconnected forever and delivered nothing
+    after it). The source narrows down to that message, reads it without the transformation, and the route
+    sends it to its backout destination with the reason; the messages around it arrive (bridge.connectors.
+    stomp_poison)."""
+    queue = f"poison.{uuid.uuid4().hex[:10]}"
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(json.dumps({
+        "connectors": {"amq": {"type": "jms", "host": default_activemq.host, "port": default_activemq.stomp_port}},
+        "routes": [{"name": "j2m", "from": {"connector": "amq", "queue": queue}, "to": {"mqtt": "poison/in"},
+                    "options": {"mqtt_format": "envelope"}}]}))
+    gw = gateway_factory({"rules": str(rules)})
+    sub = clients(gw.port).connect()
+    sub.subscribe("poison/in", 1)
+    default_jmstool.send(f"queue://{queue}", {"type": "Text", "body": "before"},
+                         {"type": "Object", "body": {"class": "java.math.BigDecimal", "value": "1.50"}},
+                         {"type": "Map", "body": {"n": {"type": "java.lang.Integer", "value": 7}}},
+                         {"type": "Text", "body": "after"})
+
+    def bodies() -> list[dict[str, Any]]:
+        return [json.loads(m.payload)["body"] for m in sub.messages]
+
+    wait_for(lambda: {"type": "jms_map", "map": {"n": {"type": "int", "value": 7}}} in bodies()
+             and any(b.get("text") == "after" for b in bodies()), 60, what="the messages after the poison one")
+    assert any(b.get("text") == "before" for b in bodies())
+    backed = wait_for(lambda: [r for r in _records_all(gw, "j2m") if r["status"] == "backout"], 15,
+                      what="the backout record")
+    assert len(backed) == 1 and "closed the STOMP connection" in backed[0]["reason"], backed
+    assert not any(b.get("type") == "jms_object" for b in bodies())
+    code, status = gw.admin("/status")
+    (row,) = [r for r in status["routes"] if r["route"] == "j2m"]
+    assert code == 200 and row["source_link"]["state"] == "up"
+
+
+def _records_all(gw: GatewayProcess, route: str) -> list[dict[str, Any]]:
+    recs = [json.loads(line) for f in log_files(gw.data_dir / "convlog") for line in f.read_text().splitlines() if line]
+    return [r for r in recs if r["route"] == route]

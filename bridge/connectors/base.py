@@ -27,6 +27,7 @@ class Inbound:
     priority: int | None = None
     handle: object = None      # the source's own reference (sequence number, frame, packet id)
     findings: list[Finding] = field(default_factory=list)   # what the source's own reading lost
+    poison: str | None = None  # the source's verdict that it cannot be carried (why): to the backout destination
 
 
 @dataclass(slots=True)

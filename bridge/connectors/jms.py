@@ -28,6 +28,7 @@ from bridge.connectors.stomp_link import (
     StompLinkConfig,
     StompLinkError,
 )
+from bridge.connectors.stomp_poison import Mode, PoisonWatch
 from mappings.jms.model import DeliveryMode, JmsMessage
 from mappings.report import ConversionReport, Finding
 from mappings.rules.model import JmsConnector, QueueEndpoint, Route, RulesFile
@@ -150,6 +151,9 @@ class JmsSource(Source):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._io = ThreadPoolExecutor(1, thread_name_prefix="jms-source")
         self.stale_dropped = 0
+        self.watch = PoisonWatch(self.destination)   # a message the provider cannot deliver (stomp_poison)
+        self._probe: InboundFrame | None = None
+        self.link.on_connection = self._on_connection
 
     def link_status(self) -> dict[str, object]:
         return self.link.link_status()
@@ -160,8 +164,21 @@ class JmsSource(Source):
                             sub_id="route")
         self.link.start(timeout=None)
 
+    def _on_connection(self, up: bool) -> None:   # link lock held: record and return
+        if up:
+            self.watch.established()
+        elif self.watch.dropped():
+            self.link.set_subscription_headers("route", self.watch.subscription_headers(self.headers))
+
     def _on_frame(self, frame: InboundFrame) -> None:   # stomp.py receiver thread
+        verdict = self.watch.frame(frame.headers, frame.body)
+        if verdict is False:
+            return   # after the probe frame: left unacknowledged, the provider delivers it again
+        if self.watch.mode is Mode.PROBE:
+            self._probe = frame
         item = frame_to_inbound(frame)
+        if isinstance(verdict, str):
+            item.poison = verdict
         loop = self._loop
         if loop is not None:
             loop.call_soon_threadsafe(self._queue.put_nowait, item)
@@ -184,9 +201,17 @@ class JmsSource(Source):
 
     def _ack_all(self, frames: list[InboundFrame]) -> None:
         skipped = 0
+        probe = False
         for frame in frames:
             if not self.link.ack(frame):   # a frame of an older connection, or the link is down
                 skipped += 1
+            elif frame is self._probe:
+                probe = True
+        acked = len(frames) - skipped
+        if acked and self.watch.acked(acked, probe=probe):
+            self._probe = None
+            self.link.set_subscription_headers("route", self.watch.subscription_headers(self.headers))
+            self.link.reconnect(f"subscription mode {self.watch.mode.value}")
         if skipped:   # at least once: the provider delivers them again (a duplicate, marked redelivered)
             log.warning("%s: %d of %d confirmed messages not acknowledged (link %s; they came over an earlier "
                         "connection or the link is down): they will come again", self.destination, skipped,

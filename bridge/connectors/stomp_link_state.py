@@ -180,6 +180,9 @@ class LinkCore:
         self.server_heartbeat: tuple[int, int] | None = None  # provider's (send, receive) ms
         self.connects = 0  # successful CONNECTs so far (1 + reconnects)
         self.errors_seen = 0  # ERROR frames that answered no receipt (send_many checks it)
+        # called (lock held) with True when a connection got its CONNECTED frame, False when it is lost
+        self.on_connection: Callable[[bool], None] | None = None
+        self._live = False
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -246,6 +249,17 @@ class LinkCore:
         self.close()
 
     # ------------------------------------------------------------------ subscribing (on connect, on subscribe)
+
+    def set_subscription_headers(self, sub_id: str, headers: Mapping[str, str]) -> None:
+        """The headers a subscription is made with from the next connect on."""
+        with self._lock:
+            sub = self._subs.get(sub_id)
+            if sub is not None:
+                sub.headers = dict(headers)
+
+    def reconnect(self, reason: str) -> None:
+        """Drop the current connection and connect again (the subscriptions with their current headers)."""
+        self._mark_down(self._generation, reason)
 
     @staticmethod
     def _subscribe_on(conn: stomp.Connection12, sub: Subscription, extra: dict[str, str]) -> None:
@@ -379,6 +393,10 @@ class LinkCore:
             raise LinkDown(f"{self._where()} closed the connection during CONNECT")
         hb = listener.connected_headers.get("heart-beat", "0,0").split(",")
         with self._lock:
+            if generation == self._generation and self._state is LinkState.CONNECTING:
+                self._live = True
+                if self.on_connection is not None:
+                    self.on_connection(True)
             subs = list(self._subs.values())
         for sub in subs:  # same ids as before, so frames in flight still find their handler
             self._subscribe_on(conn, sub, {})
@@ -414,6 +432,13 @@ class LinkCore:
             self._since = time.time()
         self._state = state
         self._state_changed.notify_all()
+        if self._live and state is not LinkState.UP and state is not LinkState.CONNECTING:
+            self._live = False
+            if self.on_connection is not None:
+                try:
+                    self.on_connection(False)
+                except Exception:
+                    log.exception("connection callback failed")
         log.info("STOMP link %s:%s %s: %s", self.config.host, self.config.port, state.value, reason)
         if self._on_state is not None:
             try:

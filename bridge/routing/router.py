@@ -177,6 +177,9 @@ class RouteWorker:
                 except MappingError as exc:
                     poison.append((item, f"selector: the message has no JMS view: {exc}", False))
                     continue
+            if item.poison is not None:
+                poison.append((item, item.poison, False))
+                continue
             if item.redelivery_count >= threshold:
                 poison.append((item, f"delivered {item.redelivery_count} times, backout threshold {threshold}", True))
                 continue

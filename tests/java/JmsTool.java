@@ -21,7 +21,7 @@
 //           (byte[] takes "base64" or "hex" instead of "value"; Java class names are accepted as types)
 //   body: Text -> string or null; Bytes -> {"base64": ".."} or {"hex": ".."}; Map -> {"k": TYPED};
 //         Stream -> [TYPED, ...]; Object -> {"class": "java.util.HashMap", "value": {"k": TYPED}}
-//         or {"class": "java.lang.String", "value": ".."}; Message -> absent.
+//         or {"class": "java.lang.String" | "java.math.BigDecimal", "value": ".."}; Message -> absent.
 // Received messages are printed the same way, with "type" of every TYPED being the Java class name
 // (java.lang.Integer, ...; "byte[]" with both "base64" and "hex"), plus "class" (the JMS message class)
 // and headers messageId, destination, timestamp, redelivered.
@@ -297,9 +297,11 @@ public final class JmsTool {
                         map.put(e.getKey(), typed((Map<String, Object>) e.getValue()));
                     }
                     value = map;
+                } else if ("java.math.BigDecimal".equals(cls)) {   // outside ActiveMQ's default trusted packages
+                    value = new java.math.BigDecimal((String) ob.get("value"));
                 } else {
-                    throw new IllegalArgumentException("Object body class must be java.lang.String or "
-                            + "java.util.HashMap, not " + cls);
+                    throw new IllegalArgumentException("Object body class must be java.lang.String, "
+                            + "java.util.HashMap or java.math.BigDecimal, not " + cls);
                 }
                 m = session.createObjectMessage(value);
             }
