@@ -120,3 +120,29 @@ def test_a_message_the_provider_cannot_deliver_goes_to_backout_and_the_rest_flow
 def _records_all(gw: GatewayProcess, route: str) -> list[dict[str, Any]]:
     recs = [json.loads(line) for f in log_files(gw.data_dir / "convlog") for line in f.read_text().splitlines() if line]
     return [r for r in recs if r["route"] == route]
+
+
+def test_a_message_the_provider_sends_with_transformation_error_is_a_finding(
+        gateway_factory: Callable[..., GatewayProcess], clients: Callable[..., PahoClient],
+        default_activemq: BrokerEndpoints, tmp_path: Path) -> None:
+    """``map_byte_arrays: native`` against a broker that does not allow byte[] (the user's setting is wrong):
+    ActiveMQ stores a TextMessage of the XML with ``transformation-error``. A route reading it over STOMP
+    records that the body is not the message that was sent (a ``coerced body`` finding, not a plain ``ok``)."""
+    queue = f"terr.{uuid.uuid4().hex[:10]}"
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(json.dumps({
+        "connectors": {"amq": {"type": "jms", "host": default_activemq.host, "port": default_activemq.stomp_port,
+                               "map_byte_arrays": "native"}},
+        "routes": [
+            {"name": "m2j", "from": {"mqtt": "terr/out"}, "to": {"connector": "amq", "queue": queue},
+             "options": {"mqtt_format": "envelope"}},
+            {"name": "j2m", "from": {"connector": "amq", "queue": queue}, "to": {"mqtt": "terr/in"}}]}))
+    gw = gateway_factory({"rules": str(rules)})
+    sub = clients(gw.port).connect()
+    sub.subscribe("terr/in", 1)
+    envelope = {"body": {"type": "jms_map", "map": {"raw": {"type": "byte[]", "value": "AAE="}}}}
+    clients(gw.port).connect().publish("terr/out", json.dumps(envelope).encode(), qos=1)
+    assert b"byte-array" in sub.wait_messages(1, timeout=20)[0].payload    # the broker's XML, as text
+    rec = wait_for(lambda: _records(gw, "j2m"), 15, what="the j2m egress record")[0]
+    found = {(f["change"], f["name"]): f["detail"] for f in rec["findings"]}
+    assert "could not transform" in found[("coerced", "body")] and "[B" in found[("coerced", "body")]
