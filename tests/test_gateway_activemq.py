@@ -163,7 +163,7 @@ def test_jms_messages_of_every_type_reach_mqtt_subscriber(
     jmstool.send(
         f"queue://{queue}",
         {"type": "Text", "body": "héllo", "properties": {"pInt": typed("int", 7)}},
-        {"type": "Bytes", "body": {"hex": "00ff10"}},
+        {"type": "Bytes", "body": {"hex": "00ff10"}, "headers": {"deliveryMode": "NON_PERSISTENT"}},
         {"type": "Map", "body": {"i": typed("int", 1), "s": typed("String", "5"), "d": typed("double", 0.5),
                                  "b": typed("boolean", True)}},
         {"type": "Object", "body": {"class": "java.util.HashMap", "value": {"k": typed("int", 1)}}},
@@ -187,6 +187,11 @@ def test_jms_messages_of_every_type_reach_mqtt_subscriber(
     text_rec = [r for r in recs if r["source_type"] == "TextMessage" and r["source_size"] > 0][0]
     assert ("coerced", "pInt") in {(f["change"], f["name"]) for f in text_rec["findings"]}
     assert all(r["status"] == "ok" for r in recs)
+    # the QoS the route published at (persistent 2, non-persistent 0, as MQ Telemetry Table 4 has it for MQ),
+    # delivered as the subscription granted (at most 1)
+    assert [r["qos"] for r in recs if r["source_type"] == "BytesMessage"] == [0] and got[1].qos == 0
+    assert {r["qos"] for r in recs if r["source_type"] != "BytesMessage"} == {2}
+    assert {m.qos for i, m in enumerate(got) if i != 1} == {1}
 
 
 def test_request_reply_over_mqtt_311(

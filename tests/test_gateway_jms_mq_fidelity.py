@@ -35,7 +35,8 @@ def test_report_request_charset_and_correlation_id_from_a_java_producer_reach_th
     tag: str,
 ) -> None:
     """ActiveMQ queue -> embedded queue: a COA request set with setIntProperty is MQMD.Report, the text is written
-    in the CCSID JMS_IBM_Character_Set names, and an ``ID:`` correlation id goes to CorrelId only (no jms/Cid)."""
+    in the CCSID JMS_IBM_Character_Set names with the Format and Encoding JMS_IBM_Format and JMS_IBM_Encoding
+    name, and an ``ID:`` correlation id goes to CorrelId only (no jms/Cid)."""
     queue = f"j2q.ibm.{tag}"
     gw = start(gateway_factory, tmp_path, [
         {"name": "j2q", "from": {"connector": "amq", "queue": queue}, "to": {"queue": "FROM.JMS"}}], activemq)
@@ -44,7 +45,9 @@ def test_report_request_charset_and_correlation_id_from_a_java_producer_reach_th
         "type": "Text", "body": "caf\u00e9", "headers": {"correlationId": cid},
         "properties": {"JMS_IBM_Report_COA": typed("int", C.MQRO_COA_WITH_DATA),
                        "JMS_IBM_Report_Pass_Msg_ID": typed("int", C.MQRO_PASS_MSG_ID),
-                       "JMS_IBM_Character_Set": typed("String", "ISO-8859-1"), "n": typed("int", 3)}})
+                       "JMS_IBM_Character_Set": typed("String", "ISO-8859-1"), "n": typed("int", 3),
+                       "JMS_IBM_Format": typed("String", "MYFMT"),
+                       "JMS_IBM_Encoding": typed("int", C.MQENC_REVERSED)}})
     store = store_of(gw)
     try:
         wait_for(lambda: store.depth("FROM.JMS") == 1, 20, what="the JMS message on FROM.JMS")
@@ -56,7 +59,8 @@ def test_report_request_charset_and_correlation_id_from_a_java_producer_reach_th
     assert msg.md.correl_id == bytes.fromhex("5a0b" * 12)
     jms_folder = msg.rfh2_folder("jms")
     assert jms_folder is not None and jms_folder.value("Cid") is None and jms_folder.value("Dlv") is not None
-    assert (msg.body_ccsid, msg.body_format, msg.body) == (C.CCSID_ISO8859_1, C.MQFMT_STRING, b"caf\xe9")
+    assert (msg.body_ccsid, msg.body_format, msg.body) == (C.CCSID_ISO8859_1, "MYFMT   ", b"caf\xe9")
+    assert msg.body_encoding == C.MQENC_REVERSED
     usr = msg.rfh2_folder("usr")
     assert usr is not None and [e.name for e in usr.elements] == ["n"]     # no JMS_IBM_* left in usr
     back, _ = mq_bytes_to_jms(raw, now_ms=0)

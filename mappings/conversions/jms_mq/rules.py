@@ -352,14 +352,17 @@ def _group_to_mq(ctx: ToMq) -> None:
     last = ctx.prop(LAST_IN_GROUP, JavaType.BOOLEAN)
     dest = ctx.message.headers.destination
     if dest is not None and dest.kind is DestinationKind.TOPIC:
-        # A publication is no MQ group: IBM MQ classes for JMS write both in the jms folder only.
+        # A publication is no MQ group: IBM MQ classes for JMS write both in the jms folder only, and no
+        # MsgFlags (the jms folder has no element for the last-in-group flag)
         if gid is not None:
             ctx.jms["Gid"] = gid
         if seq is not None:
             ctx.jms["Seq"] = str(seq)
-        flags = 0
-    else:
-        flags = _mqmd_group(ctx, gid, seq)
+        if last is not None:
+            ctx.report.dropped(LAST_IN_GROUP, "a publication is no MQ group: no MsgFlags (IBM MQ JMS mapping)")
+        ctx.md["msg_flags"] = 0
+        return
+    flags = _mqmd_group(ctx, gid, seq)
     if last:
         flags |= C.MQMF_LAST_MSG_IN_GROUP
     elif last is False:

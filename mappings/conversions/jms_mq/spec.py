@@ -45,7 +45,8 @@ DECISIONS: tuple[str, ...] = (
     "JMSXGroupID: 'ID:'+48 hex -> GroupId; any other string -> its UTF-8 bytes cut/padded to 24 in GroupId and "
     "the whole string in jms/Gid. JMSXGroupSeq -> MsgSeqNumber (jms/Seq when < 1). Either sets MQMF_MSG_IN_GROUP;"
     " JMS_IBM_Last_Msg_In_Group true sets MQMF_LAST_MSG_IN_GROUP. For a topic JMSDestination (publish/subscribe, "
-    "no MQ group) both go to jms/Gid and jms/Seq only, as IBM MQ classes for JMS write them.",
+    "no MQ group) both go to jms/Gid and jms/Seq only, as IBM MQ classes for JMS write them, and "
+    "JMS_IBM_Last_Msg_In_Group is dropped (no MsgFlags).",
     "JMSType: an 'mcd://domain[/[set][/[type][/]]][?format=fmt]' on a Text or Bytes message fills mcd "
     "Msd/Set/Type/Fmt (IBM out), empty parts writing no element; any other JMSType (or one whose JMS_IBM_Format "
     "would change the class) goes verbatim to mcd/Type. A received non-jms_* Msd gives the canonical URI (no "
