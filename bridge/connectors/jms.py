@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -28,7 +29,7 @@ from bridge.connectors.stomp_link import (
     StompLinkConfig,
     StompLinkError,
 )
-from bridge.connectors.stomp_poison import Mode, PoisonWatch
+from bridge.connectors.stomp_poison import Action, Mode, PoisonWatch
 from mappings.jms.model import DeliveryMode, JmsMessage
 from mappings.report import ConversionReport, Finding
 from mappings.rules.model import JmsConnector, QueueEndpoint, Route, RulesFile
@@ -153,6 +154,7 @@ class JmsSource(Source):
         self.stale_dropped = 0
         self.watch = PoisonWatch(self.destination)   # a message the provider cannot deliver (stomp_poison)
         self._probe: InboundFrame | None = None
+        self._watch_lock = threading.Lock()
         self.link.on_connection = self._on_connection
 
     def link_status(self) -> dict[str, object]:
@@ -164,21 +166,33 @@ class JmsSource(Source):
                             sub_id="route")
         self.link.start(timeout=None)
 
+    # The watch is called from the receiver thread, the ack worker and link callbacks: under _watch_lock, never
+    # held while taking the link's lock (link callbacks come with the link's lock held, then take this one).
     def _on_connection(self, up: bool) -> None:   # link lock held: record and return
-        if up:
-            self.watch.established()
-        elif self.watch.dropped():
-            self.link.set_subscription_headers("route", self.watch.subscription_headers(self.headers))
+        with self._watch_lock:
+            if up:
+                self.watch.established()
+                return
+            changed = self.watch.dropped()
+            headers = self.watch.subscription_headers(self.headers)
+        if changed:
+            self.link.set_subscription_headers("route", headers)
 
     def _on_frame(self, frame: InboundFrame) -> None:   # stomp.py receiver thread
-        verdict = self.watch.frame(frame.headers, frame.body)
-        if verdict is False:
-            return   # after the probe frame: left unacknowledged, the provider delivers it again
-        if self.watch.mode is Mode.PROBE:
-            self._probe = frame
+        with self._watch_lock:
+            probing = self.watch.mode is Mode.PROBE
+            action = self.watch.frame(frame.headers, frame.body)
+            reason = self.watch.reason
+            if probing and action is not Action.LEAVE:
+                self._probe = frame
+        if action is Action.LEAVE:
+            return   # left unacknowledged: the provider delivers it again
+        if action is Action.RECHECK:
+            self._resubscribe()
+            return
         item = frame_to_inbound(frame)
-        if isinstance(verdict, str):
-            item.poison = verdict
+        if action is Action.POISON:
+            item.poison = reason
         loop = self._loop
         if loop is not None:
             loop.call_soon_threadsafe(self._queue.put_nowait, item)
@@ -207,15 +221,27 @@ class JmsSource(Source):
                 skipped += 1
             elif frame is self._probe:
                 probe = True
-        acked = len(frames) - skipped
-        if acked and self.watch.acked(acked, probe=probe):
-            self._probe = None
-            self.link.set_subscription_headers("route", self.watch.subscription_headers(self.headers))
-            self.link.reconnect(f"subscription mode {self.watch.mode.value}")
         if skipped:   # at least once: the provider delivers them again (a duplicate, marked redelivered)
             log.warning("%s: %d of %d confirmed messages not acknowledged (link %s; they came over an earlier "
                         "connection or the link is down): they will come again", self.destination, skipped,
                         len(frames), self.link.state.value)
+        acked = len(frames) - skipped
+        if acked:
+            with self._watch_lock:
+                changed = self.watch.acked(acked, probe=probe)
+                if changed:
+                    self._probe = None
+            if changed:
+                self._resubscribe()
+
+    def _resubscribe(self) -> None:
+        """Connect again with the subscription the watch's new mode asks for."""
+        with self._watch_lock:
+            headers = self.watch.subscription_headers(self.headers)
+            mode = self.watch.mode.value
+            self.watch.expect_drop()
+        self.link.set_subscription_headers("route", headers)
+        self.link.reconnect(f"subscription mode {mode}")
 
     async def confirm(self, items: list[Inbound]) -> None:
         frames = [i.handle for i in items if isinstance(i.handle, InboundFrame)]
