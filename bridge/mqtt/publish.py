@@ -238,7 +238,11 @@ class Publisher:
                     continue
                 session = sessions.get(client_id)   # the hot path: a plain subscription
                 if session is not None:
-                    writes |= deliver(session, msg, grant if grant < mqos else mqos)
+                    qos = grant if grant < mqos else mqos
+                    if qos:
+                        writes |= deliver(session, msg, qos)
+                    else:
+                        session.deliver(msg, 0)   # what ``deliver`` does for QoS 0, one call fewer
             self.messages.release_if_unreferenced(msg)
         return writes
 

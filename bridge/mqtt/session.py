@@ -112,10 +112,13 @@ class Session:
                 link.send(msg.qos0_bytes() if not retain else
                           P.encode_publish(msg.topic_b, msg.payload, 0, True, False, None))
                 return
-            data = qos0_bytes5(self, msg, retain, sub_ids)
-            if data is not None:
-                self.stats.sent += 1
-                link.send(data)
+            data = msg.qos0_5   # once encoded, the same bytes for every plain level 5 subscriber
+            if data is None or retain or sub_ids or self.aliases_out or len(data) > self.max_packet_out:
+                data = qos0_bytes5(self, msg, retain, sub_ids)
+                if data is None:
+                    return
+            self.stats.sent += 1
+            link.send(data)
             return
         queue = self.queue
         size = msg.size()
