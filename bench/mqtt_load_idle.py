@@ -15,8 +15,9 @@ from bench.mqtt_load_wire import CONNACK_T, PINGREQ, PINGRESP_T, connect_packet
 
 
 class IdleProto(asyncio.Protocol):
-    def __init__(self, cid: str) -> None:
+    def __init__(self, cid: str, v5: bool = False) -> None:
         self.cid = cid
+        self.v5 = v5
         self.fut = asyncio.get_running_loop().create_future()
         self.transport: asyncio.Transport | None = None
         self.buf = b""
@@ -24,7 +25,7 @@ class IdleProto(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
-        transport.write(connect_packet(self.cid, True, keepalive=0))  # type: ignore[attr-defined]
+        transport.write(connect_packet(self.cid, True, keepalive=0, v5=self.v5))  # type: ignore[attr-defined]
 
     def data_received(self, data: bytes) -> None:
         self.buf += data
@@ -60,7 +61,8 @@ async def _idle_body(spec: Spec, host: str, port: int, connected: Any, release: 
         async with sem:
             for attempt in range(3):
                 try:
-                    _, p = await loop.create_connection(lambda: IdleProto(f"{spec.prefix}-idle-{i}"), host, port)
+                    _, p = await loop.create_connection(lambda: IdleProto(f"{spec.prefix}-idle-{i}", spec.mqtt5),
+                                                        host, port)
                     await asyncio.wait_for(p.fut, 30)
                     protos.append(p)
                     return

@@ -256,6 +256,7 @@ def scenarios(duration: float, idle: int) -> dict[str, tuple[Spec, list[str]]]:
         "latency-qos1": (Spec("latency-qos1", qos=1, publishers=1, payload=64, rate=2000, window=1000,
                               clean=False, latency=True, duration=d), durable),
         "idle": (Spec("idle", idle=idle, hold=3.0, publishers=0), plain),
+        "idle-v5": (Spec("idle-v5", idle=idle, hold=3.0, publishers=0, mqtt5=True), plain),
         # MQTT 5.0: the same shapes with level 5 clients; fan-out with 2 user properties per publication,
         # and with those and a Topic Alias (the publisher sends the topic once)
         "qos0-64-v5": (Spec("qos0-64-v5", qos=0, publishers=4, payload=64, budget=50_000, duration=d,
@@ -286,6 +287,7 @@ HEADLINE = {
     "latency-qos0": ("p50/p99", "us"),
     "latency-qos1": ("p50/p99", "us"),
     "idle": ("connected", "connections"),
+    "idle-v5": ("connected", "connections"),
 }
 
 
@@ -587,7 +589,7 @@ def targets(results: list[dict[str, Any]], rts: dict[str, dict[str, float]]) -> 
         if r is not None:
             out[f"qos1 durable ({mode}) >= 0.5x mosquitto+persist"] = f"{r:.2f}x {'MET' if r >= 0.5 else 'NOT MET'}"
     for r in results:
-        if r["scenario"] == "idle" and r["broker"].startswith("mqbridge"):
+        if r["scenario"] in ("idle", "idle-v5") and r["broker"].startswith("mqbridge"):
             n, want = r.get("connected", 0), r["spec"]["idle"]
             ok = n >= want and r.get("ping_answered") == r.get("ping_sample")
             out[f"{want} idle connections"] = (f"{n} held, {r.get('ping_answered')}/{r.get('ping_sample')} "

@@ -48,6 +48,7 @@ class Broker:
                  trace_clients: frozenset[str] = frozenset()) -> None:
         self.config = config
         self.store = store
+        self.after_commit = store.after_commit   # one bound method for every connection (not one each)
         self.clock = clock
         self.limits = config.limits
         self.trie = SubscriptionTrie()

@@ -50,7 +50,7 @@ class ConnectionDriver:
         limits = broker.limits
         self.conn = ClientConnection(
             peer=peer, listener=listener, max_packet_size=limits.max_message_size, now=now, port=port,
-            after_commit=broker.store.after_commit, qos0_buffer_limit=limits.qos0_buffer_bytes,
+            after_commit=broker.after_commit, qos0_buffer_limit=limits.qos0_buffer_bytes,
             max_connect_size=limits.max_connect_size)
         self.paused = False
 

@@ -259,7 +259,7 @@ class PacketReader:
 
     def __init__(self, max_size: int = MAX_REMAINING_LENGTH, level: int = MQTT_311,
                  connect_max: int | None = None) -> None:
-        self._buf = bytearray()
+        self._buf: bytearray | None = None   # a packet's bytes so far; None: none (an idle connection's memory)
         self.max_size = max_size
         self.level = level
         self.connect_max = connect_max   # None: no CONNECT expected first (a client's reader, or connected)
@@ -271,7 +271,10 @@ class PacketReader:
         if self.error is not None:
             raise self.error
         buf = self._buf
-        buf += data
+        if buf is None:
+            buf = self._buf = bytearray(data)
+        else:
+            buf += data
         out: list[Packet] = []
         pos = 0
         n = len(buf)
@@ -328,14 +331,16 @@ class PacketReader:
             if pos:
                 # CPython gives a bytearray's memory back when it shrinks below half its allocation
                 del buf[:pos]
+            if not buf:
+                self._buf = None
 
     @property
     def buffered(self) -> int:
-        return len(self._buf)
+        return len(self._buf) if self._buf is not None else 0
 
     def clear(self) -> None:
         """Forget what is buffered (the connection is closing)."""
-        self._buf = bytearray()
+        self._buf = None
 
 
 # ----------------------------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 Hot path: ``data_received`` -> ConnectionDriver.receive (driver.py: PacketReader -> Broker.handle); output
 is coalesced per connection and written once per loop iteration. Keepalive and connect timeouts
 (ConnectionDriver.timed_out), session expiry and $SYS updates run from one periodic sweep, so 10,000
-idle connections cost no timers of their own. The only module in bridge/mqtt that uses asyncio.
+idle connections cost no timers of their own. With rawtcp.py (plain TCP connections on the loop's selector)
+the only modules in bridge/mqtt that use asyncio.
 """
 from __future__ import annotations
 
@@ -23,17 +24,19 @@ from bridge.mqtt import packets as P
 from bridge.mqtt.broker import Broker
 from bridge.mqtt.connection import ClientConnection
 from bridge.mqtt.driver import ConnectionDriver, Read
+from bridge.mqtt.rawtcp import RawServer, listen
 
 log = logging.getLogger("mqbridge.server")
 
 SWEEP_INTERVAL = 0.5
 FLUSH_BYTES = 64 * 1024    # coalesced output is written at the latest when this much is queued
+BACKLOG = 1024
 
 
 @dataclass(slots=True)
 class Listener:
     config: ListenerConfig
-    server: asyncio.AbstractServer | None = None
+    server: asyncio.AbstractServer | RawServer | None = None
     port: int = 0                       # the bound port (config port 0 picks one)
     connections: set[MqttProtocol] = field(default_factory=set)
     accepted: int = 0
@@ -110,7 +113,6 @@ class MqttProtocol(asyncio.Protocol):
             except OSError:
                 pass
         listener.connections.add(self)
-        self.server.connections.add(self)
         if listener.ssl_context is not None:
             self._handshake = self.server.loop.create_task(self._tls(transport, listener.ssl_context, peer))
             return
@@ -171,7 +173,6 @@ class MqttProtocol(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self._handshake is not None and exc is not None:
             return   # the handshake's failure ends it (_tls)
-        self.server.connections.discard(self)
         self.listener.connections.discard(self)
         if self.driver is not None:
             self.driver.lost(str(exc) if exc else None)
@@ -242,7 +243,6 @@ class MqttServer:
         self.broker = broker
         self.loop = asyncio.get_running_loop()
         self.listeners = [self._make_listener(cfg) for cfg in listeners]
-        self.connections: set[MqttProtocol] = set()
         self.sys_interval = sys_interval
         self._dirty: list[MqttProtocol] = []
         self._flush_scheduled = False
@@ -257,6 +257,10 @@ class MqttServer:
         listener.allow = [ipaddress.ip_network(a, strict=False) for a in cfg.allow]
         listener.deny = [ipaddress.ip_network(a, strict=False) for a in cfg.deny]
         return listener
+
+    def connections(self) -> list[MqttProtocol]:
+        """Every open connection (each listener keeps its own: one set entry per connection, not two)."""
+        return [proto for listener in self.listeners for proto in listener.connections]
 
     # -- output coalescing ------------------------------------------------------------------------
 
@@ -285,9 +289,14 @@ class MqttServer:
             return
         cfg = listener.config
         ctx = listener.ssl_context = _ssl_context(cfg) if cfg.tls else None
-        server = await self.loop.create_server(
-            lambda: MqttProtocol(self, listener), host=cfg.host, port=listener.port or cfg.port,
-            reuse_address=True, backlog=1024)
+        server: asyncio.AbstractServer | RawServer
+        if ctx is None:   # plain TCP: the slimmer transport (rawtcp.py)
+            server = RawServer(self.loop, listen(cfg.host, listener.port or cfg.port, BACKLOG),
+                               lambda: MqttProtocol(self, listener))
+        else:
+            server = await self.loop.create_server(
+                lambda: MqttProtocol(self, listener), host=cfg.host, port=listener.port or cfg.port,
+                reuse_address=True, backlog=BACKLOG)
         listener.server = server
         sock = server.sockets[0]
         listener.port = sock.getsockname()[1]
@@ -328,7 +337,7 @@ class MqttServer:
                 pass
         for listener in self.listeners:
             await self.stop_listener(listener)
-        for proto in list(self.connections):
+        for proto in self.connections():
             conn = proto.conn
             if conn is not None:
                 conn.will = None   # a clean shutdown is not a client failure
@@ -352,7 +361,7 @@ class MqttServer:
 
     def sweep(self) -> None:
         now = self.loop.time()
-        for proto in list(self.connections):
+        for proto in self.connections():
             driver = proto.driver
             reason = driver.timed_out(now) if driver is not None else None
             if reason is not None:
