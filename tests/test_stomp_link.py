@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -275,3 +276,47 @@ def test_heartbeat_timeout_detects_a_frozen_broker(own_activemq: ActiveMQ) -> No
         assert lk.wait_until_up(30), f"no reconnect after the broker resumed: {lk.last_error}"
     finally:
         lk.close()
+
+
+def test_heart_beats_go_at_half_the_promised_interval() -> None:
+    """ActiveMQ drops a connection that sent nothing for one promised interval, with no grace (seen: "Channel
+    was inactive for too (>1000) long" on a loaded machine), so the link beats at half its promise. A plain
+    STOMP server here records when the beats arrive."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    beats: list[float] = []
+    done = threading.Event()
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        conn.settimeout(0.2)
+        buf = b""
+        while b"\x00" not in buf:
+            buf += conn.recv(4096)
+        conn.sendall(b"CONNECTED\nversion:1.2\nheart-beat:0,1000\n\n\x00")
+        while not done.is_set():
+            try:
+                data = conn.recv(4096)
+            except TimeoutError:
+                continue
+            if not data:
+                break
+            beats.extend(time.monotonic() for b in data if b == 0x0A)
+        conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    lk = StompLink(StompLinkConfig(host="127.0.0.1", port=server.getsockname()[1], heartbeat_send_ms=1000,
+                                   heartbeat_receive_ms=0))
+    try:
+        lk.start(timeout=10)
+        deadline = time.monotonic() + 10
+        while len(beats) < 6 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        done.set()
+        lk.close()
+        server.close()
+    gaps = [b - a for a, b in zip(beats, beats[1:], strict=False)]
+    assert len(beats) >= 6 and max(gaps) < 0.8, gaps

@@ -373,7 +373,8 @@ class LinkCore:
             self._generation += 1
             generation = self._generation
             listener = _Listener(self, generation)
-            conn.set_listener("link", listener)
+            # stomp.py calls listeners in name order: after its own "protocol-listener" (heart-beat timing)
+            conn.set_listener("~link", listener)
             self._conn = conn
             self._set_state(LinkState.CONNECTING, f"connecting to {self._where()}")
         headers = {"client-id": cfg.client_id} if cfg.client_id else {}
@@ -391,6 +392,7 @@ class LinkCore:
             raise LinkDown(f"{self._where()} refused the connection: {listener.connect_error}")
         if not listener.connected_headers:
             raise LinkDown(f"{self._where()} closed the connection during CONNECT")
+        _beat_early(conn)
         hb = listener.connected_headers.get("heart-beat", "0,0").split(",")
         with self._lock:
             if generation == self._generation and self._state is LinkState.CONNECTING:
@@ -454,3 +456,13 @@ class LinkCore:
 
     def _where(self) -> str:
         return f"{self.config.host}:{self.config.port}"
+
+
+def _beat_early(conn: stomp.Connection12) -> None:
+    """Send heart-beats at half the interval promised. ActiveMQ closes a connection that sent nothing for one
+    promised interval, with no grace ("Channel was inactive for too (>1000) long"), and stomp.py beats once
+    the interval has passed: a beat late by a scheduling delay lost the link (STOMP 1.2 lets the receiver
+    choose its tolerance; this leaves the provider a whole interval's margin)."""
+    sleep = getattr(conn, "send_sleep", 0)   # set by stomp.py's own on_connected, which ran before ours
+    if sleep:
+        conn.send_sleep = sleep / 2
