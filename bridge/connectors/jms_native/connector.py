@@ -22,14 +22,16 @@ from typing import Any
 
 from bridge.connectors.base import ConnectorError, Inbound, Outbound, Source, Target
 from bridge.connectors.jms_native import TEMPORARY, jvm
+from bridge.connectors.jms_native.batch import batch_send
 from bridge.connectors.jms_native.provider import LinkStatus, Provider, exception_listener
 from bridge.connectors.registry import RouteSetupError
-from mappings.jms.model import DeliveryMode, Destination, DestinationKind, JmsMessage
+from mappings.jms.model import DeliveryMode, Destination, DestinationKind, JmsMessage, TextBody
 from mappings.report import ConversionReport, Finding
 from mappings.rules.model import JmsConnector, QueueEndpoint, RulesFile
 
 log = logging.getLogger("mqbridge.jms")
 RECEIVE_WAIT_MS = 500
+PREPARED_MAX = 1024   # headers and properties prepared per target (objects.Prepared), cleared when full
 
 
 def _findings(report: ConversionReport) -> list[Finding]:
@@ -150,41 +152,108 @@ class NativeJmsTarget(Target):
         self.client = _Client(conn, name, connector)
         self._io = ThreadPoolExecutor(1, thread_name_prefix=f"jms-native-{name}")
         self._producers: dict[str, Any] = {}
+        # id(headers) -> (headers, properties, objects.Prepared): messages of one route key share both
+        self._prepared: dict[int, tuple[Any, Any, Any]] = {}
+        self._session: Any = None
+        self._failed = False   # a batch failed: the pipelined ones after it fail too, until the router resends
 
     async def start(self) -> None:
         return None   # connects with the first batch (a provider that is down fails that batch, retried)
 
-    def _send(self, items: list[Outbound]) -> None:
+    def _send(self, items: list[Outbound], pipelined: bool = False) -> None:
+        """Send and commit one batch (on the worker thread). ``pipelined``: submitted behind others; after a
+        failure such batches fail without being sent, so that the router's resend (``send``, in order) comes
+        first and batches reach the provider in their order."""
         import jpype  # the JVM is running: the client opened it
 
+        if pipelined and self._failed:
+            raise ConnectorError("JMS provider: an earlier batch failed (sent again in order)")
+        self._failed = True   # until this batch is committed
         if self.client.status.broken is not None:   # the ExceptionListener saw the connection go
             self._producers.clear()
         try:
             session = self.client.open(probe=True)
+            if session is not self._session:   # producers and prepared headers belong to their session
+                self._session = session
+                self._producers.clear()
+                self._prepared.clear()
             now = int(time.time() * 1000)
-            for item in items:
-                msg = item.message
-                if not isinstance(msg, JmsMessage):
-                    raise ConnectorError(f"native JMS target got a {type(msg).__name__}, not a JMS message")
-                report = ConversionReport()
-                jmsg, args = self.client.objects.from_model(session, msg, now_ms=now, report=report,
-                                                            temporary=self.client.temporary,
-                                                            lossy=self.client.lossy)
-                producer = self._producers.get(item.destination)
-                if producer is None:
-                    producer = session.createProducer(self.client.destination(item.destination))
-                    self._producers[item.destination] = producer
-                producer.send(jmsg, args.delivery_mode, args.priority, args.time_to_live)
-                if report:
-                    item.extra["findings"] = _findings(report)
+            rows = [(item, self._prepare(session, item)) for item in items]
+            if not self._send_at_once(session, rows, now):
+                for item, prepared in rows:
+                    report = ConversionReport()
+                    jmsg = self.client.objects.new_message(session, item.message, report, self.client.lossy)
+                    args = self.client.objects.finish(jmsg, prepared, now, report)
+                    self._producer(session, item.destination).send(jmsg, args.delivery_mode, args.priority,
+                                                                   args.time_to_live)
+                    item.extra.pop("findings", None)
+                    if report:
+                        item.extra["findings"] = _findings(report)
             session.commit()
         except jpype.JException as exc:
             self._producers.clear()
             self.client.drop(f"JMS provider: {exc.getMessage()}")
             raise ConnectorError(f"JMS provider: {exc.getMessage()}") from None
+        self._failed = False
+
+    def _prepare(self, session: Any, item: Outbound) -> Any:
+        """The message's objects.Prepared, kept for the messages that share its headers and properties."""
+        msg = item.message
+        if not isinstance(msg, JmsMessage):
+            raise ConnectorError(f"native JMS target got a {type(msg).__name__}, not a JMS message")
+        headers, props = msg.headers, msg.properties
+        known = self._prepared.get(id(headers))
+        if known is None or known[0] is not headers or known[1] is not props:
+            known = (headers, props, self.client.objects.prepare(
+                session, headers, props, temporary=self.client.temporary, lossy=self.client.lossy))
+            if len(self._prepared) >= PREPARED_MAX:
+                self._prepared.clear()
+            self._prepared[id(headers)] = known   # holds headers: their id is not reused while cached
+        return known[2]
+
+    def _producer(self, session: Any, destination: str) -> Any:
+        producer = self._producers.get(destination)
+        if producer is None:
+            producer = session.createProducer(self.client.destination(destination))
+            self._producers[destination] = producer
+        return producer
+
+    def _send_at_once(self, session: Any, rows: list[tuple[Outbound, Any]], now: int) -> bool:
+        """A batch of TextMessages whose headers need no setter, in one JVM call (batch.BatchSend); False: not
+        such a batch, or the JVM cannot, or the provider refused something (the transaction rolled back):
+        the caller sends it call by call, where a refused property is a finding."""
+        import jpype
+
+        send = batch_send()
+        if send is None or any(type(item.message.body) is not TextBody or prepared.boxed is None
+                               for item, prepared in rows):
+            return False
+        reports = [ConversionReport() for _ in rows]
+        args = [self.client.objects.send_args(prepared, now, report)
+                for (_, prepared), report in zip(rows, reports, strict=True)]
+        producers = [self._producer(session, item.destination) for item, _ in rows]
+        try:
+            send(session, producers, [item.message.body.text for item, _ in rows],
+                 [prepared.boxed[0] for _, prepared in rows], [prepared.boxed[1] for _, prepared in rows],
+                 [a.delivery_mode for a in args],
+                 [a.priority for a in args], [a.time_to_live for a in args])
+        except jpype.JException as exc:
+            log.info("JMS %s: %s; sending the batch call by call", self.client.name, exc.getMessage())
+            session.rollback()
+            return False
+        for (item, _), report in zip(rows, reports, strict=True):
+            if report:
+                item.extra["findings"] = _findings(report)
+        return True
 
     async def send(self, items: list[Outbound]) -> None:
         await asyncio.get_running_loop().run_in_executor(self._io, self._send, items)
+
+    async def submit(self, items: list[Outbound]) -> asyncio.Future[None]:
+        """Queue the batch on the worker and return at once: the route converts its next batch while this one
+        is sent (the router's pipeline); the future ends once the batch is committed at the provider. One
+        worker thread: batches are sent and committed in the order of the calls."""
+        return asyncio.wrap_future(self._io.submit(self._send, items, True))
 
     async def close(self) -> None:
         await asyncio.get_running_loop().run_in_executor(self._io, self.client.close)
