@@ -225,25 +225,37 @@ class NativeJmsTarget(Target):
         import jpype
 
         send = batch_send()
-        if send is None or any(type(item.message.body) is not TextBody or prepared.boxed is None
-                               for item, prepared in rows):
+        if send is None:
             return False
-        reports = [ConversionReport() for _ in rows]
-        args = [self.client.objects.send_args(prepared, now, report)
-                for (_, prepared), report in zip(rows, reports, strict=True)]
-        producers = [self._producer(session, item.destination) for item, _ in rows]
+        producers, texts, names, values, modes, priorities, ttls = [], [], [], [], [], [], []
+        found: list[Any] = []
+        for item, prepared in rows:
+            body = item.message.body
+            if type(body) is not TextBody or prepared.boxed is None:
+                return False
+            args = prepared.fixed
+            if args is None:   # JMSExpiration: a time to live from now
+                report = ConversionReport()
+                args = self.client.objects.send_args(prepared, now, report)
+                found.append(report.findings)
+            else:
+                found.append(prepared.findings)
+            producers.append(self._producer(session, item.destination))
+            texts.append(body.text)
+            names.append(prepared.boxed[0])
+            values.append(prepared.boxed[1])
+            modes.append(args.delivery_mode)
+            priorities.append(args.priority)
+            ttls.append(args.time_to_live)
         try:
-            send(session, producers, [item.message.body.text for item, _ in rows],
-                 [prepared.boxed[0] for _, prepared in rows], [prepared.boxed[1] for _, prepared in rows],
-                 [a.delivery_mode for a in args],
-                 [a.priority for a in args], [a.time_to_live for a in args])
+            send(session, producers, texts, names, values, modes, priorities, ttls)
         except jpype.JException as exc:
             log.info("JMS %s: %s; sending the batch call by call", self.client.name, exc.getMessage())
             session.rollback()
             return False
-        for (item, _), report in zip(rows, reports, strict=True):
-            if report:
-                item.extra["findings"] = _findings(report)
+        for (item, _), findings in zip(rows, found, strict=True):
+            if findings:
+                item.extra["findings"] = list(findings)
         return True
 
     async def send(self, items: list[Outbound]) -> None:

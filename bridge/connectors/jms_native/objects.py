@@ -264,6 +264,7 @@ class Prepared:
     expiration: int
     # the properties as Java arrays (names, boxed values) for batch.BatchSend; None: a header is set too
     boxed: tuple[Any, Any] | None = None
+    fixed: SendArgs | None = None   # the send arguments when they do not depend on the time (no JMSExpiration)
 
 
 def prepare(session: Any, headers: JmsHeaders, properties: TypedMap, *, temporary: Any = None,
@@ -292,8 +293,9 @@ def prepare(session: Any, headers: JmsHeaders, properties: TypedMap, *, temporar
     boxes: list[tuple[Any, Any]] = []
     _property_calls(calls, boxes, properties, report, lossy)
     boxed = None if headers_set else (JArray(JString)([b[0] for b in boxes]), JArray(JObject)([b[1] for b in boxes]))
-    return Prepared(tuple(calls), tuple(report.findings), int(headers.delivery_mode), headers.priority,
-                    headers.expiration, boxed)
+    mode = int(headers.delivery_mode)
+    return Prepared(tuple(calls), tuple(report.findings), mode, headers.priority, headers.expiration, boxed,
+                    None if headers.expiration else SendArgs(mode, headers.priority, 0))
 
 
 def finish(msg: Any, prepared: Prepared, now_ms: int, report: ConversionReport) -> SendArgs:
