@@ -335,3 +335,53 @@ def test_a_text_batch_sent_in_one_call_keeps_every_property_type(
         assert (msg.headers.expiration > 0) == (sent.headers.expiration > 0)
         assert [(f.change.value, f.name) for f in item.extra.get("findings", [])] == (
             [("dropped", "JMSTimestamp")] if sent.headers.timestamp else [])
+
+
+def test_route_setup_looks_jndi_names_up_on_the_endpoints_worker_not_the_event_loop(
+        activemq: BrokerEndpoints, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A JNDI directory may take its time to answer: the router's check of a native endpoint runs check_native
+    on the endpoint's worker thread; a name the directory lacks still stops the setup naming the setting."""
+    import asyncio
+    import threading
+
+    from bridge.connectors.jms import jms_factory
+    from bridge.connectors.jms_native.provider import Provider
+    from bridge.connectors.registry import RouteSetupError
+    from mappings.rules.model import parse_rules
+    from tests.support.jmstool import native_connector_yaml
+
+    rules = parse_rules(native_connector_yaml(
+        None, "jndi:", "  initial_context_factory: org.apache.activemq.jndi.ActiveMQInitialContextFactory",
+        f'  provider_url: "{activemq.openwire_url}"', "  connection_factory: ConnectionFactory", "  environment:",
+        "    queue.orders: jndi.check.out") + """\
+routes:
+  - {name: out, from: {mqtt: "a/#"}, to: {connector: amq, queue: orders}}
+  - {name: in, from: {connector: amq, queue: orders}, to: {queue: IN}}
+  - {name: bad, from: {mqtt: "b/#"}, to: {connector: amq, queue: missing}}
+""")
+    threads: list[str] = []
+    lookup = Provider.lookup
+
+    def recording(self: Provider, name: str, setting: str) -> Any:
+        threads.append(threading.current_thread().name)
+        return lookup(self, name, setting)
+
+    monkeypatch.setattr(Provider, "lookup", recording)
+
+    async def setup() -> str:
+        target = jms_factory(rules, rules.routes[0], rules.routes[0].target, "target")
+        source = jms_factory(rules, rules.routes[1], rules.routes[1].source, "source")
+        bad = jms_factory(rules, rules.routes[2], rules.routes[2].target, "target")
+        assert threads == []   # nothing looked up while the route was built on the loop
+        await target.check()
+        await source.check()
+        with pytest.raises(RouteSetupError) as refused:
+            await bad.check()
+        for end in (target, source, bad):
+            await end.close()
+        return str(refused.value)
+
+    refused = asyncio.run(setup())
+    assert "route bad: to.queue: JNDI name 'missing' not found" in refused
+    assert len(threads) == 6 and {t.rsplit("_", 1)[0] for t in threads} == {"jms-native-out", "jms-native-in",
+                                                                            "jms-native-bad"}, threads

@@ -148,14 +148,19 @@ class NativeJmsTarget(Target):
     protocol = "jms"
     writes_jms_model = True   # the router's MQTT -> JMS conversion gives it JmsMessage values, not STOMP frames
 
-    def __init__(self, conn: JmsConnector, name: str, connector: str = "") -> None:
+    def __init__(self, conn: JmsConnector, name: str, connector: str = "", destination: str = "",
+                 setting: str = "") -> None:
         self.client = _Client(conn, name, connector)
+        self.check_args = (conn, connector, destination, setting)   # check_native's: the route's endpoint
         self._io = ThreadPoolExecutor(1, thread_name_prefix=f"jms-native-{name}")
         self._producers: dict[str, Any] = {}
         # id(headers) -> (headers, properties, objects.Prepared): messages of one route key share both
         self._prepared: dict[int, tuple[Any, Any, Any]] = {}
         self._session: Any = None
         self._failed = False   # a batch failed: the pipelined ones after it fail too, until the router resends
+
+    async def check(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._io, check_native, *self.check_args)
 
     async def start(self) -> None:
         return None   # connects with the first batch (a provider that is down fails that batch, retried)
@@ -286,10 +291,15 @@ class NativeJmsSource(Source):
         self.selector = selector
         self.subscription = subscription
         self.setting = f"route {name}: from.{'topic' if destination.startswith('topic:') else 'queue'}"
+        self.connector = connector
         self._io = ThreadPoolExecutor(1, thread_name_prefix=f"jms-native-{name}")
         self._consumer: Any = None
         self._open_batch = asyncio.Event()   # set: no batch awaits its commit or rollback
         self._closing = False
+
+    async def check(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(
+            self._io, check_native, self.client.conn, self.connector, self.destination, self.setting)
 
     async def start(self) -> None:
         self._open_batch.set()
@@ -386,14 +396,23 @@ class NativeJmsSource(Source):
         return self.client.status.as_dict()
 
 
-def check_native(conn: JmsConnector, name: str, destination: str = "", setting: str = "") -> None:
-    """At route setup: the JVM runs with the connector's jars and its connection factory class loads (or, with
-    jndi, its connection factory and ``destination`` are bound in the directory), or RouteSetupError says which
-    setting is wrong (``setting``: the endpoint's, for the destination)."""
+def native_jvm(conn: JmsConnector, name: str) -> Any:
+    """The ``jpype`` module, the JVM running with the connector's jars, or RouteSetupError naming the setting.
+    Route setup starts it on the calling (the event loop's) thread: JPype's JVM stays with the thread that
+    started it, and an endpoint's worker ends with its route."""
     try:
-        jpype = jvm.start(jvm.expand_jars(conn.jars, f"connectors.{name}.jars"))
+        return jvm.start(jvm.expand_jars(conn.jars, f"connectors.{name}.jars"))
     except jvm.JvmError as exc:
         raise RouteSetupError(f"connectors.{name}: {exc}") from None
+
+
+def check_native(conn: JmsConnector, name: str, destination: str = "", setting: str = "") -> None:
+    """At route setup (an endpoint's check, on its worker: JNDI lookups may wait on the network): the JVM runs
+    with the connector's jars and its connection factory class loads (or, with jndi, its connection factory and
+    ``destination`` are bound in the directory), or RouteSetupError says which setting is wrong (``setting``:
+    the endpoint's, for the destination)."""
+    jpype = native_jvm(conn, name)
+    jvm.attach()
     if conn.jndi is None:
         try:
             jpype.JClass(conn.connection_factory)
@@ -456,4 +475,5 @@ def _size(msg: JmsMessage) -> int:
     return 0
 
 
-__all__ = ["NativeJmsSource", "NativeJmsTarget", "check_native", "endpoint_destination", "native_problems"]
+__all__ = ["NativeJmsSource", "NativeJmsTarget", "check_native", "endpoint_destination", "native_jvm",
+           "native_problems"]
