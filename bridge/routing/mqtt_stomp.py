@@ -13,6 +13,9 @@ payload, and caches them; a message then costs the text test of its payload and 
 cannot hold goes through the model path: MQTT 5 properties, and under ConvertMessageType ``text`` a
 payload that is not valid UTF-8 or holds NUL (its findings name the payload).
 
+:class:`MqttToJmsModels` keeps the model itself per key the same way, for the native JMS target, which
+writes the model with the provider's client (tests/test_mqtt_jms_models.py holds it equal to the model path).
+
 Why both: the model path builds a JmsMessage, a report and a frame per message. One QoS 1 publication of
 100 text bytes through ``RouteConverter.convert`` (the cache) against ``_mqtt_to_jms`` + ``jms_to_frame``
 (the model), interleaved on a loaded 2-core machine, 2026-11-25: 73,000-81,000 against 3,300-4,300 per

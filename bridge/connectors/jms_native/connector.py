@@ -2,15 +2,16 @@
 
 Each source and target owns one javax.jms Connection and one transacted Session, used only from its own
 worker thread (a JMS session is single-threaded; JVM calls stay off the asyncio loop). A target sends a
-batch and commits it before the route confirms its source; a source receives a batch inside a transaction
-and commits it when the route confirms it (the target has the messages), or rolls it back so that the
-provider delivers it again, counted (JMSXDeliveryCount feeds the route's backout threshold): at least
-once. One batch is open per source at a time, since a commit covers everything its session received.
-A provider that goes away (its client's failure, or the connection's ExceptionListener) fails a target's
-batch (retried by the router); a source connects again after a pause that doubles up to
-``reconnect_max_seconds``. Each endpoint's link state (provider.LinkStatus) is in the route's status. The
-factory and destinations come from a class or from JNDI (provider.Provider); check_native does the lookups
-at route setup and ``mqbridge validate``.
+batch and commits it before the route confirms its source (batches queue on its worker in the route's
+order, so the route converts the next one meanwhile; TextMessages from MQTT go in one JVM call, batch.py);
+a source receives a batch inside a transaction and commits it when the route confirms it (the target has the
+messages), or rolls it back so that the provider delivers it again, counted (JMSXDeliveryCount feeds the
+route's backout threshold): at least once. One batch is open per source at a time, since a commit covers
+everything its session received. A provider that goes away (its client's failure, or the connection's
+ExceptionListener) fails a target's batch (retried by the router); a source connects again after a pause
+that doubles up to ``reconnect_max_seconds``. Each endpoint's link state (provider.LinkStatus) is in the
+route's status. The factory and destinations come from a class or from JNDI (provider.Provider);
+check_native does the lookups at route setup (on the endpoint's worker) and ``mqbridge validate``.
 """
 from __future__ import annotations
 
