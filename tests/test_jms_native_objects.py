@@ -385,3 +385,39 @@ routes:
     assert "route bad: to.queue: JNDI name 'missing' not found" in refused
     assert len(threads) == 6 and {t.rsplit("_", 1)[0] for t in threads} == {"jms-native-out", "jms-native-in",
                                                                             "jms-native-bad"}, threads
+
+
+def test_batches_queued_behind_a_failed_one_fail_unsent_so_the_resend_keeps_their_order(
+        activemq: BrokerEndpoints, session: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The target keeps several batches in flight (submit): when one fails, those queued behind it fail without
+    reaching the provider, and the router's resend (send, oldest first) delivers them in order."""
+    import asyncio
+
+    from bridge.connectors.base import ConnectorError, Outbound
+
+    target = _native_target(activemq)
+    queue = f"native.order.{uuid.uuid4().hex[:8]}"
+    batches = [[Outbound(f"k{b}.{n}", JmsMessage(JmsHeaders(), TypedMap([], what="property"),
+                                                 TextBody(f"{b}.{n}")), queue) for n in range(3)] for b in range(3)]
+    opened = target.client.open
+
+    def down_once(probe: bool = False) -> Any:
+        monkeypatch.setattr(target.client, "open", opened)
+        raise ConnectorError("JMS provider: down for the test")
+
+    monkeypatch.setattr(target.client, "open", down_once)
+
+    async def run() -> list[BaseException | None]:
+        futures = [await target.submit(batch) for batch in batches]
+        await asyncio.wait(futures)
+        results = [future.exception() for future in futures]
+        for batch in batches:   # as the router does: every batch in flight again, oldest first
+            await target.send(batch)
+        await target.close()
+        return results
+
+    first, *behind = asyncio.run(run())
+    assert "down for the test" in str(first)
+    assert all("an earlier batch failed" in str(exc) for exc in behind), behind
+    got = [m.body.text for m in _received(session, queue, 9)]
+    assert got == [f"{b}.{n}" for b in range(3) for n in range(3)]
