@@ -269,6 +269,7 @@ class Prepared:
 
 def prepare(session: Any, headers: JmsHeaders, properties: TypedMap, *, temporary: Any = None,
             lossy: frozenset[str] = frozenset()) -> Prepared:
+    """The Prepared of ``headers`` and ``properties`` on ``session`` (from_model's arguments)."""
     report = ConversionReport()
     calls: list[tuple[Any, str | None, tuple[Any, ...]]] = []
     if headers.correlation_id is not None:
