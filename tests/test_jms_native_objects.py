@@ -4,6 +4,7 @@ messages a Java producer (tests/java/JmsTool.java) sent, read field by field."""
 from __future__ import annotations
 
 import math
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -262,3 +263,167 @@ def test_factory_properties_take_booleans_and_numbers_and_name_a_refused_value(s
     assert (factory.isCopyMessageOnSend(), factory.isUseAsyncSend(), factory.getSendTimeout()) == (False, True, 1500)
     with pytest.raises(ConnectorError, match=r"connectors\.amq\.factory_properties\.useAsyncSend: 'yes' refused"):
         Provider(connector(useAsyncSend="yes"), "connectors.amq").factory()
+
+
+def _native_target(activemq: BrokerEndpoints) -> Any:
+    from bridge.connectors.jms_native.connector import NativeJmsTarget
+    from mappings.rules.model import JmsConnector
+
+    conn = JmsConnector.model_validate({
+        "type": "jms", "client": "native", "jars": [str(JAVA_DIR / j) for j in COMPILE_JARS],
+        "connection_factory": "org.apache.activemq.ActiveMQConnectionFactory",
+        "factory_properties": {"brokerURL": activemq.openwire_url}})
+    return NativeJmsTarget(conn, "batch", "amq")
+
+
+def _text_batch(queue: str) -> list[Any]:
+    """TextMessages as the route's model cache gives them: a few share their headers and properties."""
+    from bridge.connectors.base import Outbound
+
+    shared = (JmsHeaders(delivery_mode=DeliveryMode.NON_PERSISTENT, priority=7,
+                         expiration=int(time.time() * 1000) + 3_600_000, timestamp=NOW),
+              TypedMap([*EVERY_TYPE.pairs, ("none", JavaValue(JavaType.STRING, None))], what="property"))
+    other = (JmsHeaders(priority=2), TypedMap([("JMSXGroupID", JavaValue(JavaType.STRING, "g"))], what="property"))
+    texts = [(shared, "caf\u00e9 \U0001f600"), (shared, None), (other, "x"), (shared, "")]
+    return [Outbound(f"k{n}", JmsMessage(*meta, TextBody(text)), queue) for n, (meta, text) in enumerate(texts)]
+
+
+def _received(session: Any, queue: str, count: int) -> list[JmsMessage]:
+    consumer = session.createConsumer(session.createQueue(queue))
+    got = [consumer.receive(10_000) for _ in range(count)]
+    extra = consumer.receive(500)
+    consumer.close()
+    assert None not in got and extra is None, "not exactly the batch arrived"
+    return [_objects().to_model(m) for m in got]
+
+
+@pytest.mark.parametrize("refused", [False, True])
+def test_a_text_batch_sent_in_one_call_keeps_every_property_type(
+        activemq: BrokerEndpoints, session: Any, monkeypatch: pytest.MonkeyPatch, refused: bool) -> None:
+    """The native target's one-call batch (batch.BatchSend) carries what the call-per-step path does; when the
+    provider refuses it midway (here after the whole batch went), the transaction is rolled back and the batch
+    sent call by call: each message arrives once."""
+    from bridge.connectors.jms_native import batch, connector
+
+    calls: list[int] = []
+    real = batch.batch_send()
+    assert real is not None   # Java 9 or later: the test's JDK
+
+    def refusing(*args: Any) -> None:
+        calls.append(len(args[1]))
+        real(*args)
+        raise jpype.JClass("javax.jms.JMSException")("refused for the test")
+
+    monkeypatch.setattr(connector, "batch_send", lambda: refusing if refused else real)
+    target = _native_target(activemq)
+    queue = f"native.batch.{uuid.uuid4().hex[:8]}"
+    items = _text_batch(queue)
+    try:
+        target._send(items)
+    finally:
+        target.client.close()
+    assert calls == ([4] if refused else [])
+    got = {m.body.text: m for m in _received(session, queue, len(items))}   # persistent or not: any order
+    assert set(got) == {item.message.body.text for item in items}
+    for item in items:
+        sent = item.message
+        msg = got[sent.body.text]
+        assert {n: (v.type, v.value) for n, v in msg.properties.pairs if not n.startswith("JMSX")} == \
+            {n: (v.type, v.value) for n, v in sent.properties.pairs if not n.startswith("JMSX")}
+        assert msg.properties.get("JMSXGroupID") == sent.properties.get("JMSXGroupID")
+        assert (msg.headers.delivery_mode, msg.headers.priority) == (sent.headers.delivery_mode, sent.headers.priority)
+        assert (msg.headers.expiration > 0) == (sent.headers.expiration > 0)
+        assert [(f.change.value, f.name) for f in item.extra.get("findings", [])] == (
+            [("dropped", "JMSTimestamp")] if sent.headers.timestamp else [])
+
+
+def test_route_setup_looks_jndi_names_up_on_the_endpoints_worker_not_the_event_loop(
+        activemq: BrokerEndpoints, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A JNDI directory may take its time to answer: the router's check of a native endpoint runs check_native
+    on the endpoint's worker thread; a name the directory lacks still stops the setup naming the setting."""
+    import asyncio
+    import threading
+
+    from bridge.connectors.jms import jms_factory
+    from bridge.connectors.jms_native.provider import Provider
+    from bridge.connectors.registry import RouteSetupError
+    from mappings.rules.model import parse_rules
+    from tests.support.jmstool import native_connector_yaml
+
+    rules = parse_rules(native_connector_yaml(
+        None, "jndi:", "  initial_context_factory: org.apache.activemq.jndi.ActiveMQInitialContextFactory",
+        f'  provider_url: "{activemq.openwire_url}"', "  connection_factory: ConnectionFactory", "  environment:",
+        "    queue.orders: jndi.check.out") + """\
+routes:
+  - {name: out, from: {mqtt: "a/#"}, to: {connector: amq, queue: orders}}
+  - {name: in, from: {connector: amq, queue: orders}, to: {queue: IN}}
+  - {name: bad, from: {mqtt: "b/#"}, to: {connector: amq, queue: missing}}
+""")
+    threads: list[str] = []
+    lookup = Provider.lookup
+
+    def recording(self: Provider, name: str, setting: str) -> Any:
+        threads.append(threading.current_thread().name)
+        return lookup(self, name, setting)
+
+    monkeypatch.setattr(Provider, "lookup", recording)
+
+    async def setup() -> str:
+        target = jms_factory(rules, rules.routes[0], rules.routes[0].target, "target")
+        source = jms_factory(rules, rules.routes[1], rules.routes[1].source, "source")
+        bad = jms_factory(rules, rules.routes[2], rules.routes[2].target, "target")
+        assert threads == []   # nothing looked up while the route was built on the loop
+        await target.check()
+        await source.check()
+        with pytest.raises(RouteSetupError) as refused:
+            await bad.check()
+        for end in (target, source, bad):
+            await end.close()
+        return str(refused.value)
+
+    refused = asyncio.run(setup())
+    assert "route bad: to.queue: JNDI name 'missing' not found" in refused
+    assert len(threads) == 6 and {t.rsplit("_", 1)[0] for t in threads} == {"jms-native-out", "jms-native-in",
+                                                                            "jms-native-bad"}, threads
+
+
+def test_batches_queued_behind_a_failed_one_fail_unsent_so_the_resend_keeps_their_order(
+        activemq: BrokerEndpoints, session: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The target keeps several batches in flight (submit): when one fails, those queued behind it fail without
+    reaching the provider, and the router's resend (send, oldest first) delivers them once, in order."""
+    import asyncio
+    import threading
+
+    from bridge.connectors.base import ConnectorError, Outbound
+
+    target = _native_target(activemq)
+    queue = f"native.order.{uuid.uuid4().hex[:8]}"
+    batches = [[Outbound(f"k{b}.{n}", JmsMessage(JmsHeaders(), TypedMap([], what="property"),
+                                                 TextBody(f"{b}.{n}")), queue) for n in range(3)] for b in range(3)]
+    opened, inside, go = target.client.open, threading.Event(), threading.Event()
+
+    def down_once(probe: bool = False) -> Any:   # the first batch's connect: fails once the others are queued
+        monkeypatch.setattr(target.client, "open", opened)
+        inside.set()
+        go.wait(10)
+        raise ConnectorError("JMS provider: down for the test")
+
+    monkeypatch.setattr(target.client, "open", down_once)
+
+    async def run() -> list[BaseException | None]:
+        futures = [await target.submit(batches[0])]
+        assert await asyncio.to_thread(inside.wait, 10)
+        futures += [await target.submit(batch) for batch in batches[1:]]
+        go.set()
+        await asyncio.wait(futures)
+        results = [future.exception() for future in futures]
+        for batch in batches:   # as the router does: every batch in flight again, oldest first
+            await target.send(batch)
+        await target.close()
+        return results
+
+    first, *behind = asyncio.run(run())
+    assert "down for the test" in str(first)
+    assert len(behind) == 2 and all("an earlier batch failed" in str(exc) for exc in behind), behind
+    got = [m.body.text for m in _received(session, queue, 9)]
+    assert got == [f"{b}.{n}" for b in range(3) for n in range(3)]

@@ -61,6 +61,11 @@ class Source(ABC):
     @abstractmethod
     async def start(self) -> None: ...
 
+    async def check(self) -> None:
+        """Before the route replaces anything: what can be verified now (RouteSetupError says which setting is
+        wrong), off the event loop when it blocks."""
+        return None
+
     @abstractmethod
     async def receive(self, max_items: int) -> list[Inbound]:
         """Wait for at least one message; return up to ``max_items``."""
@@ -82,6 +87,10 @@ class Target(ABC):
 
     @abstractmethod
     async def start(self) -> None: ...
+
+    async def check(self) -> None:
+        """As Source.check."""
+        return None
 
     @abstractmethod
     async def send(self, items: list[Outbound]) -> None:

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from bridge.connectors.base import ConnectorError, Inbound, Inbox, Outbound, Source, Target
-from bridge.connectors.jms_native.connector import NativeJmsSource, NativeJmsTarget, check_native
+from bridge.connectors.jms_native.connector import NativeJmsSource, NativeJmsTarget, native_jvm
 from bridge.connectors.registry import CONNECTOR_FACTORIES
 from bridge.connectors.stomp_link import (
     EncodedSend,
@@ -283,13 +283,13 @@ def jms_factory(rules: RulesFile, route: Route, endpoint: QueueEndpoint, role: s
     conn = rules.connector(endpoint.connector)
     assert isinstance(conn, JmsConnector)
     if conn.client == "native":
-        kind = "topic" if endpoint.topic is not None else "queue"
-        check_native(conn, endpoint.connector, endpoint.destination,
-                     f"route {route.name}: {'from' if role == 'source' else 'to'}.{kind}")
+        native_jvm(conn, endpoint.connector)   # the endpoint's check does the lookups, on its worker
         if role == "source":
             return NativeJmsSource(conn, route.name, endpoint.destination, selector=route.options.selector,
                                    connector=endpoint.connector, subscription=endpoint.subscription)
-        return NativeJmsTarget(conn, route.name, endpoint.connector)
+        kind = "topic" if endpoint.topic is not None else "queue"
+        return NativeJmsTarget(conn, route.name, endpoint.connector, endpoint.destination,
+                               f"route {route.name}: to.{kind}")
     if role == "source":
         client_id = f"mqbridge-{route.name}" if endpoint.subscription else None
         return JmsSource(link_config(conn, client_id), endpoint.destination, selector=route.options.selector,

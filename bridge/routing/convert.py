@@ -18,7 +18,7 @@ from bridge.routing.base import (
     rename_properties,
 )
 from bridge.routing.mq_memo import MqToMqttMemo
-from bridge.routing.mqtt_stomp import MqttToStompEncoder, mqtt_to_jms_message
+from bridge.routing.mqtt_stomp import MqttToJmsModels, MqttToStompEncoder, mqtt_to_jms_message
 from mappings.conversions.jms_mq import MqToJmsOptions, jms_to_mq_bytes, mq_bytes_to_jms
 from mappings.conversions.mqtt_jms import jms_to_mqtt
 from mappings.conversions.mqtt_mq import (
@@ -76,7 +76,7 @@ class RouteConverter:
         """For a target that writes JmsMessage values itself (the native JMS connector): MQTT -> JMS builds the
         model, not STOMP frames."""
         if (self.source_protocol, self.target_protocol) == ("mqtt", "jms"):
-            self.convert = self._mqtt_to_jms
+            self.convert = MqttToJmsModels(self.route).convert   # the model path's messages, cached per key
 
     # -- MQTT -> MQ: MQ Telemetry Tables 1-3 ------------------------------------------------------------
 

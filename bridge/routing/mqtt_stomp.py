@@ -13,6 +13,9 @@ payload, and caches them; a message then costs the text test of its payload and 
 cannot hold goes through the model path: MQTT 5 properties, and under ConvertMessageType ``text`` a
 payload that is not valid UTF-8 or holds NUL (its findings name the payload).
 
+:class:`MqttToJmsModels` keeps the model itself per key the same way, for the native JMS target, which
+writes the model with the provider's client (tests/test_mqtt_jms_models.py holds it equal to the model path).
+
 Why both: the model path builds a JmsMessage, a report and a frame per message. One QoS 1 publication of
 100 text bytes through ``RouteConverter.convert`` (the cache) against ``_mqtt_to_jms`` + ``jms_to_frame``
 (the model), interleaved on a loaded 2-core machine, 2026-11-25: 73,000-81,000 against 3,300-4,300 per
@@ -27,7 +30,7 @@ from bridge.connectors.base import Inbound, Outbound
 from bridge.routing.base import Result, override_jms, rename_properties
 from mappings.conversions.mqtt_jms import ConvertMessageType, mqtt_to_jms, text_problem
 from mappings.errors import MappingError
-from mappings.jms.model import JmsMessage
+from mappings.jms.model import BytesBody, JmsMessage, TextBody
 from mappings.mqtt.publication import MqttPublication
 from mappings.report import ConversionReport, Finding
 from mappings.rules.model import QueueEndpoint, Route, render_dotted_topic
@@ -85,20 +88,29 @@ class MqttToStompEncoder:
         self._auto = convert is ConvertMessageType.AUTO
         self._templates: dict[_Key, _Template] = {}
 
-    def convert(self, item: Inbound) -> Result:
-        pub = item.message
+    def key(self, pub: object, nul: bool = False) -> _Key | None:
+        """The cache key of a publication; None: the model path (MQTT 5 properties, or a payload declared text
+        that is not, or that holds NUL unless ``nul`` allows it: findings that name the payload)."""
         if type(pub) is not MqttPublication or _has_mqtt5(pub):
-            return self._model_frame(item)
+            return None
         payload = pub.payload
         if self._bytes:
             text = False
         elif self._auto:
             text = text_problem(payload) is None
-        elif text_problem(payload, allow_controls=True) is None and b"\x00" not in payload:
+        elif text_problem(payload, allow_controls=True) is None and (nul or b"\x00" not in payload):
             text = True
-        else:   # text declared but not text, or text holding NUL: findings that name the payload
+        else:
+            return None
+        return (pub.topic, pub.client_id, pub.username, pub.qos, pub.retain, text)
+
+    def convert(self, item: Inbound) -> Result:
+        pub = item.message
+        key = self.key(pub)
+        if key is None:
             return self._model_frame(item)
-        key = (pub.topic, pub.client_id, pub.username, pub.qos, pub.retain, text)
+        assert isinstance(pub, MqttPublication)
+        payload = pub.payload
         t = self._templates.get(key)
         if t is None:
             t = self._template(item, pub, key)
@@ -130,6 +142,38 @@ class MqttToStompEncoder:
         assert isinstance(msg, JmsMessage)
         out.message = jms_to_frame(msg, out.destination, report)
         return out, target_type, report
+
+
+class MqttToJmsModels(MqttToStompEncoder):
+    """For a target that writes JmsMessage values itself (the native JMS connector): the model path's message
+    per key, computed once on the stand-in as for the frames, given each publication's body. Every message of
+    a key shares its headers and properties (the native target prepares their Java side once per key), so
+    JMSTimestamp is the template's: that target never sends it (the provider sets it at send, a finding
+    either way). tests/test_mqtt_jms_models.py holds it equal to the model path."""
+
+    def __init__(self, route: Route) -> None:
+        super().__init__(route)
+        self._models: dict[_Key, tuple[Outbound, str, tuple[Finding, ...]]] = {}
+
+    def convert(self, item: Inbound) -> Result:
+        pub = item.message
+        key = self.key(pub, nul=True)   # NUL is no problem in a javax.jms TextMessage
+        if key is None:
+            return mqtt_to_jms_message(self.route, item)
+        assert isinstance(pub, MqttPublication)
+        cached = self._models.get(key)
+        if cached is None:
+            stand_in = replace(pub, payload=_TEXT_STAND_IN if key[-1] else _BYTES_STAND_IN)
+            out, target_type, report = mqtt_to_jms_message(self.route, replace(item, message=stand_in))
+            if len(self._models) >= self.MAX_CACHED:
+                self._models.clear()
+            cached = self._models[key] = (out, target_type, tuple(report.findings))
+        out, target_type, findings = cached
+        template = out.message
+        assert isinstance(template, JmsMessage)
+        body = TextBody(pub.payload.decode("utf-8")) if key[-1] else BytesBody(pub.payload)
+        msg = JmsMessage(template.headers, template.properties, body)
+        return Outbound(item.key, msg, out.destination, len(pub.payload)), target_type, ConversionReport([*findings])
 
 
 def _has_mqtt5(pub: MqttPublication) -> bool:

@@ -85,6 +85,13 @@ class RouteWorker:
         await self.source.start()
         self.task = asyncio.get_running_loop().create_task(self._run(), name=f"route:{self.route.name}")
 
+    async def check(self) -> None:
+        """The endpoints' checks (Source.check, Target.check), before anything running is replaced."""
+        await self.source.check()
+        await self.target.check()
+        if self.backout is not self.target:
+            await self.backout.check()
+
     async def stop(self) -> None:
         """Finish the batch in hand, then stop; what was received and not confirmed stays at the source."""
         self._stopping = True
@@ -365,6 +372,8 @@ class Router:
         reading_mqtt = {name for name, r in wanted.items() if isinstance(r.source, MqttEndpoint)}
         discarding = self.kept.check_discard(discard, reading_mqtt)
         built = {name: self.build(rules, wanted[name]) for name in changed}
+        for worker in built.values():
+            await worker.check()
         removed = [name for name in self.workers if name not in wanted]
         summary = []
         for name in removed + [n for n in changed if n in self.workers]:

@@ -2,15 +2,16 @@
 
 Each source and target owns one javax.jms Connection and one transacted Session, used only from its own
 worker thread (a JMS session is single-threaded; JVM calls stay off the asyncio loop). A target sends a
-batch and commits it before the route confirms its source; a source receives a batch inside a transaction
-and commits it when the route confirms it (the target has the messages), or rolls it back so that the
-provider delivers it again, counted (JMSXDeliveryCount feeds the route's backout threshold): at least
-once. One batch is open per source at a time, since a commit covers everything its session received.
-A provider that goes away (its client's failure, or the connection's ExceptionListener) fails a target's
-batch (retried by the router); a source connects again after a pause that doubles up to
-``reconnect_max_seconds``. Each endpoint's link state (provider.LinkStatus) is in the route's status. The
-factory and destinations come from a class or from JNDI (provider.Provider); check_native does the lookups
-at route setup and ``mqbridge validate``.
+batch and commits it before the route confirms its source (batches queue on its worker in the route's
+order, so the route converts the next one meanwhile; TextMessages from MQTT go in one JVM call, batch.py);
+a source receives a batch inside a transaction and commits it when the route confirms it (the target has the
+messages), or rolls it back so that the provider delivers it again, counted (JMSXDeliveryCount feeds the
+route's backout threshold): at least once. One batch is open per source at a time, since a commit covers
+everything its session received. A provider that goes away (its client's failure, or the connection's
+ExceptionListener) fails a target's batch (retried by the router); a source connects again after a pause
+that doubles up to ``reconnect_max_seconds``. Each endpoint's link state (provider.LinkStatus) is in the
+route's status. The factory and destinations come from a class or from JNDI (provider.Provider);
+check_native does the lookups at route setup (on the endpoint's worker) and ``mqbridge validate``.
 """
 from __future__ import annotations
 
@@ -22,14 +23,16 @@ from typing import Any
 
 from bridge.connectors.base import ConnectorError, Inbound, Outbound, Source, Target
 from bridge.connectors.jms_native import TEMPORARY, jvm
+from bridge.connectors.jms_native.batch import batch_send
 from bridge.connectors.jms_native.provider import LinkStatus, Provider, exception_listener
 from bridge.connectors.registry import RouteSetupError
-from mappings.jms.model import DeliveryMode, Destination, DestinationKind, JmsMessage
+from mappings.jms.model import DeliveryMode, Destination, DestinationKind, JmsMessage, TextBody
 from mappings.report import ConversionReport, Finding
 from mappings.rules.model import JmsConnector, QueueEndpoint, RulesFile
 
 log = logging.getLogger("mqbridge.jms")
 RECEIVE_WAIT_MS = 500
+PREPARED_MAX = 1024   # headers and properties prepared per target (objects.Prepared), cleared when full
 
 
 def _findings(report: ConversionReport) -> list[Finding]:
@@ -146,45 +149,129 @@ class NativeJmsTarget(Target):
     protocol = "jms"
     writes_jms_model = True   # the router's MQTT -> JMS conversion gives it JmsMessage values, not STOMP frames
 
-    def __init__(self, conn: JmsConnector, name: str, connector: str = "") -> None:
+    def __init__(self, conn: JmsConnector, name: str, connector: str = "", destination: str = "",
+                 setting: str = "") -> None:
         self.client = _Client(conn, name, connector)
+        self.check_args = (conn, connector, destination, setting)   # check_native's: the route's endpoint
         self._io = ThreadPoolExecutor(1, thread_name_prefix=f"jms-native-{name}")
         self._producers: dict[str, Any] = {}
+        # id(headers) -> (headers, properties, objects.Prepared): messages of one route key share both
+        self._prepared: dict[int, tuple[Any, Any, Any]] = {}
+        self._session: Any = None
+        self._failed = False   # a batch failed: the pipelined ones after it fail too, until the router resends
+
+    async def check(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._io, check_native, *self.check_args)
 
     async def start(self) -> None:
         return None   # connects with the first batch (a provider that is down fails that batch, retried)
 
-    def _send(self, items: list[Outbound]) -> None:
+    def _send(self, items: list[Outbound], pipelined: bool = False) -> None:
+        """Send and commit one batch (on the worker thread). ``pipelined``: submitted behind others; after a
+        failure such batches fail without being sent, so that the router's resend (``send``, in order) comes
+        first and batches reach the provider in their order."""
         import jpype  # the JVM is running: the client opened it
 
+        if pipelined and self._failed:
+            raise ConnectorError("JMS provider: an earlier batch failed (sent again in order)")
+        self._failed = True   # until this batch is committed
         if self.client.status.broken is not None:   # the ExceptionListener saw the connection go
             self._producers.clear()
         try:
             session = self.client.open(probe=True)
+            if session is not self._session:   # producers and prepared headers belong to their session
+                self._session = session
+                self._producers.clear()
+                self._prepared.clear()
             now = int(time.time() * 1000)
-            for item in items:
-                msg = item.message
-                if not isinstance(msg, JmsMessage):
-                    raise ConnectorError(f"native JMS target got a {type(msg).__name__}, not a JMS message")
-                report = ConversionReport()
-                jmsg, args = self.client.objects.from_model(session, msg, now_ms=now, report=report,
-                                                            temporary=self.client.temporary,
-                                                            lossy=self.client.lossy)
-                producer = self._producers.get(item.destination)
-                if producer is None:
-                    producer = session.createProducer(self.client.destination(item.destination))
-                    self._producers[item.destination] = producer
-                producer.send(jmsg, args.delivery_mode, args.priority, args.time_to_live)
-                if report:
-                    item.extra["findings"] = _findings(report)
+            rows = [(item, self._prepare(session, item)) for item in items]
+            if not self._send_at_once(session, rows, now):
+                for item, prepared in rows:
+                    report = ConversionReport()
+                    jmsg = self.client.objects.new_message(session, item.message, report, self.client.lossy)
+                    args = self.client.objects.finish(jmsg, prepared, now, report)
+                    self._producer(session, item.destination).send(jmsg, args.delivery_mode, args.priority,
+                                                                   args.time_to_live)
+                    item.extra.pop("findings", None)
+                    if report:
+                        item.extra["findings"] = _findings(report)
             session.commit()
         except jpype.JException as exc:
             self._producers.clear()
             self.client.drop(f"JMS provider: {exc.getMessage()}")
             raise ConnectorError(f"JMS provider: {exc.getMessage()}") from None
+        self._failed = False
+
+    def _prepare(self, session: Any, item: Outbound) -> Any:
+        """The message's objects.Prepared, kept for the messages that share its headers and properties."""
+        msg = item.message
+        if not isinstance(msg, JmsMessage):
+            raise ConnectorError(f"native JMS target got a {type(msg).__name__}, not a JMS message")
+        headers, props = msg.headers, msg.properties
+        known = self._prepared.get(id(headers))
+        if known is None or known[0] is not headers or known[1] is not props:
+            known = (headers, props, self.client.objects.prepare(
+                session, headers, props, temporary=self.client.temporary, lossy=self.client.lossy))
+            if len(self._prepared) >= PREPARED_MAX:
+                self._prepared.clear()
+            self._prepared[id(headers)] = known   # holds headers: their id is not reused while cached
+        return known[2]
+
+    def _producer(self, session: Any, destination: str) -> Any:
+        producer = self._producers.get(destination)
+        if producer is None:
+            producer = session.createProducer(self.client.destination(destination))
+            self._producers[destination] = producer
+        return producer
+
+    def _send_at_once(self, session: Any, rows: list[tuple[Outbound, Any]], now: int) -> bool:
+        """A batch of TextMessages whose headers need no setter, in one JVM call (batch.BatchSend); False: not
+        such a batch, or the JVM cannot, or the provider refused something (the transaction rolled back):
+        the caller sends it call by call, where a refused property is a finding."""
+        import jpype
+
+        send = batch_send()
+        if send is None:
+            return False
+        producers, texts, names, values, modes, priorities, ttls = [], [], [], [], [], [], []
+        found: list[Any] = []
+        for item, prepared in rows:
+            body = item.message.body
+            if type(body) is not TextBody or prepared.boxed is None:
+                return False
+            args = prepared.fixed
+            if args is None:   # JMSExpiration: a time to live from now
+                report = ConversionReport()
+                args = self.client.objects.send_args(prepared, now, report)
+                found.append(report.findings)
+            else:
+                found.append(prepared.findings)
+            producers.append(self._producer(session, item.destination))
+            texts.append(body.text)
+            names.append(prepared.boxed[0])
+            values.append(prepared.boxed[1])
+            modes.append(args.delivery_mode)
+            priorities.append(args.priority)
+            ttls.append(args.time_to_live)
+        try:
+            send(session, producers, texts, names, values, modes, priorities, ttls)
+        except jpype.JException as exc:
+            log.info("JMS %s: %s; sending the batch call by call", self.client.name, exc.getMessage())
+            session.rollback()
+            return False
+        for (item, _), findings in zip(rows, found, strict=True):
+            if findings:
+                item.extra["findings"] = list(findings)
+        return True
 
     async def send(self, items: list[Outbound]) -> None:
         await asyncio.get_running_loop().run_in_executor(self._io, self._send, items)
+
+    async def submit(self, items: list[Outbound]) -> asyncio.Future[None]:
+        """Queue the batch on the worker and return at once: the route converts its next batch while this one
+        is sent (the router's pipeline); the future ends once the batch is committed at the provider. One
+        worker thread: batches are sent and committed in the order of the calls."""
+        return asyncio.wrap_future(self._io.submit(self._send, items, True))
 
     async def close(self) -> None:
         await asyncio.get_running_loop().run_in_executor(self._io, self.client.close)
@@ -205,10 +292,15 @@ class NativeJmsSource(Source):
         self.selector = selector
         self.subscription = subscription
         self.setting = f"route {name}: from.{'topic' if destination.startswith('topic:') else 'queue'}"
+        self.connector = connector
         self._io = ThreadPoolExecutor(1, thread_name_prefix=f"jms-native-{name}")
         self._consumer: Any = None
         self._open_batch = asyncio.Event()   # set: no batch awaits its commit or rollback
         self._closing = False
+
+    async def check(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(
+            self._io, check_native, self.client.conn, self.connector, self.destination, self.setting)
 
     async def start(self) -> None:
         self._open_batch.set()
@@ -305,14 +397,23 @@ class NativeJmsSource(Source):
         return self.client.status.as_dict()
 
 
-def check_native(conn: JmsConnector, name: str, destination: str = "", setting: str = "") -> None:
-    """At route setup: the JVM runs with the connector's jars and its connection factory class loads (or, with
-    jndi, its connection factory and ``destination`` are bound in the directory), or RouteSetupError says which
-    setting is wrong (``setting``: the endpoint's, for the destination)."""
+def native_jvm(conn: JmsConnector, name: str) -> Any:
+    """The ``jpype`` module, the JVM running with the connector's jars, or RouteSetupError naming the setting.
+    Route setup starts it on the calling (the event loop's) thread: JPype's JVM stays with the thread that
+    started it, and an endpoint's worker ends with its route."""
     try:
-        jpype = jvm.start(jvm.expand_jars(conn.jars, f"connectors.{name}.jars"))
+        return jvm.start(jvm.expand_jars(conn.jars, f"connectors.{name}.jars"))
     except jvm.JvmError as exc:
         raise RouteSetupError(f"connectors.{name}: {exc}") from None
+
+
+def check_native(conn: JmsConnector, name: str, destination: str = "", setting: str = "") -> None:
+    """At route setup (an endpoint's check, on its worker: JNDI lookups may wait on the network): the JVM runs
+    with the connector's jars and its connection factory class loads (or, with jndi, its connection factory and
+    ``destination`` are bound in the directory), or RouteSetupError says which setting is wrong (``setting``:
+    the endpoint's, for the destination)."""
+    jpype = native_jvm(conn, name)
+    jvm.attach()
     if conn.jndi is None:
         try:
             jpype.JClass(conn.connection_factory)
@@ -375,4 +476,5 @@ def _size(msg: JmsMessage) -> int:
     return 0
 
 
-__all__ = ["NativeJmsSource", "NativeJmsTarget", "check_native", "endpoint_destination", "native_problems"]
+__all__ = ["NativeJmsSource", "NativeJmsTarget", "check_native", "endpoint_destination", "native_jvm",
+           "native_problems"]

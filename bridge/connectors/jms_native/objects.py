@@ -22,7 +22,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from jpype import JArray, JBoolean, JByte, JChar, JClass, JDouble, JException, JFloat, JInt, JLong, JShort
+from jpype import (
+    JArray,
+    JBoolean,
+    JByte,
+    JChar,
+    JClass,
+    JDouble,
+    JException,
+    JFloat,
+    JInt,
+    JLong,
+    JObject,
+    JShort,
+    JString,
+)
 
 from bridge.connectors.jms_native import TEMPORARY
 from mappings.jms.model import (
@@ -41,7 +55,7 @@ from mappings.jms.model import (
     TextBody,
     TypedMap,
 )
-from mappings.report import ConversionReport
+from mappings.report import ConversionReport, Finding
 
 DELIVERY_COUNT = "JMSXDeliveryCount"   # set by the provider on delivery: read, never written
 JMSX = ("JMSXDeliveryCount", "JMSXGroupID", "JMSXGroupSeq", "JMSXUserID", "JMSXAppID")
@@ -49,6 +63,7 @@ JMSX = ("JMSXDeliveryCount", "JMSXGroupID", "JMSXGroupSeq", "JMSXUserID", "JMSXA
 _J = {name: JClass(f"javax.jms.{name}") for name in (
     "TextMessage", "BytesMessage", "MapMessage", "StreamMessage", "ObjectMessage", "Queue", "Topic",
     "TemporaryQueue", "TemporaryTopic", "MessageEOFException", "JMSException")}
+_MESSAGE = JClass("javax.jms.Message")
 _BYTES_OUT = JClass("java.io.ByteArrayOutputStream")
 _OBJECT_OUT = JClass("java.io.ObjectOutputStream")
 _BYTES_IN = JClass("java.io.ByteArrayInputStream")
@@ -74,6 +89,13 @@ _TO_JAVA: dict[JavaType, tuple[str, Any]] = {
     JavaType.FLOAT: ("Float", JFloat), JavaType.DOUBLE: ("Double", JDouble), JavaType.STRING: ("String", str),
     JavaType.BYTES: ("Bytes", lambda v: JArray(JByte)(v)),
 }
+# model type -> its box (java.lang.Integer for int, ...), whose valueOf takes the JPype primitive
+_BOXES = {jtype: JClass(f"java.lang.{name}") for jtype, name in (
+    (JavaType.BOOLEAN, "Boolean"), (JavaType.BYTE, "Byte"), (JavaType.SHORT, "Short"), (JavaType.INT, "Integer"),
+    (JavaType.LONG, "Long"), (JavaType.FLOAT, "Float"), (JavaType.DOUBLE, "Double"))}
+# model type -> javax.jms.Message's typed property setter (JMS 1.1 §3.5.4: no byte[] or char properties)
+_PROPERTY_SETTERS = {jtype: getattr(_MESSAGE, f"set{suffix}Property") for jtype, (suffix, _) in _TO_JAVA.items()
+                     if jtype not in (JavaType.BYTES, JavaType.CHAR)}
 
 
 def java_value(obj: Any, where: str) -> JavaValue:
@@ -212,7 +234,7 @@ def probe_characters(connection: Any) -> frozenset[str]:
 def _supplementary_lost(name: str, value: JavaValue, where: str, lossy: frozenset[str],
                         report: ConversionReport) -> None:
     if where in lossy and value.type is JavaType.STRING and isinstance(value.value, str) \
-            and any(ord(c) > 0xFFFF for c in value.value):
+            and not value.value.isascii() and any(ord(c) > 0xFFFF for c in value.value):
         report.coerced(name, "characters above U+FFFF: this provider reads them back as U+FFFD (found by the "
                              "connector's probe at connect)")
 
@@ -222,34 +244,86 @@ def from_model(session: Any, message: JmsMessage, *, now_ms: int, report: Conver
     """``message`` as a javax.jms.Message made by ``session`` (a javax.jms.Session), and its send arguments.
     ``temporary(destination)``: the provider's temporary destination of that name (None: not carried);
     ``lossy``: where the provider loses characters above U+FFFF (probe_characters), reported as coerced."""
-    msg = _new_message(session, message, report, lossy)
-    headers = message.headers
+    msg = new_message(session, message, report, lossy)
+    prepared = prepare(session, message.headers, message.properties, temporary=temporary, lossy=lossy)
+    return msg, finish(msg, prepared, now_ms, report)
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """What from_model sets on a message besides its body, made once for given headers and properties: the
+    setters with their Java arguments, what they cost (findings) and the send arguments. A target keeps it for
+    the messages that share those headers and properties (a route's messages of one key, cached by
+    bridge/routing/mqtt_stomp.MqttToJmsModels), on the session that made it: per message, only the body and
+    the calls remain (JPype's per-call cost, not Python's conversions, is what is left)."""
+
+    calls: tuple[tuple[Any, str | None, tuple[Any, ...]], ...]   # (javax.jms.Message setter, property, args)
+    findings: tuple[Finding, ...]
+    delivery_mode: int
+    priority: int
+    expiration: int
+    # the properties as Java arrays (names, boxed values) for batch.BatchSend; None: a header is set too
+    boxed: tuple[Any, Any] | None = None
+    fixed: SendArgs | None = None   # the send arguments when they do not depend on the time (no JMSExpiration)
+
+
+def prepare(session: Any, headers: JmsHeaders, properties: TypedMap, *, temporary: Any = None,
+            lossy: frozenset[str] = frozenset()) -> Prepared:
+    """The Prepared of ``headers`` and ``properties`` on ``session`` (from_model's arguments)."""
+    report = ConversionReport()
+    calls: list[tuple[Any, str | None, tuple[Any, ...]]] = []
     if headers.correlation_id is not None:
         if isinstance(headers.correlation_id, bytes):
-            msg.setJMSCorrelationIDAsBytes(JArray(JByte)(headers.correlation_id))
+            calls.append((_MESSAGE.setJMSCorrelationIDAsBytes, None, (JArray(JByte)(headers.correlation_id),)))
         else:
-            msg.setJMSCorrelationID(headers.correlation_id)
+            calls.append((_MESSAGE.setJMSCorrelationID, None, (JString(headers.correlation_id),)))
     if headers.reply_to is not None:
         reply = java_destination(session, headers.reply_to, temporary)
         if reply is None:
             report.dropped("JMSReplyTo", f"{headers.reply_to.uri}: this provider's temporary destinations cannot "
                            "be named")
         else:
-            msg.setJMSReplyTo(reply)
+            calls.append((_MESSAGE.setJMSReplyTo, None, (reply,)))
     if headers.type is not None:
-        msg.setJMSType(headers.type)
+        calls.append((_MESSAGE.setJMSType, None, (JString(headers.type),)))
     for name, why in (("JMSMessageID", headers.message_id), ("JMSTimestamp", headers.timestamp),
                       ("JMSRedelivered", headers.redelivered)):
         if why:
             report.dropped(name, "set by the provider at send")
-    _set_properties(msg, message.properties, report, lossy)
+    headers_set = bool(calls)
+    boxes: list[tuple[Any, Any]] = []
+    _property_calls(calls, boxes, properties, report, lossy)
+    boxed = None if headers_set else (JArray(JString)([b[0] for b in boxes]), JArray(JObject)([b[1] for b in boxes]))
+    mode = int(headers.delivery_mode)
+    return Prepared(tuple(calls), tuple(report.findings), mode, headers.priority, headers.expiration, boxed,
+                    None if headers.expiration else SendArgs(mode, headers.priority, 0))
+
+
+def finish(msg: Any, prepared: Prepared, now_ms: int, report: ConversionReport) -> SendArgs:
+    """Make ``prepared``'s calls on ``msg`` (a property the provider refuses is a finding) and return the send
+    arguments (the time to live from JMSExpiration and ``now_ms``)."""
+    for setter, name, args in prepared.calls:
+        if name is None:
+            setter(msg, *args)
+            continue
+        try:
+            setter(msg, *args)
+        except _J["JMSException"] as exc:
+            report.dropped(name, f"refused by the provider: {exc.getMessage()}")
+    return send_args(prepared, now_ms, report)
+
+
+def send_args(prepared: Prepared, now_ms: int, report: ConversionReport) -> SendArgs:
+    """The send arguments of a message made with ``prepared`` (the time to live from JMSExpiration and
+    ``now_ms``); ``report`` gets what ``prepared`` costs."""
+    report.findings.extend(prepared.findings)
     ttl = 0
-    if headers.expiration:
-        ttl = headers.expiration - now_ms
+    if prepared.expiration:
+        ttl = prepared.expiration - now_ms
         if ttl <= 0:
-            report.coerced("JMSExpiration", f"{headers.expiration} has passed: time to live 1 ms")
+            report.coerced("JMSExpiration", f"{prepared.expiration} has passed: time to live 1 ms")
             ttl = 1
-    return msg, SendArgs(int(headers.delivery_mode), headers.priority, ttl)
+    return SendArgs(prepared.delivery_mode, prepared.priority, ttl)
 
 
 def java_destination(session: Any, dest: Destination, temporary: Any = None) -> Any:
@@ -260,7 +334,8 @@ def java_destination(session: Any, dest: Destination, temporary: Any = None) -> 
     return session.createTopic(dest.name)
 
 
-def _new_message(session: Any, message: JmsMessage, report: ConversionReport, lossy: frozenset[str]) -> Any:
+def new_message(session: Any, message: JmsMessage, report: ConversionReport, lossy: frozenset[str]) -> Any:
+    """A message of ``message``'s body type made by ``session``, its body written (nothing else set)."""
     body = message.body
     if isinstance(body, TextBody):
         return session.createTextMessage(body.text)
@@ -298,7 +373,10 @@ def _new_message(session: Any, message: JmsMessage, report: ConversionReport, lo
     return session.createMessage()
 
 
-def _set_properties(msg: Any, props: TypedMap, report: ConversionReport, lossy: frozenset[str]) -> None:
+def _property_calls(calls: list[tuple[Any, str | None, tuple[Any, ...]]], boxes: list[tuple[Any, Any]],
+                    props: TypedMap, report: ConversionReport, lossy: frozenset[str]) -> None:
+    """The typed setter call of each property JMS can carry (``calls``) and the same as (name, boxed value) for
+    ``Message.setObjectProperty`` (``boxes``); what it cannot carry is a finding."""
     for name, value in props.pairs:
         _supplementary_lost(name, value, "property", lossy, report)
         if name == DELIVERY_COUNT:
@@ -312,15 +390,19 @@ def _set_properties(msg: Any, props: TypedMap, report: ConversionReport, lossy: 
         if jtype is JavaType.CHAR:
             report.coerced(name, "char -> String: a JMS property cannot be a char (JMS 1.1 §3.5.4)")
             jtype = JavaType.STRING
-        try:
-            if value.value is None:
-                msg.setObjectProperty(name, None)
-            else:
-                suffix, convert = _TO_JAVA[jtype]
-                getattr(msg, f"set{suffix}Property")(name, convert(value.value))
-        except _J["JMSException"] as exc:
-            report.dropped(name, f"refused by the provider: {exc.getMessage()}")
+        jname = JString(name)
+        if value.value is None:
+            calls.append((_MESSAGE.setObjectProperty, name, (jname, None)))
+            boxes.append((jname, None))
+        elif jtype is JavaType.STRING:
+            text = JString(value.value)
+            calls.append((_PROPERTY_SETTERS[jtype], name, (jname, text)))
+            boxes.append((jname, text))
+        else:
+            primitive = _TO_JAVA[jtype][1](value.value)
+            calls.append((_PROPERTY_SETTERS[jtype], name, (jname, primitive)))
+            boxes.append((jname, _BOXES[jtype].valueOf(primitive)))
 
 
-__all__ = ["JMSX", "TEMPORARY", "SendArgs", "destination", "from_model", "java_destination", "java_value",
-           "probe_characters", "to_model"]
+__all__ = ["JMSX", "TEMPORARY", "Prepared", "SendArgs", "destination", "finish", "from_model", "java_destination",
+           "java_value", "new_message", "prepare", "probe_characters", "send_args", "to_model"]
