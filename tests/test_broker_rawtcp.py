@@ -150,3 +150,21 @@ def test_a_taken_port_names_the_address() -> None:
             listen("127.0.0.1", port, 8)
     finally:
         taken[0].close()
+
+
+def test_a_protocol_that_fails_on_its_input_ends_only_its_connection() -> None:
+    class Failing(Recorder):
+        def data_received(self, data: bytes) -> None:
+            raise ValueError("bad input")
+
+    async def main() -> None:
+        ours, theirs = _pair()
+        proto = Failing()
+        t = RawTransport(asyncio.get_running_loop(), ours.detach(), proto, ("peer", 1))
+        t.start()
+        theirs.send(b"x")
+        await _until(lambda: proto.lost, "connection_lost")
+        assert isinstance(proto.lost[0], ValueError) and t.is_closing()
+        assert await _drain(theirs, 1) == b""            # the peer sees the end
+        theirs.close()
+    asyncio.run(main())

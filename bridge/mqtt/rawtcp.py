@@ -127,10 +127,15 @@ class RawTransport:
         except OSError as exc:
             self._fail(exc)
             return
-        if data:
-            self._protocol.data_received(data)
+        try:
+            if data:
+                self._protocol.data_received(data)
+                return
+            keep_open = self._protocol.eof_received()   # the peer closed its side
+        except Exception as exc:   # as asyncio's transport: a protocol that failed ends its connection only
+            log.exception("connection %s: the protocol failed on its input", self._peer)
+            self._end(exc)
             return
-        keep_open = self._protocol.eof_received()   # the peer closed its side
         if keep_open:
             self.pause_reading()
         else:
