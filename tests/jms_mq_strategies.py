@@ -10,6 +10,7 @@ from mappings.jms.model import (
     BytesBody,
     DeliveryMode,
     Destination,
+    DestinationKind,
     JavaType,
     JavaValue,
     JmsHeaders,
@@ -147,7 +148,8 @@ def representable(draw: st.DrawFn) -> JmsMessage:
     if draw(st.booleans()):
         pairs += [("JMSXGroupID", jstring(draw(_hex_id | _short_text))),
                   ("JMSXGroupSeq", jint(draw(st.integers(1, 99))))]
-        if draw(st.booleans()):
+        publication = headers.destination is not None and headers.destination.kind is DestinationKind.TOPIC
+        if not publication and draw(st.booleans()):   # a publication is no MQ group: no MsgFlags to carry it
             pairs.append(("JMS_IBM_Last_Msg_In_Group", jboolean(True)))
     for name, values in (("JMS_IBM_MsgType", st.sampled_from([2, 4, 65536])),
                          ("JMS_IBM_Feedback", st.integers(1, 2**31 - 1)),
