@@ -373,8 +373,7 @@ class LinkCore:
             self._generation += 1
             generation = self._generation
             listener = _Listener(self, generation)
-            # stomp.py calls listeners in name order: after its own "protocol-listener" (heart-beat timing)
-            conn.set_listener("~link", listener)
+            conn.set_listener("link", listener)
             self._conn = conn
             self._set_state(LinkState.CONNECTING, f"connecting to {self._where()}")
         headers = {"client-id": cfg.client_id} if cfg.client_id else {}
@@ -463,6 +462,15 @@ def _beat_early(conn: stomp.Connection12) -> None:
     promised interval, with no grace ("Channel was inactive for too (>1000) long"), and stomp.py beats once
     the interval has passed: a beat late by a scheduling delay lost the link (STOMP 1.2 lets the receiver
     choose its tolerance; this leaves the provider a whole interval's margin)."""
-    sleep = getattr(conn, "send_sleep", 0)   # set by stomp.py's own on_connected, which ran before ours
+    if not conn.heartbeats[0]:
+        return
+    # stomp.py's own CONNECTED handling (which sets send_sleep, then running) comes just after ours
+    deadline = time.monotonic() + 1.0
+    while not getattr(conn, "running", False) and time.monotonic() < deadline:
+        time.sleep(0.001)
+    sleep = getattr(conn, "send_sleep", 0)
     if sleep:
         conn.send_sleep = sleep / 2
+        due = getattr(conn, "next_outbound_heartbeat", None)
+        if due is not None:
+            conn.next_outbound_heartbeat = min(due, time.monotonic() + sleep / 2)
