@@ -108,7 +108,7 @@ def test_a_message_the_provider_cannot_deliver_goes_to_backout_and_the_rest_flow
     wait_for(lambda: {"type": "jms_map", "map": {"n": {"type": "int", "value": 7}}} in bodies()
              and any(b.get("text") == "after" for b in bodies()), 60, what="the messages after the poison one")
     assert any(b.get("text") == "before" for b in bodies())
-    backed = wait_for(lambda: [r for r in _records_all(gw, "j2m") if r["status"] == "backout"], 15,
+    backed = wait_for(lambda: [r for r in _records(gw, "j2m") if r["status"] == "backout"], 15,
                       what="the backout record")
     assert len(backed) == 1 and "closed the STOMP connection" in backed[0]["reason"], backed
     assert not any(b.get("type") == "jms_object" for b in bodies())
@@ -116,10 +116,6 @@ def test_a_message_the_provider_cannot_deliver_goes_to_backout_and_the_rest_flow
     (row,) = [r for r in status["routes"] if r["route"] == "j2m"]
     assert code == 200 and row["source_link"]["state"] == "up"
 
-
-def _records_all(gw: GatewayProcess, route: str) -> list[dict[str, Any]]:
-    recs = [json.loads(line) for f in log_files(gw.data_dir / "convlog") for line in f.read_text().splitlines() if line]
-    return [r for r in recs if r["route"] == route]
 
 
 def test_a_message_the_provider_sends_with_transformation_error_is_a_finding(
