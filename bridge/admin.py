@@ -31,8 +31,9 @@ class AdminServer:
     def __init__(self, broker: Broker, server: MqttServer, gateway_id: str,
                  extra_status: Callable[[], dict[str, Any]] | None = None,
                  reload: Callable[[list[str]], Awaitable[tuple[bool, list[str]]]] | None = None,
-                 token: str | None = None) -> None:
+                 token: str | None = None, before_status: Callable[[], Awaitable[None]] | None = None) -> None:
         self.reload = reload
+        self.before_status = before_status   # awaited before /status: what must be read off the event loop
         self.token = token   # None: no token checked (in-process use only; the gateway always gives one)
         self.host = ""
         self.broker = broker
@@ -73,6 +74,8 @@ class AdminServer:
                 ok, lines = await self.reload(discard)
                 status, body = (200 if ok else 400), ({"reloaded": lines} if ok else {"error": lines})
             else:
+                if self.before_status is not None and method.upper() == "GET" and url.path.strip("/") == "status":
+                    await self.before_status()
                 status, body = self.dispatch(method.upper(), target)
         except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
             writer.close()

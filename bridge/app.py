@@ -6,6 +6,8 @@ import asyncio
 import json
 import logging
 import signal
+import sqlite3
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -15,7 +17,7 @@ import bridge.connectors.mq  # noqa: F401 - registers connector type "mq"; pymqi
 from bridge.admin import AdminServer
 from bridge.admin_token import ensure_token
 from bridge.config import GatewayConfig
-from bridge.connectors.embedded import QueueStore, default_path
+from bridge.connectors.embedded import QueueStore, QueueStoreError, default_path
 from bridge.connectors.registry import RouteSetupError
 from bridge.convlog import ConversionLog
 from bridge.mqtt.broker import Broker
@@ -27,6 +29,7 @@ from bridge.routing.router import Router
 from bridge.rules_file import load_rules
 from mappings.rules.model import RulesError
 
+QUEUE_DEPTH_WAIT = 2.0   # seconds /status waits for the queue depths (_read_queue_depths)
 log = logging.getLogger("mqbridge")
 
 STORE_FILE = "broker.sqlite3"
@@ -46,6 +49,10 @@ class Gateway:
         self.router: Router | None = None
         self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mqbridge-io")
         self._stopping = asyncio.Event()
+        self._depths: list[dict[str, object]] = []   # the queue depths /status shows (_read_queue_depths)
+        self._depths_at: float | None = None
+        self._depths_problem: str | None = None
+        self._depth_read: asyncio.Future[list[tuple[str, int, float | None]]] | None = None
         self._tasks: set[asyncio.Task[object]] = set()
 
     async def start(self) -> None:
@@ -78,7 +85,8 @@ class Gateway:
         self.server = server
         if cfg.admin.enabled:
             admin = AdminServer(broker, server, cfg.gateway_id, extra_status=self._extra_status,
-                                reload=self.reload, token=ensure_token(self.data_dir))
+                                reload=self.reload, token=ensure_token(self.data_dir),
+                                before_status=self._read_queue_depths)
             await admin.start(cfg.admin.host, cfg.admin.port)
             self.admin = admin
         self._write_runtime()
@@ -96,13 +104,34 @@ class Gateway:
         tmp.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
         tmp.replace(path)
 
+    async def _read_queue_depths(self) -> None:
+        """The embedded queues' depths for /status, read on the executor: the store's lock may be held by a put
+        waiting for SQLite (another process writing), and a deep queue takes a while to count; the event loop
+        goes on meanwhile. Waits at most QUEUE_DEPTH_WAIT; then /status shows the last depths read, and when."""
+        if self.queues is None:
+            return
+        reading = self._depth_read
+        if reading is None or reading.done():   # one read at a time: a blocked read holds an executor thread
+            reading = self._depth_read = asyncio.get_running_loop().run_in_executor(self.executor, self.queues.queues)
+        try:
+            rows = await asyncio.wait_for(asyncio.shield(reading), QUEUE_DEPTH_WAIT)
+        except (TimeoutError, sqlite3.Error, QueueStoreError) as exc:
+            self._depths_problem = f"queue depths not read now ({exc or 'the store is busy'})"
+            return
+        self._depths = [{"queue": q, "depth": d} for q, d, _ in rows]
+        self._depths_at = time.time()
+        self._depths_problem = None
+
     def _extra_status(self) -> dict[str, object]:
         out: dict[str, object] = {}
         if self.router is not None:
             out["routes"] = self.router.status()
             out["kept_route_sessions"] = self.router.kept.status()   # of routes that are gone
         if self.queues is not None:
-            out["queues"] = [{"queue": q, "depth": d} for q, d, _ in self.queues.queues()]
+            out["queues"] = self._depths
+            if self._depths_problem is not None:
+                out["queues_read_at"] = self._depths_at
+                out["queues_problem"] = self._depths_problem
         if self.convlog is not None:
             out["convlog"] = {"written": self.convlog.written, "dropped": self.convlog.dropped}
         return out

@@ -28,6 +28,8 @@ class ManualLoop:
         self.calls.put((callback, args))
         return None
 
+    call_soon = call_soon_threadsafe   # the store hands one turn's after-commit callbacks over at its end
+
     def is_closed(self) -> bool:
         return False
 

@@ -142,3 +142,29 @@ def test_schema_3_store_is_migrated_to_the_current_one_keeping_every_row(tmp_pat
     assert state.wills == []
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+
+
+def test_runs_of_one_statement_are_written_as_executemany_would(tmp_path: Path) -> None:
+    """The writer puts runs of INSERTs as multi-row statements and runs of DELETEs by key as one statement
+    (chunks of 1, 2, 4, ... rows): the tables end as row-by-row statements would leave them, with REPLACE
+    taking the last row of a key, deletes per owner, and 1 to 300 rows per run."""
+    store = Store(tmp_path / "s.db")
+    store.open()
+    for n in (1, 2, 3, 64, 65, 300):
+        for i in range(n):
+            store.save_inbound_qos1(f"c{n}", i % 50, i, 0, b"d%d" % i)   # keys repeat beyond 50: the last wins
+        for i in range(n):
+            store.insert_outbound((f"c{n}", i, i, 1, 0, None, 0, None))
+        for i in range(0, n, 3):
+            store.delete_outbound(f"c{n}", i)
+        store.delete_inbound_qos1(f"c{n}", 1)
+        store.delete_inbound_qos1("other", 0)      # another owner's key: nothing of c<n> goes
+    store.close()
+    with sqlite3.connect(tmp_path / "s.db") as db:
+        for n in (1, 2, 3, 64, 65, 300):
+            inbound = dict(db.execute("SELECT packet_id, key_id FROM inbound_qos1 WHERE client_id=?", (f"c{n}",)))
+            last = {i % 50: i for i in range(n)}
+            last.pop(1, None)
+            assert inbound == last
+            seqs = [r[0] for r in db.execute("SELECT seq FROM outbound WHERE client_id=? ORDER BY seq", (f"c{n}",))]
+            assert seqs == [i for i in range(n) if i % 3]

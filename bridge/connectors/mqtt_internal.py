@@ -28,6 +28,7 @@ from bridge.mqtt import packets as P
 from bridge.mqtt.acl import Acl, Grants
 from bridge.mqtt.broker import ROUTE_CLIENT_PREFIX, Broker
 from bridge.mqtt.session import Message, OutMsg, Session
+from bridge.mqtt.sink import RouteSink
 from mappings.mqtt.publication import MqttPublication
 from mappings.report import Change, Finding
 
@@ -102,6 +103,7 @@ class MqttSource(Source):
         self._reader = P.PacketReader()
         self._session: Session | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.sink: RouteSink | None = None   # set before start: the route takes publications directly (sink.py)
         # the router's hook for publications the route drops (QoS 0 beyond QOS0_BACKLOG; QoS 1/2 are never
         # dropped, their publishers are held instead): (the message as an Inbound, the reason)
         self.on_drop: Callable[[Inbound, str], None] | None = None
@@ -113,7 +115,7 @@ class MqttSource(Source):
         # replays in-flight (DUP) and queued deliveries into our queue
         self._session = self.broker.attach_route_session(
             self.client_id, self.topic_filter, self, max_inflight=self.max_inflight, max_queued=self.max_queued,
-            direct=self._on_qos0, direct_out=self._on_delivery, acl_user=self.acl_user)
+            direct=self._on_qos0, direct_out=self._on_delivery, acl_user=self.acl_user, sink=self.sink)
 
     async def receive(self, max_items: int) -> list[Inbound]:
         first = await self._queue.get()
@@ -139,7 +141,17 @@ class MqttSource(Source):
         # the broker keeps them in flight; retry them later, in order, as redeliveries
         self._queue.put_back(items)
 
+    def session(self) -> Session | None:
+        """The route's broker session, once started."""
+        return self._session
+
+    def detach_sink(self) -> None:
+        """The route stops taking publications directly: from now on they go to its session."""
+        if self._session is not None and self._session.sink is self.sink:
+            self._session.sink = None
+
     async def close(self) -> None:
+        self.detach_sink()
         if self._session is not None and self._session.link is self:
             self._session.detach()
 
@@ -190,21 +202,28 @@ class MqttSource(Source):
 
     def _enqueue(self, msg: Message | None, topic: str, payload: bytes, qos: int, retain: bool, dup: bool,
                  pid: int | None, key: str) -> None:
-        origin = msg.origin if msg is not None else None
-        # the publication as its publisher sent it (MQ Telemetry Table 2: mqtt/msgid is the publisher's message
-        # id, mqps/Ret its RETAIN flag). ``pid`` is this route's own delivery id, which acknowledges it, and
-        # stands in for a publication that has no id of its own (a will, a message another route published,
-        # a retained message recovered after a restart)
-        own = msg.packet_id if msg is not None else None
-        fields = publication_fields(msg, time.time()) if msg is not None else {}
-        pub = MqttPublication(topic=topic, payload=payload, qos=qos, retain=retain or (msg is not None and msg.retain),
-                              dup=dup, packet_id=(own or pid) if qos else None,
-                              client_id=origin, username=msg.username if msg is not None else None,
-                              user_authenticated=msg is not None and identity.checked(msg.user_via), **fields)
-        self._queue.put_nowait(Inbound(
-            key=key, protocol="mqtt", message=pub, source_type="publish", size=len(payload),
-            destination=topic, received=msg.ts if msg is not None else time.time(), client_id=origin,
-            redelivery_count=(msg.redelivery if msg is not None else 0) + (1 if dup else 0), qos=qos, handle=pid))
+        self._queue.put_nowait(publication_inbound(msg, topic, payload, qos, retain, dup, pid, key))
+
+
+def publication_inbound(msg: Message | None, topic: str, payload: bytes, qos: int, retain: bool, dup: bool,
+                        pid: int | None, key: str) -> Inbound:
+    """A publication as a route takes it: from its session (``pid`` its delivery's packet id) or from its sink
+    (bridge.routing.direct: no delivery, ``pid`` None)."""
+    origin = msg.origin if msg is not None else None
+    # the publication as its publisher sent it (MQ Telemetry Table 2: mqtt/msgid is the publisher's message
+    # id, mqps/Ret its RETAIN flag). ``pid`` is this route's own delivery id, which acknowledges it, and
+    # stands in for a publication that has no id of its own (a will, a message another route published,
+    # a retained message recovered after a restart)
+    own = msg.packet_id if msg is not None else None
+    fields = publication_fields(msg, time.time()) if msg is not None else {}
+    pub = MqttPublication(topic=topic, payload=payload, qos=qos, retain=retain or (msg is not None and msg.retain),
+                          dup=dup, packet_id=(own or pid) if qos else None,
+                          client_id=origin, username=msg.username if msg is not None else None,
+                          user_authenticated=msg is not None and identity.checked(msg.user_via), **fields)
+    return Inbound(
+        key=key, protocol="mqtt", message=pub, source_type="publish", size=len(payload),
+        destination=topic, received=msg.ts if msg is not None else time.time(), client_id=origin,
+        redelivery_count=(msg.redelivery if msg is not None else 0) + (1 if dup else 0), qos=qos, handle=pid)
 
 
 class MqttTarget(Target):

@@ -30,6 +30,7 @@ from bridge.mqtt.route_sessions import RouteSessions
 from bridge.mqtt.session import Link, Message, OutMsg, Session
 from bridge.mqtt.sessions import SessionTable
 from bridge.mqtt.shared import SharedGroups
+from bridge.mqtt.sink import RouteSink
 from bridge.mqtt.stats import BrokerStats
 from bridge.mqtt.store import RecoveredState, Store
 from bridge.mqtt.subscribe import Subscriptions
@@ -229,13 +230,14 @@ class Broker:
     def attach_route_session(self, client_id: str, topic_filter: str, link: Link, *, max_inflight: int,
                              max_queued: int, direct: Callable[[Message, bool], None],
                              direct_out: Callable[[OutMsg, bool, bool], None],
-                             acl_user: str | None = None) -> Session:
+                             acl_user: str | None = None, sink: RouteSink | None = None) -> Session:
         """A route's broker session (``$route:<name>``), as a persistent client that never expires would
         have it after CONNECT and SUBSCRIBE at QoS 2 to ``topic_filter`` alone (its other filters are
         unsubscribed): flow-controlled (FlowControl), taking deliveries in-process (``direct``: QoS 0,
         ``direct_out``: QoS 1/2) and writing acknowledgements to ``link``. Its in-flight deliveries are
         re-sent (DUP) and its queue resumed. Under an ACL file its subscription delivers only what
-        ``acl_user`` may read (the route checked at start that it may read some; None: unrestricted)."""
+        ``acl_user`` may read (the route checked at start that it may read some; None: unrestricted).
+        ``sink``: the route takes clients' QoS 1/2 publications itself when it can (sink.py)."""
         session, _present = self.table.open(client_id, clean=False, level=P.MQTT_311, expiry_seconds=0,
                                             now=self.clock(), username=acl_user, user_via=identity.ROUTE)
         self._route_reads(session)
@@ -251,9 +253,18 @@ class Broker:
             routes.subscribe(session, topic_filter)   # given what retired route sessions hold for it
         session.direct = direct
         session.direct_out = direct_out
+        session.sink = sink
         self.connections.pop(client_id, None)
         session.resume(link)
         return session
+
+    def queue_for_route(self, session: Session, msg: Message, qos: int) -> bool:
+        """A publication a route's sink took and could not commit goes to the route's session after all, as
+        if the sink had not been there (stored, then delivered to the route). True: the store was written
+        (what waited for the sink's commit waits for that commit instead)."""
+        writes = self.publisher.deliver(session, msg, qos)
+        self.publisher.messages.release_if_unreferenced(msg)
+        return writes
 
     def without_properties(self, topic: str, client_id: str | None = None) -> list[str]:
         """The sessions below MQTT 5 that a publication to ``topic`` (or to ``client_id`` alone) reaches: they

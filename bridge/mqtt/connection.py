@@ -3,11 +3,12 @@ for store commits (an acknowledgement leaves only after what it acknowledges is 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from bridge.mqtt import packets as P
 from bridge.mqtt import properties as PR
+from bridge.mqtt.sink import Gate
 
 if TYPE_CHECKING:
     from bridge.mqtt.session import Session
@@ -45,7 +46,7 @@ class ClientConnection:
                  "protocol_level", "keepalive", "clean_session", "username", "user_via",
                  "peer_certificate", "identity_from_certificate", "will", "session",
                  "topic_aliases", "topic_alias_max", "expiry_at_connect", "max_packet_out", "disconnect_sent",
-                 "closed", "closing", "close_reason", "trace", "port", "_after_commit",
+                 "closed", "closing", "close_reason", "trace", "port", "_after_commit", "_abort_after",
                  "_qos0_limit", "_held", "_held_start", "held_by", "held", "held_bytes", "packets_in",
                  "packets_out", "bytes_in", "bytes_out")
 
@@ -87,9 +88,10 @@ class ClientConnection:
         self.port = port
         self._after_commit = after_commit
         self._qos0_limit = qos0_buffer_limit
-        # output held back until a commit: (data, durable) in order; () until something waits
-        self._held: list[tuple[bytes, bool]] | tuple[()] = ()
+        # output held back until commits: [data, gates still to call back] in order; () until something waits
+        self._held: list[list[object]] | tuple[()] = ()
         self._held_start = 0   # absolute index of _held[0]
+        self._abort_after: tuple[str, int | None] | None = None   # abort_after_commit's, once nothing is held
         # flow control: the route sessions (client ids) whose queues this publisher filled. While any
         # holds it, what it sends is read but not processed (except acknowledgements and PINGREQ), in
         # order, until the last one lets go (FlowControl.hold / FlowControl._on_flow)
@@ -109,7 +111,7 @@ class ClientConnection:
         if self.trace:
             self._trace_out(data)
         if self._held:
-            self._held.append((data, False))  # type: ignore[union-attr] # keep order behind what waits for a commit
+            self._held.append([data, 0])  # type: ignore[union-attr] # keep order behind what waits for a commit
             return
         self.packets_out += 1
         self.bytes_out += len(data)
@@ -117,6 +119,12 @@ class ClientConnection:
 
     def send_durable(self, data: bytes) -> None:
         """Send ``data`` once every store write queued so far is committed, keeping order."""
+        self.send_gated(data, (self._after_commit,))
+
+    def send_gated(self, data: bytes, gates: Sequence[Gate]) -> None:
+        """Send ``data`` once each of ``gates`` (a commit's after-commit registration: the broker's store, or
+        the queue store of a route that took the publication, bridge.mqtt.sink) has called back, keeping
+        order: what follows waits behind it. The commits may complete in any order across stores."""
         if self.closed:
             return
         if self.trace:
@@ -124,27 +132,35 @@ class ClientConnection:
         held = self._held
         if not held:
             held = self._held = []
-        held.append((data, True))
-        upto = self._held_start + len(held)
-        self._after_commit(lambda: self._release(upto))
+        index = self._held_start + len(held)
+        held.append([data, len(gates)])
+        for gate in gates:
+            gate(lambda: self._ready(index))
 
-    def _release(self, upto: int) -> None:
+    def _ready(self, index: int) -> None:
+        """One gate of the held item ``index`` called back; release the front items that wait for nothing."""
         held = self._held
-        n = upto - self._held_start
-        if n <= 0:
+        i = index - self._held_start
+        if i < 0 or i >= len(held):
             return
-        # what followed without needing its own commit goes with it, up to the next durable item
-        while n < len(held) and not held[n][1]:
+        held[i][1] -= 1  # type: ignore[index]
+        if i or held[0][1]:  # type: ignore[index]
+            return   # an earlier item still waits (it releases this one), or this one waits for another gate
+        n = 1
+        while n < len(held) and not held[n][1]:  # type: ignore[index]
             n += 1
         items = held[:n]
         del held[:n]   # type: ignore[union-attr]
         self._held_start += n
-        if self.closed:
-            return
-        for data, _ in items:
-            self.packets_out += 1
-            self.bytes_out += len(data)
-            self.port.queue_write(data)
+        if not self.closed:
+            for data, _ in items:
+                self.packets_out += 1
+                self.bytes_out += len(data)  # type: ignore[arg-type]
+                self.port.queue_write(data)  # type: ignore[arg-type]
+        if not held and self._abort_after is not None:
+            reason, code = self._abort_after
+            self._abort_after = None
+            self.abort(reason, code)
 
     def _trace_out(self, data: bytes) -> None:
         try:
@@ -173,7 +189,7 @@ class ClientConnection:
             return
         self.close_reason = self.close_reason or reason
         self.closing = True
-        self._after_commit(lambda: self.abort(reason, code))
+        self._abort_after = (reason, code)   # _ready closes once the last held item has left
 
     def abort(self, reason: str, code: int | None = None) -> None:
         """Flush what is queued (e.g. a final acknowledgement) and close. ``code``: an MQTT 5 client is sent

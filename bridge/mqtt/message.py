@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 
 from bridge.mqtt import packets as P
 from bridge.mqtt.properties import Props, encode_property_items
@@ -18,7 +19,7 @@ class Message:
 
     __slots__ = ("topic", "topic_b", "payload", "qos", "retain", "origin", "username", "user_via", "store_id",
                  "store_op", "refs", "ts", "_qos0", "key_id", "redelivery", "packet_id", "delivery_id", "props",
-                 "expires", "_items", "qos0_5", "drops")
+                 "expires", "_items", "qos0_5", "drops", "waits")
 
     def __init__(self, topic: str, payload: bytes, qos: int, retain: bool = False,
                  origin: str | None = None, store_id: int | None = None, username: str | None = None,
@@ -55,6 +56,9 @@ class Message:
         # a route's publication: the client ids whose full queue (or QoS 0 backlog) dropped it, for its
         # conversion-log record (None: not collected)
         self.drops: list[str] | None = None
+        # a client's PUBLISH/PUBREL being routed: the commit gates of route sinks that took it (bridge.mqtt.sink),
+        # which its acknowledgement waits for (None: not offered to sinks)
+        self.waits: list[Callable[[Callable[[], None]], None]] | None = None
 
     def key(self) -> int | None:
         """The id in this publication's message key (``mqtt:<id>``): the first publication's store id."""

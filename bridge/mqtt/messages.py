@@ -44,14 +44,21 @@ class StoredMessages:
         """The id the next stored message gets: every message stored so far has a smaller one."""
         return self._next_id
 
-    def store(self, msg: Message) -> None:
+    def reserve_id(self) -> tuple[int, bool]:
+        """A message id that no stored message has or will have, also after a restart (a route sink's
+        message key: bridge.mqtt.sink), and whether the store was written to reserve it (a new block: the
+        id may be used durably only after that commit)."""
         mid = self._next_id
         self._next_id += 1
+        if mid < self._reserved:
+            return mid, False
+        self._reserved = mid + MESSAGE_ID_BLOCK
+        self._store.reserve_message_ids(self._reserved)
+        return mid, True
+
+    def store(self, msg: Message) -> None:
+        mid, _ = self.reserve_id()   # the reservation is committed with or before this message
         store = self._store
-        if mid >= self._reserved:
-            # committed with or before this message
-            self._reserved = mid + MESSAGE_ID_BLOCK
-            store.reserve_message_ids(self._reserved)
         msg.store_id = mid
         msg.store_op = store.insert_message(mid, msg.topic, msg.payload, msg.qos, msg.retain, msg.origin,
                                             self._clock(), msg.username, msg.key_id, msg.redelivery, msg.packet_id,

@@ -117,14 +117,12 @@ class Publisher:
             msg = Message(topic, packet.payload, 1, packet.retain, conn.client_id, username=conn.username,
                           user_via=conn.user_via, packet_id=pid, props=props, expires=expires)
             ack = P.encode_ack(P.PUBACK, pid)
+            msg.waits = []   # route sinks may take it (sink.py)
             if session.persistent:
                 writes = self._publish_qos1_persistent(session, msg, pid, packet.dup)
             else:   # a clean session cannot re-send after a reconnect: nothing to remember
                 writes = self.publish(msg)
-            if writes:
-                conn.send_durable(ack)
-            else:
-                conn.send(ack)
+            self._acknowledge(conn, ack, writes, msg)
             return
         # QoS 2: store until PUBREL, publish then, once
         ack = P.encode_ack(P.PUBREC, pid)
@@ -182,7 +180,8 @@ class Publisher:
         drop also arrives as DUP=1, and acknowledging that without routing it would lose it; routing it
         costs at most a duplicate, which QoS 1 allows and the audit counts as allowed. Anything else is a
         new publication. The (packet id -> key) index is written in the same commit as the message, so a
-        PUBACK lost to a crash still finds it after the restart. Returns whether the store was written."""
+        PUBACK lost to a crash still finds it after the restart (a route sink's publication: that commit and
+        the sink's, which its PUBACK waits for). Returns whether the store was written."""
         index = session.take_inbound().qos1
         digest = publication_digest(msg.topic_b, msg.payload, 1, msg.retain)
         if dup:
@@ -192,11 +191,11 @@ class Publisher:
                 msg.redelivery = entry[1] + 1
                 self.stats.resends_recognised += 1
         writes = self.publish(msg)
-        mid = msg.store_id
-        if mid is not None:
-            key = msg.key_id if msg.key_id is not None else mid
+        key = msg.key()
+        if key is not None and (msg.store_id is not None or msg.waits):   # stored, or taken by a route sink
             index[pid] = (key, msg.redelivery, digest)
             self.store.save_inbound_qos1(session.client_id, pid, key, msg.redelivery, digest)
+            writes = True
         elif index.pop(pid, None) is not None:
             # not stored (no durable delivery): no key to keep, and the older entry is obsolete
             self.store.delete_inbound_qos1(session.client_id, pid)
@@ -208,12 +207,24 @@ class Publisher:
         msg = inbound.release(pid) if inbound is not None else None
         writes = False
         if msg is not None:
+            msg.waits = []   # route sinks may take it (sink.py)
             writes = self.publish(msg)
             if session.persistent and not self.store.cancel(inbound.ops.pop(pid, None)):  # type: ignore[union-attr]
                 self.store.delete_inbound_qos2(session.client_id, pid)
                 writes = True
-        ack = P.encode_ack(P.PUBCOMP, pid)
-        if writes:
+        self._acknowledge(conn, P.encode_ack(P.PUBCOMP, pid), writes, msg)
+
+    def _acknowledge(self, conn: ClientConnection, ack: bytes, writes: bool, msg: Message | None) -> None:
+        """The acknowledgement of a routed publication leaves once what holds it is committed: the broker's
+        store (``writes``) and the commits of the route sinks that took it (``msg.waits``)."""
+        waits = None
+        if msg is not None:
+            waits, msg.waits = msg.waits, None   # later deliveries of it (a handover, a retry) are not offered
+        if waits:
+            if writes:
+                waits.append(self.store.after_commit)
+            conn.send_gated(ack, waits)
+        elif writes:
             conn.send_durable(ack)
         else:
             conn.send(ack)
@@ -285,8 +296,18 @@ class Publisher:
 
     def deliver(self, session: Session, msg: Message, qos: int, retain: bool = False,
                 sub_ids: list[int] | None = None, shared: str | None = None) -> bool:
-        """One delivery; a QoS 1/2 delivery to a persistent session stores the message first."""
+        """One delivery; a QoS 1/2 delivery to a persistent session stores the message first, unless the
+        session is a route whose sink takes a client's publication itself (sink.py)."""
         writes = False
+        sink = session.sink
+        if sink is not None and qos and msg.waits is not None and not session.queue and not session.inflight \
+                and sink.room():
+            if msg.key_id is None:   # its message key, as if it had been stored (a re-send keeps the first's)
+                msg.key_id, writes = self.messages.reserve_id()
+            gate = sink.take(msg, qos)
+            if gate is not None:
+                msg.waits.append(gate)
+            return writes
         if qos and session.persistent:
             if msg.store_id is None:
                 self.messages.store(msg)

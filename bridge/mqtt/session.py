@@ -26,6 +26,7 @@ from bridge.mqtt.inbound import Inbound
 from bridge.mqtt.message import NO_LIMIT, Message, OutMsg, SessionStats
 from bridge.mqtt.outgoing import delivery_bytes, qos0_bytes5
 from bridge.mqtt.overflow import Overflow
+from bridge.mqtt.sink import RouteSink
 from bridge.mqtt.store import QUEUED, RELEASED, SENT
 
 __all__ = ["NO_LIMIT", "Journal", "Link", "Message", "OutMsg", "Session", "SessionStats"]
@@ -44,7 +45,7 @@ class Link(Protocol):
 class Session:
     __slots__ = ("client_id", "persistent", "protocol_level", "journal", "max_inflight", "max_queued",
                  "max_queued_bytes", "queued_bytes", "overflow", "subscriptions", "queue",
-                 "inflight", "unsent", "inbound", "link", "direct", "direct_out", "last_seen",
+                 "inflight", "unsent", "inbound", "link", "direct", "direct_out", "sink", "last_seen",
                  "expiry_seconds", "ends_with_connection", "max_packet_out", "clock", "stats", "_next_pid",
                  "_next_seq", "username", "user_via", "acl", "aliases_out", "topic_aliases_out")
 
@@ -72,6 +73,7 @@ class Session:
         # QoS 1/2 as (delivery, dup, durable) — durable: only once the store has committed
         self.direct: Callable[[Message, bool], None] | None = None
         self.direct_out: Callable[[OutMsg, bool, bool], None] | None = None
+        self.sink: RouteSink | None = None   # a route that takes client publications with its own commit (sink.py)
         self.last_seen = 0.0
         self.expiry_seconds = 0
         # MQTT 5: a Session Expiry Interval of 0 on a resumed persistent session: it ends with this connection

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -181,6 +182,7 @@ class CallbackLoop(Protocol):
     """Where after-commit callbacks run (an asyncio event loop; no asyncio needed here)."""
 
     def call_soon_threadsafe(self, callback: Callable[..., object], *args: object) -> object: ...
+    def call_soon(self, callback: Callable[..., object], *args: object) -> object: ...
     def is_closed(self) -> bool: ...
 
 
@@ -200,6 +202,8 @@ class StoreWriter:
         self._gen = 0            # bumped each time the writer takes the queued ops
         self.cancelled = 0
         self._callbacks: list[Callable[[], None]] = []
+        self._pending: list[Callable[[], None]] = []   # after_commit on the loop's thread, this turn
+        self._loop_thread: int | None = None
         self._closing = False
         self._thread: threading.Thread | None = None
         self._conn: sqlite3.Connection | None = None
@@ -231,11 +235,13 @@ class StoreWriter:
 
     def start(self, loop: CallbackLoop) -> None:
         self._loop = loop
+        self._loop_thread = threading.get_ident()
         self._thread = threading.Thread(target=self._run, name="mqbridge-store", daemon=True)
         self._thread.start()
 
     def close(self) -> None:
         """Flush everything queued, commit, stop the writer thread and close the database."""
+        self._hand_over()
         with self._lock:
             self._closing = True
             self._lock.notify()
@@ -285,10 +291,25 @@ class StoreWriter:
             return False
 
     def after_commit(self, callback: Callable[[], None]) -> None:
-        """Run ``callback`` on the event loop once every write queued so far is committed."""
+        """Run ``callback`` on the event loop once every write queued so far is committed. On the loop's thread
+        the callbacks of one loop turn are handed to the writer together at the end of the turn (one lock
+        and one wake-up instead of one per acknowledgement): every write they wait for was queued by then."""
+        if self._loop_thread == threading.get_ident():
+            pending = self._pending
+            pending.append(callback)
+            if len(pending) == 1:
+                self._loop.call_soon(self._hand_over)  # type: ignore[union-attr]
+            return
         with self._lock:
             self._callbacks.append(callback)
             self._lock.notify()
+
+    def _hand_over(self) -> None:
+        pending, self._pending = self._pending, []
+        if pending:
+            with self._lock:
+                self._callbacks.extend(pending)
+                self._lock.notify()
 
     def _run(self) -> None:
         while True:
@@ -323,7 +344,7 @@ class StoreWriter:
         written = 0
         conn.execute("BEGIN")
         try:
-            # runs of the same statement go through executemany (one call into SQLite each)
+            # runs of the same statement go in as few statements as possible (_run_many)
             run_sql: object = None
             run: list[object] = []
             for sql, params, _ in ops:
@@ -331,12 +352,12 @@ class StoreWriter:
                     continue
                 if sql is not run_sql and sql != run_sql:
                     if run:
-                        conn.executemany(run_sql, run)  # type: ignore[arg-type]
+                        _run_many(conn, run_sql, run)  # type: ignore[arg-type]
                         written += len(run)
                     run_sql, run = sql, []
                 run.append(params)
             if run:
-                conn.executemany(run_sql, run)  # type: ignore[arg-type]
+                _run_many(conn, run_sql, run)  # type: ignore[arg-type]
                 written += len(run)
             conn.execute("COMMIT")
         except BaseException:
@@ -497,6 +518,62 @@ def _migrate(conn: sqlite3.Connection, version: int) -> None:
         conn.execute("ROLLBACK")
         raise
     log.info("store: schema %d migrated to %d", version, SCHEMA_VERSION)
+
+
+_ROWS_PER_STATEMENT = 64
+_INSERT_FORM = re.compile(r"^(INSERT (?:OR REPLACE )?INTO .*VALUES )(\((?:\?, )*\?\))$", re.S)
+_DELETE_FORM = re.compile(r"^(DELETE FROM \w+ WHERE )(?:(client_id)=\? AND )?(\w+)=\?$")
+_MANY: dict[str, Callable[[sqlite3.Connection, list[Sequence[object]]], None] | None] = {}
+
+
+def _run_many(conn: sqlite3.Connection, sql: str, rows: list[Sequence[object]]) -> None:
+    """Run one statement for many rows in as few SQLite statements as possible: an INSERT as multi-row VALUES
+    (chunks of 1, 2, 4, ... 64 rows: a few cached statements), a DELETE by key as ``IN (json_each(?))``.
+    executemany would give up and take back the GIL for every row; on this writer thread each take waits for
+    the busy event loop's switch interval (bridge/connectors/embedded.py put_many has the figures)."""
+    if len(rows) == 1:
+        conn.execute(sql, rows[0])
+        return
+    many = _MANY.get(sql, _run_many)
+    if many is _run_many:
+        many = _MANY[sql] = _many_form(sql)
+    if many is None:
+        conn.executemany(sql, rows)
+    else:
+        many(conn, rows)  # type: ignore[operator]
+
+
+def _many_form(sql: str) -> Callable[[sqlite3.Connection, list[Sequence[object]]], None] | None:
+    m = _INSERT_FORM.match(sql)
+    if m is not None:
+        head, values = m.groups()
+
+        def insert(conn: sqlite3.Connection, rows: list[Sequence[object]]) -> None:
+            i = 0
+            while i < len(rows):
+                n = min(_ROWS_PER_STATEMENT, 1 << (len(rows) - i).bit_length() - 1)
+                conn.execute(head + ",".join((values,) * n), [v for row in rows[i:i + n] for v in row])
+                i += n
+        return insert
+    m = _DELETE_FORM.match(sql)
+    if m is not None:
+        head, owner, key = m.groups()
+        if owner is None:
+            single = f"{head}{key} IN (SELECT value FROM json_each(?))"
+
+            def delete_keys(conn: sqlite3.Connection, rows: list[Sequence[object]]) -> None:
+                conn.execute(single, (json.dumps([r[0] for r in rows]),))
+            return delete_keys
+        owned = f"{head}client_id=? AND {key} IN (SELECT value FROM json_each(?))"
+
+        def delete(conn: sqlite3.Connection, rows: list[Sequence[object]]) -> None:
+            keys: dict[object, list[object]] = {}
+            for client_id, value in rows:
+                keys.setdefault(client_id, []).append(value)
+            for client_id, values in keys.items():
+                conn.execute(owned, (client_id, json.dumps(values)))
+        return delete
+    return None
 
 
 def _run_all(callbacks: list[Callable[[], None]]) -> None:

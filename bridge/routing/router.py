@@ -21,8 +21,10 @@ from bridge.convlog import ConversionLog, RecordLines
 from bridge.mqtt.broker import Broker
 from bridge.routing.base import Converter, target_protocol
 from bridge.routing.convert import DEAD_LETTER_QUEUE, RouteConverter, backout_message
+from bridge.routing.direct import DirectIntake
 from bridge.routing.envelope import EnvelopeConverter
 from bridge.routing.kept import KeptSessions
+from bridge.routing.steps import Good, Poison
 from mappings.convlog_schema import Direction, Status
 from mappings.errors import MappingError
 from mappings.report import ConversionReport
@@ -47,7 +49,7 @@ class _Batch:
     """A batch in a route's pipeline: what came from the source, what was submitted to the target, and
     the target's acceptance of it."""
     items: list[Inbound]
-    good: list[tuple[Inbound, Outbound, str, ConversionReport]]
+    good: list[Good]
     accepted: asyncio.Future[None]
     filtered: int = 0   # items the route's selector did not match: confirmed with the batch, not converted
 
@@ -78,6 +80,7 @@ class RouteWorker:
         self.backed_out = 0
         self.last_error: str | None = None
         self._stopping = False
+        self.intake: DirectIntake | None = None   # takes clients' publications directly (direct.py)
 
     async def start(self) -> None:
         await self.target.start()
@@ -95,6 +98,9 @@ class RouteWorker:
     async def stop(self) -> None:
         """Finish the batch in hand, then stop; what was received and not confirmed stays at the source."""
         self._stopping = True
+        if self.intake is not None and isinstance(self.source, MqttSource):
+            self.source.detach_sink()     # new publications go to the session, for whoever takes it next
+            await self.intake.drain()     # and what the route took is committed and acknowledged
         if self.task is not None:
             self.task.cancel()
             try:
@@ -168,54 +174,75 @@ class RouteWorker:
         await self.source.backout(items)
         await asyncio.sleep(RETRY_MIN)
 
+    def classify(self, item: Inbound) -> Good | Poison | None:
+        """What the route does with one message: convert it (Good), send it to the backout destination
+        (Poison: why, and whether it is past the backout threshold), or nothing (None: the route's selector
+        did not match it; it is confirmed with its batch)."""
+        if self.selector is not None:
+            try:
+                if not self.selector.matches(item.message, item.received):
+                    return None   # never the route's message (JMS selector)
+            except MappingError as exc:
+                return Poison(item, f"selector: the message has no JMS view: {exc}", False)
+        if item.poison is not None:
+            return Poison(item, item.poison, False)
+        threshold = self.route.options.backout_threshold
+        if item.redelivery_count >= threshold:
+            return Poison(item, f"delivered {item.redelivery_count} times, backout threshold {threshold}", True)
+        try:
+            out, target_type, report = self.converter.convert(item)
+        except MappingError as exc:
+            return Poison(item, f"conversion failed: {exc}", False)
+        refused = self.target.refusal(out.destination) if isinstance(self.target, MqttTarget) else None
+        if refused is not None:   # the broker's ACL, under the route's acl_user
+            return Poison(item, refused, False)
+        if item.findings:   # losses of the source's own reading (e.g. JMS over STOMP) come first
+            report.findings[:0] = item.findings
+        return (item, out, target_type, report)
+
+    def backout_outbound(self, poison: list[Poison]) -> list[Outbound]:
+        """The backout destination's messages for ``poison``."""
+        dead_letter = self.route.options.backout_dead_letter
+        if dead_letter is None:
+            dead_letter = self.backout_dest == DEAD_LETTER_QUEUE
+        return [Outbound(p.item.key, backout_message(p.item, self.route.name, p.reason, dead_letter=dead_letter,
+                                                     threshold=p.past), self.backout_dest)
+                for p in poison]
+
+    def backed_out_now(self, poison: list[Poison]) -> None:
+        """``poison`` is at the backout destination: log and record it."""
+        now = time.time()
+        for p in poison:
+            log.warning("route %s: message %s to %s: %s", self.route.name, p.item.key, self.backout_dest, p.reason)
+            self.router.record(self.route, p.item, "mq", Direction.EGRESS, Status.BACKOUT, reason=p.reason, now=now,
+                               destination=self.backout_dest)
+        self.backed_out += len(poison)
+
+    def accepted_now(self, good: list[Good]) -> None:
+        """``good`` is at the target: its conversion-log records (with the target's own findings)."""
+        for _, out, _, report in good:
+            extra = out.extra.get("findings")
+            if extra:
+                report.findings.extend(extra)  # type: ignore[arg-type]  # the target's losses
+        self.router.record_ok(self.route, self.converter.target_protocol, good, time.time())
+        self.moved += len(good)
+
     async def _start(self, items: list[Inbound]) -> _Batch:
         """Convert a batch, deliver its poison messages to the backout destination and submit the rest."""
-        route = self.route
-        threshold = route.options.backout_threshold
-        good: list[tuple[Inbound, Outbound, str, ConversionReport]] = []
-        poison: list[tuple[Inbound, str, bool]] = []   # (message, why, past the backout threshold)
+        good: list[Good] = []
+        poison: list[Poison] = []
         filtered = 0
         for item in items:
-            if self.selector is not None:
-                try:
-                    if not self.selector.matches(item.message, item.received):
-                        filtered += 1   # never the route's message (JMS selector): confirmed with the batch
-                        continue
-                except MappingError as exc:
-                    poison.append((item, f"selector: the message has no JMS view: {exc}", False))
-                    continue
-            if item.poison is not None:
-                poison.append((item, item.poison, False))
-                continue
-            if item.redelivery_count >= threshold:
-                poison.append((item, f"delivered {item.redelivery_count} times, backout threshold {threshold}", True))
-                continue
-            try:
-                out, target_type, report = self.converter.convert(item)
-            except MappingError as exc:
-                poison.append((item, f"conversion failed: {exc}", False))
-                continue
-            refused = self.target.refusal(out.destination) if isinstance(self.target, MqttTarget) else None
-            if refused is not None:   # the broker's ACL, under the route's acl_user
-                poison.append((item, refused, False))
-                continue
-            if item.findings:   # losses of the source's own reading (e.g. JMS over STOMP) come first
-                report.findings[:0] = item.findings
-            good.append((item, out, target_type, report))
+            verdict = self.classify(item)
+            if verdict is None:
+                filtered += 1
+            elif isinstance(verdict, Poison):
+                poison.append(verdict)
+            else:
+                good.append(verdict)
         if poison:
-            dead_letter = route.options.backout_dead_letter
-            if dead_letter is None:
-                dead_letter = self.backout_dest == DEAD_LETTER_QUEUE
-            outs = [Outbound(item.key, backout_message(item, route.name, reason, dead_letter=dead_letter,
-                                                       threshold=past), self.backout_dest)
-                    for item, reason, past in poison]
-            await self._deliver(outs, self.backout)
-            now = time.time()
-            for item, reason, _ in poison:
-                log.warning("route %s: message %s to %s: %s", route.name, item.key, self.backout_dest, reason)
-                self.router.record(route, item, "mq", Direction.EGRESS, Status.BACKOUT, reason=reason, now=now,
-                                   destination=self.backout_dest)
-            self.backed_out += len(poison)
+            await self._deliver(self.backout_outbound(poison), self.backout)
+            self.backed_out_now(poison)
         accepted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if not good:
             accepted.set_result(None)
@@ -241,12 +268,7 @@ class RouteWorker:
                 await self._deliver([g[1] for g in later.good])
                 later.accepted = _settled()
         self.last_error = None
-        for _, out, _, report in batch.good:
-            extra = out.extra.get("findings")
-            if extra:
-                report.findings.extend(extra)  # type: ignore[arg-type]  # the target's losses
-        self.router.record_ok(self.route, self.converter.target_protocol, batch.good, time.time())
-        self.moved += len(batch.good)
+        self.accepted_now(batch.good)
         await self.source.confirm(batch.items)
         self.filtered += batch.filtered
         inflight.popleft()
@@ -353,6 +375,9 @@ class Router:
         worker = RouteWorker(self, route, source, target, backout, dest, converter, selector)
         if isinstance(source, MqttSource):   # what the route's broker session drops is logged, not silent
             source.on_drop = worker.dropped_at_source
+            if route.options.direct and isinstance(target, EmbeddedTarget) and isinstance(backout, EmbeddedTarget):
+                worker.intake = DirectIntake(worker, source, self.broker, self.queues, self.executor)
+                source.sink = worker.intake
         return worker
 
     # -- lifecycle --------------------------------------------------------------------------------
@@ -404,6 +429,8 @@ class Router:
                                       "last_error": w.last_error}
             if isinstance(w.source, MqttSource):   # queue, max_queued, backpressure, held_publishers
                 row.update(w.source.flow_status())
+            if w.intake is not None:   # publications taken directly: not yet committed, and the commits
+                row["direct"] = {"pending": w.intake.pending, "commits": w.intake.commits}
             for end, endpoint in (("source", w.source), ("target", w.target)):   # a provider link's state
                 link = getattr(endpoint, "link_status", None)
                 if link is not None:

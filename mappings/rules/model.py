@@ -186,6 +186,9 @@ class RouteOptions(_Model):
     # from an MQTT topic filter: QoS 1/2 publications the route's broker session queues while its target is
     # stuck before it holds their publishers (backpressure); default 100,000
     max_queued: int | None = Field(None, ge=1)
+    # from an MQTT topic filter to the embedded queue store: QoS 1/2 publications are converted as they arrive
+    # and acknowledged after the queue's commit, with no copy in the broker's store (docs/broker.md)
+    direct: bool = True
     # MQ -> JMS: a usr property value its dt= cannot hold backs the whole message out, or is dropped (a finding)
     bad_property: Literal["backout", "drop"] = "backout"
     # MQTT -> MQ: the MQMD ReplyToQ of a request whose MQTT 5 Response Topic is a topic (docs/mqtt5-mq.md)
