@@ -71,7 +71,11 @@ class DirectIntake:
 
     def take(self, msg: Message, qos: int) -> Gate | None:
         item = publication_inbound(msg, msg.topic, msg.payload, qos, False, False, None, f"mqtt:{msg.key()}")
-        verdict = self.worker.classify(item)
+        try:
+            verdict = self.worker.classify(item)
+        except Exception as exc:   # a bug, not the message's fault: kept on the backout queue with the reason
+            log.error("route %s: message %s could not be converted", self.worker.route.name, item.key, exc_info=exc)
+            verdict = Poison(item, f"conversion failed: internal error: {exc!r}", False)
         if verdict is None:   # the route's selector did not match: not the route's message, nothing to wait for
             self.worker.filtered += 1
             return None
@@ -110,10 +114,13 @@ class DirectIntake:
         exc = done.exception() if not done.cancelled() else asyncio.CancelledError()
         if exc is None:
             self.commits += 1
-            if batch.good:
-                self.worker.accepted_now(batch.good)
-            if batch.poison:
-                self.worker.backed_out_now(batch.poison)
+            try:
+                if batch.good:
+                    self.worker.accepted_now(batch.good)
+                if batch.poison:
+                    self.worker.backed_out_now(batch.poison)
+            except Exception as bug:   # the messages are on their queues: their publishers get their answer
+                log.error("route %s: recording a commit failed", self.worker.route.name, exc_info=bug)
             callbacks = batch.callbacks
         else:
             callbacks = self._to_session(batch, exc)
