@@ -46,7 +46,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 
 from mqtt_load import Spec, proc_cpu, run_scenario  # noqa: E402
-from run_broker_bench import CODE_TREES, Broker, machine, make_broker  # noqa: E402
+from run_broker_bench import CODE_TREES, Broker, PySpy, hot_spots, machine, make_broker  # noqa: E402
 
 from bench.mqtt_load_clients import Stats, SubProto  # noqa: E402
 from bench.mqtt_load_proc import loop_runner, raise_nofile  # noqa: E402
@@ -127,8 +127,8 @@ def _publishers(name: str, duration: float, prefix: str, subscribers: int) -> Sp
                 prefix=prefix, subscribers=subscribers, drain=20.0)
 
 
-def run_publish(scenario: str, broker: Broker, duration: float, fsync: bool, wait_queue: bool = True
-                ) -> dict[str, Any]:
+def run_publish(scenario: str, broker: Broker, duration: float, fsync: bool, wait_queue: bool = True,
+                spy: PySpy | None = None) -> dict[str, Any]:
     """``broker`` or ``route-in``: the load generator's QoS 1 publishers for ``duration`` seconds."""
     into_queue = scenario == "route-in"
     spec = _publishers(scenario, duration, "mq" if into_queue else "b", 0 if into_queue else 1)
@@ -142,6 +142,8 @@ def run_publish(scenario: str, broker: Broker, duration: float, fsync: bool, wai
             if fsync:
                 marks["strace"] = Strace(broker.pid, broker.dir / "strace.txt")
                 marks["strace_t0"] = time.monotonic()
+            if spy is not None:
+                spy.attach(broker.pid, w1 - w0)
 
         def at_end() -> None:
             if marks.get("threads_w0"):
@@ -230,7 +232,7 @@ def _out_message() -> bytes:
     return encode_message(build_message(Mqmd(persistence=C.MQPER_PERSISTENT), (rfh,), b"\x00" * PAYLOAD))
 
 
-def run_drain(broker: Broker, count: int, fsync: bool) -> dict[str, Any]:
+def run_drain(broker: Broker, count: int, fsync: bool, spy: PySpy | None = None) -> dict[str, Any]:
     """``route-out``: put ``count`` messages on MQTT.OUT in one transaction (a second connection to the
     gateway's queue store) while the subscriber is connected, and time the drain."""
     ctx = mp.get_context("spawn")
@@ -246,6 +248,8 @@ def run_drain(broker: Broker, count: int, fsync: bool) -> dict[str, Any]:
     cpu0 = proc_cpu(broker.pid)
     threads0 = thread_cpu(broker.pid)
     strace = Strace(broker.pid, broker.dir / "strace.txt") if fsync else None
+    if spy is not None:   # most of the drain at the rate seen so far (~10k/s)
+        spy.attach(broker.pid, count / 12_000)
     t0 = time.monotonic()
     got = results.get(timeout=660)
     elapsed = time.monotonic() - t0
@@ -297,11 +301,15 @@ def run_one(scenario: str, label: str, a: argparse.Namespace) -> list[dict[str, 
             for window in range(windows):
                 load0 = os.getloadavg()[0]
                 try:
+                    spy = PySpy(a.profile / f"profile-{scenario}-{label}.txt") if a.profile else None
                     if scenario == "route-out":
-                        res = run_drain(broker, a.count, a.fsync)
+                        res = run_drain(broker, a.count, a.fsync, spy)
                     else:
                         res = run_publish(scenario, broker, a.duration, a.fsync,
-                                          wait_queue=not a.back_to_back or window == windows - 1)
+                                          wait_queue=not a.back_to_back or window == windows - 1, spy=spy)
+                    if spy is not None:
+                        spy.wait()
+                        res["profile"] = hot_spots(spy.out, 25)
                 except Exception as exc:
                     res = {"scenario": scenario, "error": f"{type(exc).__name__}: {exc}"}
                 res.pop("spec", None)
@@ -375,11 +383,15 @@ def main(argv: list[str] | None = None) -> int:
                     "back to back (what the queue's growth does to the rate)")
     ap.add_argument("--back-to-back", action="store_true", help="with --consecutive: start the next window at "
                     "once, while the route may still be moving the last one's publications to the queue")
+    ap.add_argument("--profile", type=Path, metavar="DIR", help="py-spy the gateway during the window (raw stacks "
+                    "and hot spots in DIR; slows it: not a headline)")
     ap.add_argument("--fsync", action="store_true", help="count fsync/fdatasync with strace (slows the process)")
     ap.add_argument("--code", action="append", default=[], metavar="NAME=TREE",
                     help="also run mqbridge from another source tree as mqbridge-FULL@NAME, interleaved")
     ap.add_argument("--output", type=Path, default=HERE / "results" / "durable-latest.json")
     a = ap.parse_args(argv)
+    if a.profile:
+        a.profile.mkdir(parents=True, exist_ok=True)
     for item in a.code:
         name, _, tree = item.partition("=")
         if not name or not (Path(tree) / "bridge").is_dir():
@@ -402,6 +414,9 @@ def main(argv: list[str] | None = None) -> int:
                     results.extend(runs)
                     if len(runs) == 1:
                         print_row(runs[0])
+                    for res in runs:
+                        for kind, rows in res.get("profile", {}).items():
+                            print(f"    py-spy {kind}: " + "; ".join(f"{f} {pct}%" for f, pct in rows))
     summ = summary(results)
     print()
     for key, row in summ.items():

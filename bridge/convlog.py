@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bridge.connectors.base import Inbound, Outbound
+from bridge.convlog_columns import FileColumns, LineColumns
 from bridge.convlog_parquet import SidecarWriter, closed_files
 from mappings.convlog_schema import ConversionRecord, Direction, LineTemplate, Status, json_string, json_timestamp
 from mappings.mqtt.publication import MqttPublication
@@ -38,7 +39,7 @@ class ConversionLog:
         self.directory = Path(directory)
         self.max_bytes = max_bytes
         self.flush_seconds = flush_seconds
-        self._queue: queue.Queue[str | list[str] | None] = queue.Queue(max_pending)
+        self._queue: queue.Queue[str | list[str] | tuple[list[str], LineColumns] | None] = queue.Queue(max_pending)
         self._thread: threading.Thread | None = None
         self.written = 0
         self.dropped = 0
@@ -46,6 +47,7 @@ class ConversionLog:
         self._path: Path | None = None
         self._hour = ""
         self._size = 0
+        self._columns: FileColumns | None = None   # the current file's line values, while it has only render's lines
         self.sidecars = SidecarWriter() if sidecars else None
 
     def start(self) -> None:
@@ -55,6 +57,11 @@ class ConversionLog:
         if self.sidecars is not None:  # the backlog: files of earlier hours (or full) a stop or crash left without
             hour = datetime.now(UTC).strftime("%Y%m%d-%H")
             self.sidecars.start(lambda: closed_files(self.directory, hour, self.max_bytes))
+
+    @property
+    def keeps_columns(self) -> bool:
+        """Sidecars are being written: record_lines' callers pass their lines' values (LineColumns)."""
+        return self.sidecars is not None and self.sidecars.active
 
     def record(self, rec: ConversionRecord) -> None:
         self.record_line(rec.to_json_line())
@@ -66,11 +73,11 @@ class ConversionLog:
         except queue.Full:
             self._lost(1)
 
-    def record_lines(self, lines: list[str]) -> None:
+    def record_lines(self, lines: list[str], columns: LineColumns | None = None) -> None:
         """Queue several lines as one entry of the queue (the router logs a batch's records together;
-        ``max_pending`` counts entries)."""
+        ``max_pending`` counts entries); ``columns``: their values, when RecordLines.render wrote them."""
         try:
-            self._queue.put_nowait(lines)
+            self._queue.put_nowait(lines if columns is None else (lines, columns))
         except queue.Full:
             self._lost(len(lines))
 
@@ -94,9 +101,10 @@ class ConversionLog:
 
     def _open(self, hour: str) -> None:
         closed = self._path if self._file is not None else None  # rotated: never appended to again
+        columns, self._columns = self._columns, None
         self._close_file()
         if closed is not None and self.sidecars is not None:
-            self.sidecars.submit(closed)
+            self.sidecars.submit(closed, columns)
         seq = 0
         while True:
             path = self.directory / f"{FILE_PREFIX}{hour}-{seq:03d}{FILE_SUFFIX}"
@@ -107,6 +115,8 @@ class ConversionLog:
         self._path = path
         self._hour = hour
         self._size = path.stat().st_size
+        # a file this process starts: its sidecar can come from the lines' values (not one it appends to)
+        self._columns = FileColumns() if self._size == 0 and self.keeps_columns else None
 
     def _close_file(self) -> None:
         f = self._file
@@ -125,28 +135,32 @@ class ConversionLog:
             except queue.Empty:
                 line = ""
             batch: list[str] = []
-            if line is None:
-                done = True
-            elif isinstance(line, list):
-                batch.extend(line)
-            elif line:
-                batch.append(line)
-            # drain what is there without blocking
-            while not done:
-                try:
-                    more = self._queue.get_nowait()
+            columns: list[LineColumns] | None = []   # None: a line of the batch has no values (not render's)
+            item = line
+            while True:
+                if item is None:
+                    done = True
+                elif isinstance(item, tuple):
+                    batch.extend(item[0])
+                    if columns is not None:
+                        columns.append(item[1])
+                elif isinstance(item, list):
+                    batch.extend(item)
+                    columns = None
+                elif item:
+                    batch.append(item)
+                    columns = None
+                if done:
+                    break
+                try:   # drain what is there without blocking
+                    item = self._queue.get_nowait()
                 except queue.Empty:
                     break
-                if more is None:
-                    done = True
-                elif isinstance(more, list):
-                    batch.extend(more)
-                else:
-                    batch.append(more)
             if batch:
                 try:
-                    self._write(batch)
+                    self._write(batch, columns)
                 except OSError as exc:
+                    self._columns = None   # the file no longer holds exactly the lines of its values
                     self.dropped += len(batch)
                     log.error("conversion log write failed (%d records lost): %s", len(batch), exc)
             now = time.monotonic()
@@ -155,14 +169,22 @@ class ConversionLog:
                 last_flush = now
         self._close_file()
 
-    def _write(self, lines: list[str]) -> None:
+    def _write(self, lines: list[str], columns: list[LineColumns] | None = None) -> None:
         hour = datetime.now(UTC).strftime("%Y%m%d-%H")
         if self._file is None or hour != self._hour or self._size >= self.max_bytes:
             self._open(hour)
         data = "".join(lines).encode("utf-8")   # encoded once: the file is binary, the size is its length
+        if self._columns is not None and columns is None:
+            self._columns = None
         self._file.write(data)  # type: ignore[attr-defined]
         self._size += len(data)
         self.written += len(lines)
+        file_columns = self._columns
+        if file_columns is not None and columns is not None:
+            if all(file_columns.add(c) for c in columns):
+                file_columns.size += len(data)
+            else:
+                self._columns = None
 
 
 def log_files(directory: Path) -> list[Path]:
@@ -189,7 +211,8 @@ class RecordLines:
         self._by_value: dict[tuple[object, ...], tuple[LineTemplate, LineTemplate, tuple[Finding, ...]]] = {}
 
     def render(self, route: str, target_proto: str, good: Sequence[tuple[Inbound, Outbound, str, ConversionReport]],
-               now: float) -> list[str]:
+               now: float, columns: LineColumns | None = None) -> list[str]:
+        """The lines; with ``columns``, also their values (for the file's Parquet sidecar, bridge/convlog_columns)."""
         by_id = self._by_id
         if len(by_id) > self.MAX_CACHED:
             by_id.clear()
@@ -210,6 +233,14 @@ class RecordLines:
             append(ingress.render_encoded(json_timestamp(received), key, size, redelivered))
             append(egress.render_encoded(now_text, key, size, str(out.size),
                                          str(max(0, int((now - received) * 1_000_000))), redelivered))
+            if columns is not None:
+                columns.pairs.append(entry)
+        if columns is not None:
+            columns.received.extend([g[0].received for g in good])
+            columns.keys.extend([g[0].key for g in good])
+            columns.sizes.extend([g[0].size for g in good])
+            columns.out_sizes.extend([g[1].size for g in good])
+            columns.redelivered.extend([min(g[0].redelivery_count, 2**31 - 1) for g in good])
         return lines
 
     def one(self, route: str, target_proto: str, item: Inbound, direction: Direction, status: Status, now: float, *,

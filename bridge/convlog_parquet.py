@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bridge.convlog_columns import FileColumns
 from mappings.convlog_schema import (
     BOOL,
     FIELDS,
@@ -110,9 +111,9 @@ def _findings_first_bad(col: Any) -> int | None:  # noqa: ANN401 - list<struct>
     return None if len(rows) == 0 else int(pc.min(rows).as_py())
 
 
-def _field_invalid(spec: FieldSpec, col: Any) -> Any:  # noqa: ANN401 - True where the column breaks its rule
+def _field_invalid(spec: FieldSpec, col: Any, text_times: bool = True) -> Any:  # noqa: ANN401 - True where bad
     """The audit's column rules (spark_audit/schema.py, _field_invalid) for one field, as Arrow compute
-    (the findings' rule: _findings_first_bad)."""
+    (the findings' rule: _findings_first_bad). A typed timestamp (``text_times`` False) has no text to check."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -124,7 +125,7 @@ def _field_invalid(spec: FieldSpec, col: Any) -> Any:  # noqa: ANN401 - True whe
         bad = _or(bad, pc.less(col, spec.min_value))
     if spec.max_value is not None:
         bad = _or(bad, pc.greater(col, spec.max_value))
-    if spec.kind == TIMESTAMP:
+    if spec.kind == TIMESTAMP and text_times:
         grammar = pc.match_substring_regex(col, f"^(?:{TIMESTAMP_PATTERN})$")
         bad = _or(bad, pc.invert(pc.and_kleene(grammar, pc.match_substring_regex(col, _CLOCK))))
     return pc.fill_null(bad, False)
@@ -137,7 +138,24 @@ def validated(table: Any) -> Any:  # noqa: ANN401 - pyarrow Table in, pyarrow Ta
     import pyarrow.compute as pc
 
     table = table.combine_chunks()
-    checks = [(f"invalid:{spec.name}", _field_invalid(spec, table.column(spec.name))) for spec in FIELDS]
+    _check_rules(table, text_times=True)
+    columns = []
+    for spec in FIELDS:
+        col = table.column(spec.name)
+        if spec.kind == TIMESTAMP:
+            try:
+                col = pc.cast(col, pa.timestamp("us", tz="UTC"))
+            except (pa.ArrowInvalid, ValueError) as e:
+                raise Rejected(f"{spec.name}: {e}") from None
+        columns.append(col)
+    return pa.Table.from_arrays(columns, schema=arrow_schema())
+
+
+def _check_rules(table: Any, *, text_times: bool) -> None:  # noqa: ANN401 - a pyarrow Table
+    """Rejected naming the first row and rule a record of ``table`` breaks (validated's rules)."""
+    import pyarrow.compute as pc
+
+    checks = [(f"invalid:{spec.name}", _field_invalid(spec, table.column(spec.name), text_times)) for spec in FIELDS]
     newer = pc.fill_null(pc.greater(table.column("schema_version"), SCHEMA_VERSION), False)
     reason = table.column("reason")
     no_reason = pc.fill_null(pc.and_kleene(pc.not_equal(table.column("status"), Status.OK.value),
@@ -151,16 +169,82 @@ def validated(table: Any) -> Any:  # noqa: ANN401 - pyarrow Table in, pyarrow Ta
         row = _findings_first_bad(table.column(spec.name)) if spec.kind == FINDINGS else None
         if row is not None:
             raise Rejected(f"line {row + 1}: invalid:{spec.name}")
+
+
+def _numbers(values: Any, kind: Any) -> Any:  # noqa: ANN401 - an array.array in, a pyarrow Array out
+    """An array.array of 8-byte numbers as an Arrow array of ``kind`` (float64, int64) over the same memory."""
+    import pyarrow as pa
+
+    return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(values)])
+
+
+def event_micros(seconds: Any) -> Any:  # noqa: ANN401 - float64 Array in, int64 Array out
+    """``epoch_micros`` of each unix time (tests/test_convlog_columns.py holds the two equal, ties included)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    whole = pc.floor(seconds)
+    micros = pc.round(pc.multiply(pc.subtract(seconds, whole), 1_000_000.0), ndigits=0, round_mode="half_to_even")
+    return pc.add(pc.multiply(pc.cast(whole, pa.int64()), 1_000_000), pc.cast(micros, pa.int64()))
+
+
+def columns_table(cols: FileColumns) -> Any:  # noqa: ANN401 - a pyarrow Table
+    """``read_log`` of the file whose lines ``cols`` holds, built from the values instead of the JSON (the
+    two are equal: tests/test_convlog_columns.py): each line's template gives its fixed fields (taken per
+    row from one row per template), the message its variable ones; the same rules are checked."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = cols.messages
+    if not n:
+        raise Rejected("no lines")
+    pairs = cols.templates
+    ingress_vars, egress_vars = set(pairs[0][0].variable), set(pairs[0][1].variable)
+    if any(p[0].variable != pairs[0][0].variable or p[1].variable != pairs[0][1].variable for p in pairs):
+        raise Rejected("templates with different variable fields")   # not render's pairs: the JSON is read
+    base = pa.Table.from_pylist([t.values for p in pairs for t in p[:2]], schema=arrow_schema(text_times=True))
+    ingress_rows = pc.multiply(_numbers(cols.pair, pa.int64()), 2)   # the template of each message's line
+    egress_rows = pc.add(ingress_rows, 1)
+    order = [0] * (2 * n)   # both sides one after the other -> ingress, egress of each message in turn
+    order[0::2] = range(n)
+    order[1::2] = range(n, 2 * n)
+    interleave = pa.array(order, pa.int64())
+    received, now = _numbers(cols.received, pa.float64()), _numbers(cols.now, pa.float64())
+    latency = pc.max_element_wise(pc.cast(pc.multiply(pc.subtract(now, received), 1_000_000.0), pa.int64(),
+                                          safe=False), 0)   # int(): toward zero, as the line's text
+    schema = arrow_schema()
+    try:
+        per_message: dict[str, Any] = {
+            "event_time": (event_micros(received), event_micros(now)),
+            "message_key": (pa.array(cols.keys, pa.string()),) * 2,
+            "source_size": (_numbers(cols.sizes, pa.int64()).cast(schema.field("source_size").type),) * 2,
+            "target_size": (_numbers(cols.out_sizes, pa.int64()).cast(schema.field("target_size").type),) * 2,
+            "latency_us": (None, pc.cast(latency, schema.field("latency_us").type)),
+            "redelivery_count": (_numbers(cols.redelivered, pa.int64()).cast(schema.field("redelivery_count").type),)
+            * 2}
+    except (pa.ArrowInvalid, OverflowError, TypeError) as e:
+        raise Rejected(str(e)) from None
     columns = []
-    for spec in FIELDS:
-        col = table.column(spec.name)
+    for spec, field in zip(FIELDS, schema, strict=True):
+        name = spec.name
+        sides = []
+        for variable, rows, i in ((ingress_vars, ingress_rows, 0), (egress_vars, egress_rows, 1)):
+            if name in variable:
+                if name not in per_message or per_message[name][i] is None:
+                    raise Rejected(f"{name}: a variable field without its values")
+                sides.append(per_message[name][i])
+            else:
+                sides.append(base.column(name).combine_chunks().take(rows))
+        col = pa.concat_arrays([s if s.type == sides[0].type else s.cast(sides[0].type) for s in sides])
+        col = col.take(interleave)
         if spec.kind == TIMESTAMP:
-            try:
-                col = pc.cast(col, pa.timestamp("us", tz="UTC"))
-            except (pa.ArrowInvalid, ValueError) as e:
-                raise Rejected(f"{spec.name}: {e}") from None
+            col = col.cast(pa.int64()).cast(field.type) if col.type != pa.int64() else col.cast(field.type)
+        elif col.type != field.type:
+            col = col.cast(field.type)
         columns.append(col)
-    return pa.Table.from_arrays(columns, schema=arrow_schema())
+    table = pa.Table.from_arrays(columns, schema=schema)
+    _check_rules(table, text_times=False)
+    return table
 
 
 def read_log(data: bytes) -> Any:  # noqa: ANN401 - a pyarrow Table
@@ -190,21 +274,42 @@ def read_log(data: bytes) -> Any:  # noqa: ANN401 - a pyarrow Table
     return validated(table)
 
 
-def write_sidecar(path: Path) -> Path:
+def write_sidecar(path: Path, columns: FileColumns | None = None) -> Path:
     """Write path's sidecar atomically (a hidden temporary file, fsync, rename, fsync of the directory);
-    Rejected when the file does not qualify (then no sidecar exists: a stale one is removed)."""
+    Rejected when the file does not qualify (then no sidecar exists: a stale one is removed). With
+    ``columns`` (the writer's values of every line of the file) and the file still of their size, the table
+    is built from them (columns_table); otherwise, or if that fails, the JSON is read (read_log)."""
+    return _write_sidecar(path, columns)[0]
+
+
+def _write_sidecar(path: Path, columns: FileColumns | None) -> tuple[Path, bool]:
+    """write_sidecar, and whether the table came from ``columns``."""
     import pyarrow.parquet as pq
 
     target = sidecar_path(path)
-    with open(path, "rb") as f:
-        data = f.read()
-    try:
-        table = read_log(data)
-    except Rejected:
-        target.unlink(missing_ok=True)
-        raise
+    table = None
+    size = -1
+    from_values = False
+    if columns is not None:
+        try:
+            size = path.stat().st_size
+            if size == columns.size:
+                table = columns_table(columns)
+                from_values = True
+        except Exception as e:  # noqa: BLE001 - the JSON decides: it rejects or it is written from the JSON
+            log.info("conversion log: sidecar of %s read from its JSON (values not usable: %s)", path.name, e)
+            table, from_values = None, False
+    if table is None:
+        with open(path, "rb") as f:
+            data = f.read()
+        size = len(data)
+        try:
+            table = read_log(data)
+        except Rejected:
+            target.unlink(missing_ok=True)
+            raise
     meta = {META_SIDECAR_VERSION: str(SIDECAR_VERSION), META_SCHEMA_VERSION: str(SCHEMA_VERSION),
-            META_SOURCE_NAME: path.name, META_SOURCE_BYTES: str(len(data)), META_SOURCE_LINES: str(table.num_rows)}
+            META_SOURCE_NAME: path.name, META_SOURCE_BYTES: str(size), META_SOURCE_LINES: str(table.num_rows)}
     table = table.replace_schema_metadata(meta)
     tmp = target.with_name(f".{target.name}.tmp")
     try:
@@ -220,7 +325,7 @@ def write_sidecar(path: Path) -> Path:
         os.fsync(fd)
     finally:
         os.close(fd)
-    return target
+    return target, from_values
 
 
 def sidecar_current(path: Path) -> bool:
@@ -262,10 +367,11 @@ class SidecarWriter:
     _unavailable_logged = False
 
     def __init__(self, max_pending: int = 1024) -> None:
-        self._queue: queue.Queue[Path | None] = queue.Queue(max_pending)
+        self._queue: queue.Queue[tuple[Path, FileColumns | None] | None] = queue.Queue(max_pending)
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
         self.written = 0
+        self.from_values = 0   # of ``written``: built from the writer's values of the lines, not their JSON
         self.rejected = 0
 
     def start(self, backlog: Callable[[], list[Path]] = list) -> bool:
@@ -280,11 +386,15 @@ class SidecarWriter:
         self._thread.start()
         return True
 
-    def submit(self, path: Path) -> None:
+    @property
+    def active(self) -> bool:
+        return self._thread is not None
+
+    def submit(self, path: Path, columns: FileColumns | None = None) -> None:
         if self._thread is None:
             return
         try:
-            self._queue.put_nowait(path)
+            self._queue.put_nowait((path, columns))
         except queue.Full:  # the next start's backlog scan finds it
             log.warning("conversion log: sidecar queue full, %s left for the next start", path.name)
 
@@ -314,16 +424,17 @@ class SidecarWriter:
                 return
             self._one(path, check=True)
         while True:
-            path = self._queue.get()
-            if path is None or self._stopping.is_set():
+            item = self._queue.get()
+            if item is None or self._stopping.is_set():
                 return
-            self._one(path, check=False)
+            self._one(item[0], check=False, columns=item[1])
 
-    def _one(self, path: Path, check: bool) -> None:
+    def _one(self, path: Path, check: bool, columns: FileColumns | None = None) -> None:
         try:
             if check and sidecar_current(path):
                 return
-            write_sidecar(path)
+            _, from_values = _write_sidecar(path, columns)
+            self.from_values += from_values
             self.written += 1
         except Rejected as e:
             self.rejected += 1

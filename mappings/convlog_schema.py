@@ -329,13 +329,25 @@ class ConversionRecord:
         return cls.from_dict(data)
 
 
-def epoch_timestamp(seconds: float) -> str:
-    """The log's UTC timestamp string for a unix time (same text as format_timestamp)."""
+def _split_seconds(seconds: float) -> tuple[int, int]:
+    """A unix time as whole seconds and microseconds, rounded as every timestamp of the log is."""
     whole = int(seconds // 1)
     micros = int(round((seconds - whole) * 1_000_000))
     if micros == 1_000_000:
         whole, micros = whole + 1, 0
+    return whole, micros
+
+
+def epoch_timestamp(seconds: float) -> str:
+    """The log's UTC timestamp string for a unix time (same text as format_timestamp)."""
+    whole, micros = _split_seconds(seconds)
     return _second_text(whole) + f".{micros:06d}Z"
+
+
+def epoch_micros(seconds: float) -> int:
+    """The instant ``epoch_timestamp(seconds)`` writes, in microseconds since the epoch (the Parquet value)."""
+    whole, micros = _split_seconds(seconds)
+    return whole * 1_000_000 + micros
 
 
 @functools.lru_cache(maxsize=4)
@@ -396,7 +408,7 @@ class LineTemplate:
     and sizes; rendering the rest once per route/client/topic saves most of the line's cost. The text
     is identical to ``trusted_json_line({**fixed, **variable})`` (tests/test_convlog_fast_path.py)."""
 
-    __slots__ = ("variable", "_literals", "_encoders", "_parts")
+    __slots__ = ("variable", "values", "_literals", "_encoders", "_parts")
 
     def __init__(self, fixed: Mapping[str, Any], variable: tuple[str, ...]) -> None:
         unknown = [n for n in (*fixed, *variable) if n not in FIELDS_BY_NAME]
@@ -406,6 +418,7 @@ class LineTemplate:
         if self.variable != variable:
             raise RecordError(variable[0], f"variable fields must be given in schema order: {self.variable}")
         whole = json.loads(trusted_json_line({"event_time": 0.0, **fixed}))   # the fixed values' JSON
+        self.values: dict[str, Any] = whole   # each field as a reader gets it (variable: placeholders)
         literals: list[str] = []
         pending = "{"
         for name in FIELD_NAMES:
@@ -441,10 +454,7 @@ def json_timestamp(seconds: float) -> str:
     """An ``event_time`` value as JSON text: ``'"' + epoch_timestamp(seconds) + '"'`` (tested), with the
     text of the last whole second kept (records come in bursts within one second)."""
     global _last_second
-    whole = int(seconds // 1)
-    micros = int(round((seconds - whole) * 1_000_000))
-    if micros == 1_000_000:
-        whole, micros = whole + 1, 0
+    whole, micros = _split_seconds(seconds)
     last = _last_second
     if last[0] != whole:
         last = _last_second = (whole, f'"{_second_text(whole)}.')

@@ -132,10 +132,12 @@ def test_record_ok_writes_what_record_writes(tmp_path: Path, cache_size: int, mo
 class _Lines:
     """A stand-in ConversionLog that keeps what it is given."""
 
+    keeps_columns = False
+
     def __init__(self) -> None:
         self.lines: list[str] = []
 
-    def record_lines(self, lines: list[str]) -> None:
+    def record_lines(self, lines: list[str], columns: object = None) -> None:
         self.lines.extend(lines)
 
 

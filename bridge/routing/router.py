@@ -18,6 +18,7 @@ from bridge.connectors.embedded import EmbeddedSource, EmbeddedTarget, QueueStor
 from bridge.connectors.mqtt_internal import MqttSource, MqttTarget
 from bridge.connectors.registry import CONNECTOR_FACTORIES, RouteSetupError
 from bridge.convlog import ConversionLog, RecordLines
+from bridge.convlog_columns import LineColumns
 from bridge.mqtt.broker import Broker
 from bridge.routing.base import Converter, target_protocol
 from bridge.routing.convert import DEAD_LETTER_QUEUE, RouteConverter, backout_message
@@ -445,7 +446,8 @@ class Router:
         """The ingress and egress records of a batch the target accepted, queued as one entry (lines
         from cached templates, convlog.RecordLines)."""
         if self.convlog is not None:
-            self.convlog.record_lines(self._lines.render(route.name, target_proto, good, now))
+            columns = LineColumns(now) if self.convlog.keeps_columns else None
+            self.convlog.record_lines(self._lines.render(route.name, target_proto, good, now, columns), columns)
 
     def record(self, route: Route, item: Inbound, target_proto: str, direction: Direction, status: Status, *,
                now: float, target_type: str | None = None, target_size: int | None = None,
