@@ -55,3 +55,22 @@ def test_a_restarted_writer_appends_to_the_current_file(tmp_path: Path) -> None:
     files = log_files(tmp_path)
     assert len(files) == 1 or files[-1].name[:20] != files[0].name[:20]   # one file, unless the hour turned
     assert _keys(tmp_path) == ["k00000", "k00001"]
+
+
+def test_entries_beyond_max_pending_are_counted_dropped_and_the_rest_written_in_order(tmp_path: Path) -> None:
+    """The hot path only appends; a writer that is behind by ``max_pending`` entries costs records (counted,
+    never memory without bound), and what was queued is written in order, the last entries at close."""
+    log = ConversionLog(tmp_path, max_pending=4, flush_seconds=0.05)
+    log.record_lines([_line(0), _line(1)])   # queued before the writer runs
+    log.record_line(_line(2))
+    log.record_lines([_line(3)])
+    log.record_line(_line(4))
+    log.record_lines([_line(5), _line(6)])   # the fifth entry: no room
+    log.record_line(_line(7))
+    assert log.dropped == 3
+    log.start()
+    wait_for(lambda: log.written == 5, 10, what="the queued entries written")
+    log.record_line(_line(8))
+    log.close()   # what is queued at close is written
+    assert _keys(tmp_path) == [f"k{i:05d}" for i in (0, 1, 2, 3, 4, 8)]
+    assert log.written == 6 and log.dropped == 3
