@@ -172,9 +172,13 @@ def test_jms_messages_of_every_type_reach_mqtt_subscriber(
     )
     got = sub.wait_messages(6, timeout=20)
     assert {m.topic for m in got} == {f"fromjms/j2m/{tag}"}
-    text, data, mapm, obj, objs, stream = (m.payload for m in got)
+    # the BytesMessage is the one non-persistent message: ActiveMQ's queue cursor keeps those apart from the
+    # persistent ones, and it was seen once to come after the MapMessage; the persistent ones keep their order
+    payloads = [m.payload for m in got]
+    assert b"\x00\xff\x10" in payloads
+    payloads.remove(b"\x00\xff\x10")
+    text, mapm, obj, objs, stream = payloads
     assert text == "héllo".encode()
-    assert data == b"\x00\xff\x10"
     assert json.loads(mapm) == {"i": 1, "s": "5", "d": 0.5, "b": True}    # Map -> JSON (amlen Table 1)
     assert json.loads(obj) == {"k": 1}
     assert json.loads(objs) == "an object"
