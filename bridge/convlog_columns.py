@@ -9,6 +9,8 @@ from __future__ import annotations
 from array import array
 from typing import Any
 
+MAX_MESSAGES = 400_000   # values kept for one file at most (~45 MB); a larger file's sidecar parses its JSON
+
 
 class LineColumns:
     """One render call's messages, in line order: per message its template pair (RecordLines' cache entry:
@@ -47,7 +49,10 @@ class FileColumns:
         self.size = 0
 
     def add(self, cols: LineColumns) -> bool:
-        """Keep ``cols``; False when they do not fit (a size beyond 64 bits): the file's values are then unusable."""
+        """Keep ``cols``; False when they do not fit (a size beyond 64 bits, or more than MAX_MESSAGES in the file):
+        the file's values are then unusable."""
+        if len(self.pair) + len(cols.pairs) > MAX_MESSAGES:
+            return False
         index, templates, pair = self._index, self.templates, self.pair
         for p in cols.pairs:
             i = index.get(id(p))

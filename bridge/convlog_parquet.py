@@ -49,6 +49,7 @@ log = logging.getLogger("mqbridge.convlog")
 _CLOCK = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ](?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]"
 BLOCK_BYTES = 16 << 20  # pyarrow's JSON block: larger than any line (a line may not straddle two blocks)
 NICE = 10  # the writer thread's niceness (Linux: per thread)
+MAX_QUEUED_VALUES = 2  # closed files waiting with their lines' values (memory); beyond, their JSON is parsed
 
 
 class Rejected(Exception):
@@ -370,6 +371,8 @@ class SidecarWriter:
         self._queue: queue.Queue[tuple[Path, FileColumns | None] | None] = queue.Queue(max_pending)
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
+        self._values_lock = threading.Lock()
+        self._queued_values = 0   # queued files that carry their values (each up to ~45 MB: bounded)
         self.written = 0
         self.from_values = 0   # of ``written``: built from the writer's values of the lines, not their JSON
         self.rejected = 0
@@ -393,9 +396,18 @@ class SidecarWriter:
     def submit(self, path: Path, columns: FileColumns | None = None) -> None:
         if self._thread is None:
             return
+        if columns is not None:
+            with self._values_lock:
+                if self._queued_values >= MAX_QUEUED_VALUES:
+                    columns = None   # the sidecar writer is behind: this one parses its JSON, memory stays bounded
+                else:
+                    self._queued_values += 1
         try:
             self._queue.put_nowait((path, columns))
         except queue.Full:  # the next start's backlog scan finds it
+            if columns is not None:
+                with self._values_lock:
+                    self._queued_values -= 1
             log.warning("conversion log: sidecar queue full, %s left for the next start", path.name)
 
     def close(self, timeout: float = 30.0) -> None:
@@ -427,6 +439,9 @@ class SidecarWriter:
             item = self._queue.get()
             if item is None or self._stopping.is_set():
                 return
+            if item[1] is not None:
+                with self._values_lock:
+                    self._queued_values -= 1
             self._one(item[0], check=False, columns=item[1])
 
     def _one(self, path: Path, check: bool, columns: FileColumns | None = None) -> None:

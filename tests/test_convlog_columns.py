@@ -49,9 +49,11 @@ def _message(rnd: random.Random, keys: list[str], clients: list[str | None], fin
 
 
 def _logged(directory: Path, seed: int, batches: int, keys: list[str], clients: list[str | None],
-            findings: list[Finding], *, other_lines: bool = False, max_bytes: int = 6_000) -> ConversionLog:
+            findings: list[Finding], *, other_lines: bool = False, max_bytes: int = 6_000,
+            in_step: bool = True) -> ConversionLog:
     """Batches logged through Router.record_ok (as a route does) into a real ConversionLog that rotates by size;
-    ``other_lines``: also a backout record now and then (Router.record: lines without values)."""
+    ``other_lines``: also a backout record now and then (Router.record: lines without values); ``in_step``:
+    wait for each closed file's sidecar before the next batch (the sidecar thread never behind)."""
     rnd = random.Random(seed)
     log = ConversionLog(directory, max_bytes=max_bytes, flush_seconds=0.05)
     log.start()
@@ -68,6 +70,9 @@ def _logged(directory: Path, seed: int, batches: int, keys: list[str], clients: 
             router.record(route, item, "mq", Direction.EGRESS, Status.BACKOUT, now=time.time(), reason="why")
             sent += 2
         wait_for(lambda n=sent: log.written >= n, "the log writer")   # one write a batch: rotations happen between
+        if in_step:
+            closed = len(log_files(directory)) - 1
+            wait_for(lambda c=closed: log.sidecars.written + log.sidecars.rejected >= c, "the sidecar writer")
     return log
 
 
@@ -168,3 +173,32 @@ def test_the_columns_instants_are_the_lines_instants_ties_included():
         text = epoch_timestamp(t)
         whole = int(time.mktime(time.strptime(text[:19], "%Y-%m-%dT%H:%M:%S"))) - time.timezone
         assert epoch_micros(t) == whole * 1_000_000 + int(text[20:26])
+
+
+def test_values_wait_for_the_sidecar_writer_for_two_files_at_most(tmp_path, monkeypatch):
+    """Memory stays bounded when the sidecar thread is behind: beyond MAX_QUEUED_VALUES closed files with their
+    values, a closed file is queued without them (its JSON is parsed); every sidecar still equals its JSON."""
+    import threading as th
+
+    from bridge import convlog_parquet
+
+    gate = th.Event()
+    real = convlog_parquet._write_sidecar
+
+    def held(path, columns):   # the sidecar thread stuck on its first file until the log has rotated 5 times
+        gate.wait(30)
+        return real(path, columns)
+
+    monkeypatch.setattr(convlog_parquet, "_write_sidecar", held)
+    log = _logged(tmp_path, 11, 60, ["k"], [None, "c"], [], max_bytes=3_000, in_step=False)
+    assert log.sidecars is not None
+    closed = log_files(tmp_path)[:-1]
+    assert len(closed) >= 5
+    assert log.sidecars._queued_values == convlog_parquet.MAX_QUEUED_VALUES
+    gate.set()
+    closed = _closed_with_sidecars(log)
+    assert log.sidecars._queued_values == 0
+    # the first file (taken before the gate) and the two queued with values; the rest from their JSON
+    assert log.sidecars.from_values == 1 + convlog_parquet.MAX_QUEUED_VALUES
+    for path in closed:
+        _same_as_the_json(path)
