@@ -58,11 +58,11 @@ class ConversionLog:
     def start(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         self._closing.clear()
-        self._thread = threading.Thread(target=self._run, name="mqbridge-convlog", daemon=True)
-        self._thread.start()
         if self.sidecars is not None:  # the backlog: files of earlier hours (or full) a stop or crash left without
             hour = datetime.now(UTC).strftime("%Y%m%d-%H")
             self.sidecars.start(lambda: closed_files(self.directory, hour, self.max_bytes))
+        self._thread = threading.Thread(target=self._run, name="mqbridge-convlog", daemon=True)
+        self._thread.start()   # after the sidecar writer: its first file keeps its values (keeps_columns)
 
     @property
     def keeps_columns(self) -> bool:
