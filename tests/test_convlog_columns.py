@@ -22,17 +22,10 @@ from mappings.convlog_schema import Direction, Status  # noqa: E402
 from mappings.mqtt.publication import MqttPublication  # noqa: E402
 from mappings.report import Change, ConversionReport, Finding  # noqa: E402
 from mappings.rules.model import Route  # noqa: E402
+from tests.support.gateway import wait_for  # noqa: E402
 
 text = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=10)
 ROUTES = [Route.model_validate({"name": n, "from": {"mqtt": "a/#"}, "to": {"queue": "Q.OUT"}}) for n in ("r1", "r-2")]
-
-
-def wait_for(condition, what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
 
 
 def _message(rnd: random.Random, keys: list[str], clients: list[str | None], findings: list[Finding]
@@ -69,10 +62,10 @@ def _logged(directory: Path, seed: int, batches: int, keys: list[str], clients: 
             item = good[0][0]
             router.record(route, item, "mq", Direction.EGRESS, Status.BACKOUT, now=time.time(), reason="why")
             sent += 2
-        wait_for(lambda n=sent: log.written >= n, "the log writer")   # one write a batch: rotations happen between
+        wait_for(lambda n=sent: log.written >= n, 30, what="the log writer")   # one write a batch
         if in_step:
             closed = len(log_files(directory)) - 1
-            wait_for(lambda c=closed: log.sidecars.written + log.sidecars.rejected >= c, "the sidecar writer")
+            wait_for(lambda c=closed: log.sidecars.written + log.sidecars.rejected >= c, 30, what="the sidecar writer")
     return log
 
 
@@ -80,7 +73,7 @@ def _closed_with_sidecars(log: ConversionLog) -> list[Path]:
     files = log_files(log.directory)
     closed = files[:-1]
     assert log.sidecars is not None
-    wait_for(lambda: log.sidecars.written + log.sidecars.rejected >= len(closed), "the sidecars")
+    wait_for(lambda: log.sidecars.written + log.sidecars.rejected >= len(closed), 30, what="the sidecars")
     log.close()
     assert log.sidecars.rejected == 0
     return closed
@@ -132,7 +125,7 @@ def test_a_file_the_writer_appended_to_is_read_from_its_json(tmp_path):
     assert path.stat().st_size > before
     assert len(log_files(tmp_path)) == 2
     assert log.sidecars is not None
-    wait_for(lambda: log.sidecars.written >= 1, "its sidecar")
+    wait_for(lambda: log.sidecars.written >= 1, 30, what="its sidecar")
     log.close()
     assert log.sidecars.from_values == 0
     _same_as_the_json(path)
