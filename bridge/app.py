@@ -134,6 +134,10 @@ class Gateway:
                 out["queues_problem"] = self._depths_problem
         if self.convlog is not None:
             out["convlog"] = {"written": self.convlog.written, "dropped": self.convlog.dropped}
+            sidecars = self.convlog.sidecars
+            if sidecars is not None:
+                out["convlog"]["sidecars"] = {"written": sidecars.written, "from_values": sidecars.from_values,
+                                              "rejected": sidecars.rejected}
         return out
 
     async def reload(self, discard: Sequence[str] = ()) -> tuple[bool, list[str]]:

@@ -9,6 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bridge.connectors.embedded import QueueStore, default_path
 from bridge.convlog import log_files
 from mappings.mq import constants as C
@@ -86,3 +88,27 @@ def test_retained_flag_and_published_qos_are_recorded(
     assert sorted(down.values()) == [[("ingress", 0, False), ("egress", 0, False)],
                                      [("ingress", 1, True), ("egress", 2, True)]]
     assert all(r["schema_version"] == 2 for r in recs)
+
+
+def test_closed_log_files_get_sidecars_from_the_routes_own_values(
+        gateway_factory: Callable[..., GatewayProcess], clients: Callable[..., PahoClient]) -> None:
+    """A running gateway rotates its 1 MB log files under a route's load; each closed file's Parquet sidecar
+    is built from the values the route logged (status counts them) and equals the sidecar of its JSON."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    from bridge.convlog_parquet import read_log, sidecar_path
+
+    gw = gateway_factory({"convlog": {"max_file_mb": 1}})   # the embedded defaults: route mq/# -> MQTT.IN
+    pub = clients(gw.port, "meter").connect()
+    infos = [pub.publish(f"mq/m{i % 7}", b"r" * 100, qos=1, wait=False) for i in range(5000)]
+    for info in infos:
+        info.wait_for_publish(30)
+    closed = wait_for(lambda: log_files(gw.data_dir / "convlog")[:-1] if len(
+        log_files(gw.data_dir / "convlog")) >= 4 else None, 30, what="three closed log files")
+    status = wait_for(lambda: (s := gw.admin("/status")[1]["convlog"])["sidecars"]["written"] >= len(closed)
+                      and s, 30, what="the closed files' sidecars")
+    assert status["sidecars"]["from_values"] == status["sidecars"]["written"]
+    assert status["sidecars"]["rejected"] == 0 and status["dropped"] == 0
+    for path in closed:
+        from_values = pq.read_table(sidecar_path(path))
+        assert from_values.to_pylist() == read_log(path.read_bytes()).to_pylist()
+        assert from_values.num_rows == path.read_bytes().count(b"\n")
