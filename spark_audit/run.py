@@ -18,6 +18,7 @@ from spark_audit.charts import visible
 from spark_audit.findings import AuditResult
 from spark_audit.incremental import run_incremental
 from spark_audit.ingest import IngestResult, expand_paths
+from spark_audit.parquet_log import has_rows
 from spark_audit.report import build_summary, write_outputs
 from spark_audit.scope import AuditConfig
 from spark_audit.session import build_session
@@ -114,8 +115,9 @@ def checked(args: argparse.Namespace, paths: list[str], parquet_dir: str, every:
     if args.logs and not paths and every is None:  # a long-running audit waits for the first files
         print(f"audit: no log files found in {' '.join(args.logs)}", file=sys.stderr)
         return EXIT_USAGE
-    if not args.logs and not has_partitions(parquet_dir):
-        print(f"audit: no Parquet log (date=*/hour=* partitions) in {parquet_dir}", file=sys.stderr)
+    if not args.logs and not has_rows(parquet_dir, has_partitions(parquet_dir)):
+        print(f"audit: no Parquet log (date=*/hour=* partitions or sidecars read in place) in {parquet_dir}",
+              file=sys.stderr)
         return EXIT_USAGE
     return None
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -59,8 +60,35 @@ def comparable(summary: dict[str, Any]) -> dict[str, Any]:
     return {**summary, "input": inp}
 
 
-def stored_rows(spark, out: Path) -> Any:
-    return spark.read.parquet(str(out / "parquet")).select(*record_schema().fieldNames())
+def stored_rows(spark, out: Path) -> Counter[str]:
+    """Every row of the audit's Parquet log: its partitions and the sidecars it reads in place (each as text)."""
+    from spark_audit.audit import has_partitions
+    from spark_audit.parquet_log import checked, sidecar_rows
+
+    parquet, columns = str(out / "parquet"), record_schema().fieldNames()
+    frames = [sidecar_rows(spark, refs, partitions=False).select(*columns)] if (refs := checked(parquet)) else []
+    if has_partitions(parquet):
+        frames.append(spark.read.parquet(parquet).select(*columns))
+    return Counter(json.dumps(r.asDict(recursive=True), default=str, sort_keys=True)
+                   for frame in frames for r in frame.collect())
+
+
+def partition_rows(spark, out: Path) -> int:
+    """The rows the ingest wrote into the Parquet log's own partitions (the parsed files' rows)."""
+    return spark.read.parquet(str(out / "parquet")).count()
+
+
+def parquet_audit(out: Path, to: Path) -> tuple[int, dict[str, Any] | None]:
+    """`--parquet` (no LOGS): the Parquet log an audit of LOGS left, audited as it is."""
+    code = main(["audit", "--parquet", str(out / "parquet"), "--out", str(to), "--grace", "60",
+                 "--no-parquet-tables"])
+    summary = to / "summary.json"
+    return code, json.loads(summary.read_text()) if summary.exists() else None
+
+
+def without_input(summary: dict[str, Any] | None) -> dict[str, Any]:
+    assert summary is not None
+    return {k: v for k, v in summary.items() if k != "input"}
 
 
 def test_sidecars_give_the_verdict_findings_counts_and_rows_of_the_json(spark, tmp_path, capsys):
@@ -96,17 +124,25 @@ def test_sidecars_give_the_verdict_findings_counts_and_rows_of_the_json(spark, t
     assert "Parquet sidecar ignored" in notes[str(grown)] and "bytes" in notes[str(grown)]
     assert "Parquet sidecar ignored (unreadable" in notes[str(broken)]
     assert str(broken) in err and "Traceback" not in err
+    # the sidecars are read in place: only the parsed files' rows were written into the Parquet log
+    in_place = sum(len(f.read_text().splitlines()) for f in [*with_sidecar, times])
+    assert partition_rows(spark, tmp_path / "with") == summary["input"]["valid"] - in_place
+    with_rows = stored_rows(spark, tmp_path / "with")
+    # the Parquet log audited as it is (its partitions and the sidecars it lists): the JSON's findings
+    log_code, log_summary = parquet_audit(tmp_path / "with", tmp_path / "with-log")
 
     for f in logs.glob("*.parquet"):
         f.unlink()
     json_code, json_summary = audit([logs], tmp_path / "json")
     assert json_summary["input"]["sidecar_files"] == 0
-    assert code == json_code == 1
+    assert code == json_code == log_code == 1
     assert json_summary["verdict"]["losses"] > 0 and json_summary["input"]["bad"] > 0
     assert comparable(summary) == comparable(json_summary)
-    with_rows, json_rows = stored_rows(spark, tmp_path / "with"), stored_rows(spark, tmp_path / "json")
-    assert with_rows.count() == json_rows.count() == summary["input"]["valid"]
-    assert with_rows.exceptAll(json_rows).count() == 0 and json_rows.exceptAll(with_rows).count() == 0
+    json_rows = stored_rows(spark, tmp_path / "json")
+    assert sum(with_rows.values()) == sum(json_rows.values()) == summary["input"]["valid"]
+    assert with_rows == json_rows
+    json_log_code, json_log_summary = parquet_audit(tmp_path / "json", tmp_path / "json-log")
+    assert json_log_code == 1 and without_input(log_summary) == without_input(json_log_summary)
 
 
 def test_a_sidecar_whose_pages_are_damaged_is_not_trusted_the_json_is_read(spark, tmp_path, capsys):
