@@ -124,7 +124,7 @@ def _field_invalid(spec: FieldSpec, col: Any) -> Any:  # noqa: ANN401 - True whe
         bad = _or(bad, pc.less(col, spec.min_value))
     if spec.max_value is not None:
         bad = _or(bad, pc.greater(col, spec.max_value))
-    if spec.kind == TIMESTAMP:
+    if spec.kind == TIMESTAMP and pa.types.is_string(col.type):  # text (the JSON's); a sidecar's are instants
         grammar = pc.match_substring_regex(col, f"^(?:{TIMESTAMP_PATTERN})$")
         bad = _or(bad, pc.invert(pc.and_kleene(grammar, pc.match_substring_regex(col, _CLOCK))))
     return pc.fill_null(bad, False)
@@ -132,7 +132,8 @@ def _field_invalid(spec: FieldSpec, col: Any) -> Any:  # noqa: ANN401 - True whe
 
 def validated(table: Any) -> Any:  # noqa: ANN401 - pyarrow Table in, pyarrow Table out
     """The table with its timestamps as instants, or Rejected naming the first bad row and field: the rules of
-    the audit's columns, plus from_dict's (schema_version not newer, a reason when the status is not ok)."""
+    the audit's columns, plus from_dict's (schema_version not newer, a reason when the status is not ok).
+    Timestamps may be text (the JSON's) or instants already (a sidecar's, checked again by the audit)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 

@@ -42,7 +42,7 @@ from spark_audit.findings import (
     with_trend,
 )
 from spark_audit.frames import empty_frame
-from spark_audit.ingest import IngestResult, ingest_logs
+from spark_audit.ingest import Checked, IngestResult, ingest_logs
 from spark_audit.keys import (
     DUPLICATE_SCHEMA,
     FAILURE_SCHEMA,
@@ -100,10 +100,11 @@ def max_event_time(frame: DataFrame) -> datetime | None:
 
 
 def ingest(spark: SparkSession, paths: list[str], parquet_dir: str, mode: str = "overwrite",
-           rollups: bool = True, compact: bool = True) -> IngestResult:
+           rollups: bool = True, compact: bool = True, checked: Checked | None = None) -> IngestResult:
     """Parse the logs once into the Parquet log (spark_audit.ingest); then, with rollups, the new files'
-    rollups (spark_audit.rollup) for the full audits that follow. compact: one file per hour partition."""
-    result = ingest_logs(spark, paths, parquet_dir, mode, compact)
+    rollups (spark_audit.rollup) for the full audits that follow. compact: one file per hour partition;
+    checked: the sidecars already checked (spark_audit.parquet_log.precheck)."""
+    result = ingest_logs(spark, paths, parquet_dir, mode, compact, checked)
     if rollups:
         build_rollups(spark, parquet_dir)
     return result

@@ -19,7 +19,7 @@ from pyspark.sql.streaming import DataStreamReader
 from mappings.convlog_schema import FIELDS
 from spark_audit import fs
 from spark_audit.lines import FILE_COLUMN, LINE_COLUMN, TEXT_COLUMN, numbered_lines
-from spark_audit.parquet_log import accept, read_ledger, write_ledger
+from spark_audit.parquet_log import SidecarRef, accept, read_ledger, write_ledger
 from spark_audit.schema import (
     CORRUPT_COLUMN,
     FUTURE_VERSION,
@@ -41,6 +41,7 @@ PARTITION_COLUMNS = ("date", "hour")
 SAMPLE_LIMIT = 10
 SAMPLE_CHARS = 500
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+Checked = tuple[Sidecars, list[SidecarRef]]  # sidecars to read in place and notes on the others, checked
 
 JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN}
 
@@ -329,12 +330,12 @@ def checksum_path(path: Path) -> Path:
 
 
 def ingest_logs(spark: SparkSession, paths: list[str], parquet_dir: str, mode: str = "overwrite",
-                compact: bool = True) -> IngestResult:
+                compact: bool = True, checked: Checked | None = None) -> IngestResult:
     """Parse the logs once: valid rows compacted into Parquet, bad rows counted by problem and file.
 
     Only complete lines are read; gzip files are decompressed first and a damaged one is reported with
     its readable part ingested (spark_audit.sources). spark_audit.audit.ingest also stores the new files'
-    rollups.
+    rollups. checked: the sidecars parquet_log.precheck checked already (else they are checked here).
     """
     remote_in, remote_out = any(map(fs.is_remote, paths)), fs.is_remote(parquet_dir)
     if not remote_out:
@@ -344,7 +345,8 @@ def ingest_logs(spark: SparkSession, paths: list[str], parquet_dir: str, mode: s
         tempfile.mkdtemp(prefix=".mqb-audit-staging-", dir=None if remote_out else Path(parquet_dir).parent))
     try:
         if not remote_in:
-            return _ingest_files(spark, paths, lambda ps: prepare(ps, local or Path()), parquet_dir, mode, compact)
+            return _ingest_files(spark, paths, lambda ps: prepare(ps, local or Path()), parquet_dir, mode, compact,
+                                 checked)
         hadoop = fs.Hadoop()
         uris = [p if fs.is_remote(p) else hadoop.qualify(fs.join("file://", os.path.abspath(p))) for p in paths]
         staging = hadoop.qualify(fs.join("file://", str(local)) if local is not None else fs.join(
@@ -359,13 +361,13 @@ def ingest_logs(spark: SparkSession, paths: list[str], parquet_dir: str, mode: s
 
 
 def _ingest_files(spark: SparkSession, paths: list[str], prep: Callable[[list[str]], Staged], parquet_dir: str,
-                  mode: str, compact: bool) -> IngestResult:
+                  mode: str, compact: bool, checked: Checked | None = None) -> IngestResult:
     """Read each file from its Parquet sidecar in place where one still describes it and its every row keeps
     the field rules (spark_audit.sidecars, spark_audit.parquet_log), else parse its JSON into the Parquet log.
     The sidecars used are listed in the log's ledger, not copied. When their check fails (a page Spark cannot
     read), every file is parsed: a sidecar is never needed, so a damaged one costs time, not the audit."""
-    found, refs = choose(paths), []
-    if found.used:
+    found, refs = checked if checked is not None else (choose(paths), [])
+    if checked is None and found.used:
         try:
             found, refs = accept(spark, found)
         except Exception as e:  # noqa: BLE001 - any failure: the JSON alone decides (and fails again if it is the cause)

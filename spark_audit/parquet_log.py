@@ -12,6 +12,7 @@ ingested, and a missing one would drop them silently (docs/audit.md, "Parquet si
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from collections.abc import Iterable
@@ -22,6 +23,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from mappings.convlog_schema import SIDECAR_SUFFIX, sidecar_mismatch
 from spark_audit import fs
 from spark_audit.lines import FILE_COLUMN
 from spark_audit.schema import (
@@ -33,7 +35,7 @@ from spark_audit.schema import (
     record_schema,
     stored_schema,
 )
-from spark_audit.sidecars import Sidecars, read_sidecars
+from spark_audit.sidecars import LOG_SUFFIXES, Sidecars, read_sidecars
 from spark_audit.sources import file_key
 
 LEDGER = "_sidecars.json"
@@ -66,7 +68,7 @@ def stat(uri: str) -> tuple[int, int] | None:
     """A sidecar's size and mtime in milliseconds (None when it is gone); file: URIs by local calls."""
     if uri.startswith("file:"):
         try:
-            st = os.stat(fs.path_part(uri))
+            st = os.stat(file_key(uri))
         except FileNotFoundError:
             return None
         return st.st_size, st.st_mtime_ns // 1_000_000
@@ -200,3 +202,57 @@ def accept(spark: SparkSession, found: Sidecars) -> tuple[Sidecars, list[Sidecar
             kept.used[log] = uri
             refs.append(SidecarRef(log, uri, now[0], now[1], int(r["rows"]), r["lo"], r["hi"]))
     return kept, refs
+
+
+def precheck(paths: list[str]) -> tuple[Sidecars, list[SidecarRef]] | None:
+    """The sidecars of local plain log files, checked without Spark (pyarrow; run while the session starts):
+    the footer as sidecars.choose checks it, then every row against the gateway's own check
+    (bridge.convlog_parquet.validated: the audit's field rules plus from_dict's, so never laxer than the
+    audit's), every page against its checksum. None when a path is a URI or pyarrow is missing: accept()
+    then checks them with Spark."""
+    if any(fs.is_remote(p) for p in paths) or importlib.util.find_spec("pyarrow") is None:
+        return None
+    try:
+        return _precheck(paths)
+    except Exception:  # noqa: BLE001 - whatever went wrong here, accept() checks the sidecars with Spark
+        return None
+
+
+def _precheck(paths: list[str]) -> tuple[Sidecars, list[SidecarRef]]:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from bridge.convlog_parquet import Rejected, validated
+
+    found, refs = Sidecars(), []
+    for path in paths:
+        side = path + SIDECAR_SUFFIX
+        if not path.endswith(LOG_SUFFIXES) or not os.path.isfile(side):
+            continue
+        try:
+            before, size = os.stat(side), os.stat(path).st_size
+            meta = pq.read_metadata(side)
+        except (OSError, pa.ArrowException) as e:
+            found.notes[path] = f"Parquet sidecar ignored (unreadable: {e}); its JSON was read"
+            continue
+        pairs = {k.decode(): v.decode() for k, v in (meta.metadata or {}).items()}
+        problem = sidecar_mismatch(pairs, meta.num_rows, Path(path).name, size)
+        if problem is not None:
+            found.notes[path] = f"Parquet sidecar ignored ({problem}); its JSON was read"
+            continue
+        try:
+            table = validated(pq.read_table(side, page_checksum_verification=True))
+        except Rejected as e:
+            found.notes[path] = f"Parquet sidecar ignored (a row breaks a field rule: {e}); its JSON was read"
+            continue
+        except (OSError, pa.ArrowException) as e:
+            text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            found.notes[path] = f"Parquet sidecar could not be read ({text[:300]}); its JSON was read"
+            continue
+        span = pc.min_max(pc.cast(table.column("event_time"), pa.int64())).as_py()
+        uri = "file:" + os.path.abspath(side)
+        found.used[path] = uri
+        refs.append(SidecarRef(path, uri, before.st_size, before.st_mtime_ns // 1_000_000, table.num_rows,
+                               span["min"], span["max"]))
+    return found, refs

@@ -163,6 +163,79 @@ def test_a_sidecar_whose_pages_are_damaged_is_not_trusted_the_json_is_read(spark
     assert code == json_code and comparable(summary) == comparable(json_summary)
 
 
+def test_a_sidecar_with_a_row_that_breaks_a_rule_is_ignored_and_its_json_parsed(spark, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    log = logs / "a.jsonl"
+    log.write_bytes(generated_log(300, malformed_every=0))
+    side = write_sidecar(log)
+    table = pq.read_table(side)
+    i = table.schema.get_field_index("status")
+    status = table.column(i).to_pylist()
+    status[7] = "mislaid"  # no status: the row breaks the enum rule (the JSON line is valid)
+    changed = table.set_column(i, table.schema.field(i), pa.array(status, table.schema.field(i).type))
+    pq.write_table(changed.replace_schema_metadata(table.schema.metadata), side, write_page_checksum=True)
+    code, summary = audit([logs], tmp_path / "with")  # checked with pyarrow while the session starts
+    assert summary["input"]["sidecar_files"] == 0 and summary["input"]["bad"] == 0
+    assert (summary["input"]["notes"][str(log)] == "Parquet sidecar ignored (a row breaks a field rule: line 8: "
+            "invalid:status); its JSON was read")
+    uri_code, by_uri = audit([f"file://{logs}"], tmp_path / "uri")  # a URI: checked by a Spark job
+    assert by_uri["input"]["sidecar_files"] == 0
+    assert (by_uri["input"]["notes"][f"file:{log}"] == f"Parquet sidecar ignored (1 of its {table.num_rows} rows "
+            "break a field rule); its JSON was read")
+    side.unlink()
+    json_code, json_summary = audit([logs], tmp_path / "json")
+    assert code == uri_code == json_code and comparable(summary) == comparable(json_summary)
+    assert {**comparable(by_uri), "input": None} == {**comparable(json_summary), "input": None}
+    assert stored_rows(spark, tmp_path / "with") == stored_rows(spark, tmp_path / "json")
+    write_sidecar(log)  # a good sidecar, by URI: accepted by the Spark job, read in place
+    good_code, good = audit([f"file://{logs}"], tmp_path / "good")
+    assert good["input"]["sidecar_files"] == 1 and good_code == json_code
+    assert {**comparable(good), "input": None} == {**comparable(json_summary), "input": None}
+    assert stored_rows(spark, tmp_path / "good") == stored_rows(spark, tmp_path / "json")
+
+
+def test_a_parquet_log_whose_sidecar_changed_or_is_gone_says_so_and_drops_no_row(spark, tmp_path, capsys):
+    """The Parquet log reads the sidecars in place: a later audit of it (--parquet) checks each one is still
+    as it was ingested, and stops with exit 2 naming it when not; auditing the logs again reads every row."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "a.jsonl").write_bytes(keyed(generated_log(200, malformed_every=0), "a"))
+    (logs / "b.jsonl").write_bytes(keyed(generated_log(200, malformed_every=0), "b"))
+    side = write_sidecar(logs / "a.jsonl")
+    out = tmp_path / "out"
+    code, summary = audit([logs], out)
+    assert summary["input"]["sidecar_files"] == 1
+    assert partition_rows(spark, out) == summary["input"]["valid"] // 2  # b.jsonl's rows only
+    log_code, log_summary = parquet_audit(out, tmp_path / "log")
+    assert log_code == code == 1 and without_input(log_summary) == without_input(summary)
+
+    # the gateway, restarted within the hour, appended to a.jsonl and wrote its sidecar again
+    with open(logs / "a.jsonl", "ab") as f:
+        f.write(keyed(generated_log(20, malformed_every=0), "c"))
+    write_sidecar(logs / "a.jsonl")
+    capsys.readouterr()
+    changed_code, changed = parquet_audit(out, tmp_path / "changed")
+    err = capsys.readouterr().err
+    assert changed_code == 2 and changed is None
+    assert "changed since it was ingested" in err and str(side) in err and str(logs / "a.jsonl") in err
+    side.unlink()
+    gone_code, gone = parquet_audit(out, tmp_path / "gone")
+    err = capsys.readouterr().err
+    assert gone_code == 2 and gone is None and "is gone" in err and str(side) in err
+
+    # audited from the logs again: a.jsonl is parsed (its sidecar is gone), the ledger lists no sidecar
+    again_code, again = audit([logs], out)
+    assert again["input"]["sidecar_files"] == 0
+    assert again["input"]["valid"] == summary["input"]["valid"] + 40
+    assert partition_rows(spark, out) == again["input"]["valid"] and not (out / "parquet" / "_sidecars.json").exists()
+    log_code, log_summary = parquet_audit(out, tmp_path / "log-again")
+    assert log_code == again_code and without_input(log_summary) == without_input(again)
+
+
 RULES = """\
 routes:
   - name: up
