@@ -250,7 +250,7 @@ def describe_problems(tagged: DataFrame, result: IngestResult) -> None:
     for r in bad.groupBy(FILE_COLUMN, PROBLEM_COLUMN).count().collect():
         per_file = result.problems_by_file.setdefault(r[FILE_COLUMN], {})
         per_file[r[PROBLEM_COLUMN]] = per_file.get(r[PROBLEM_COLUMN], 0) + int(r["count"])
-    # a bad row of a sidecar (not written by the gateway, which writes none with a bad row) has no line
+    # (a sidecar's rows never come here: one with a bad row is not used, its JSON is parsed)
     result.samples = bad_samples(tagged.sparkSession, sorted(f for f in result.problems_by_file if not is_sidecar(f)))
 
 
