@@ -112,9 +112,9 @@ def _findings_first_bad(col: Any) -> int | None:  # noqa: ANN401 - list<struct>
     return None if len(rows) == 0 else int(pc.min(rows).as_py())
 
 
-def _field_invalid(spec: FieldSpec, col: Any, text_times: bool = True) -> Any:  # noqa: ANN401 - True where bad
+def _field_invalid(spec: FieldSpec, col: Any) -> Any:  # noqa: ANN401 - True where the column breaks its rule
     """The audit's column rules (spark_audit/schema.py, _field_invalid) for one field, as Arrow compute
-    (the findings' rule: _findings_first_bad). A typed timestamp (``text_times`` False) has no text to check."""
+    (the findings' rule: _findings_first_bad). A timestamp already typed has no text to check."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -126,7 +126,7 @@ def _field_invalid(spec: FieldSpec, col: Any, text_times: bool = True) -> Any:  
         bad = _or(bad, pc.less(col, spec.min_value))
     if spec.max_value is not None:
         bad = _or(bad, pc.greater(col, spec.max_value))
-    if spec.kind == TIMESTAMP and text_times:
+    if spec.kind == TIMESTAMP and pa.types.is_string(col.type):  # text (the JSON's); a sidecar's are instants
         grammar = pc.match_substring_regex(col, f"^(?:{TIMESTAMP_PATTERN})$")
         bad = _or(bad, pc.invert(pc.and_kleene(grammar, pc.match_substring_regex(col, _CLOCK))))
     return pc.fill_null(bad, False)
@@ -134,12 +134,13 @@ def _field_invalid(spec: FieldSpec, col: Any, text_times: bool = True) -> Any:  
 
 def validated(table: Any) -> Any:  # noqa: ANN401 - pyarrow Table in, pyarrow Table out
     """The table with its timestamps as instants, or Rejected naming the first bad row and field: the rules of
-    the audit's columns, plus from_dict's (schema_version not newer, a reason when the status is not ok)."""
+    the audit's columns, plus from_dict's (schema_version not newer, a reason when the status is not ok).
+    Timestamps may be text (the JSON's) or instants already (a sidecar's, checked again by the audit)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     table = table.combine_chunks()
-    _check_rules(table, text_times=True)
+    _check_rules(table)
     columns = []
     for spec in FIELDS:
         col = table.column(spec.name)
@@ -152,11 +153,11 @@ def validated(table: Any) -> Any:  # noqa: ANN401 - pyarrow Table in, pyarrow Ta
     return pa.Table.from_arrays(columns, schema=arrow_schema())
 
 
-def _check_rules(table: Any, *, text_times: bool) -> None:  # noqa: ANN401 - a pyarrow Table
+def _check_rules(table: Any) -> None:  # noqa: ANN401 - a pyarrow Table
     """Rejected naming the first row and rule a record of ``table`` breaks (validated's rules)."""
     import pyarrow.compute as pc
 
-    checks = [(f"invalid:{spec.name}", _field_invalid(spec, table.column(spec.name), text_times)) for spec in FIELDS]
+    checks = [(f"invalid:{spec.name}", _field_invalid(spec, table.column(spec.name))) for spec in FIELDS]
     newer = pc.fill_null(pc.greater(table.column("schema_version"), SCHEMA_VERSION), False)
     reason = table.column("reason")
     no_reason = pc.fill_null(pc.and_kleene(pc.not_equal(table.column("status"), Status.OK.value),
@@ -244,7 +245,7 @@ def columns_table(cols: FileColumns) -> Any:  # noqa: ANN401 - a pyarrow Table
             col = col.cast(field.type)
         columns.append(col)
     table = pa.Table.from_arrays(columns, schema=schema)
-    _check_rules(table, text_times=False)
+    _check_rules(table)
     return table
 
 

@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from mappings.convlog_schema import Status
-from spark_audit import fs, rollup
+from spark_audit import fs, parquet_log, rollup
 from spark_audit.aggregates import (
     AGG_FIELDS,
     GROUP_FIELDS,
@@ -42,7 +42,7 @@ from spark_audit.findings import (
     with_trend,
 )
 from spark_audit.frames import empty_frame
-from spark_audit.ingest import IngestResult, ingest_logs
+from spark_audit.ingest import Checked, IngestResult, ingest_logs
 from spark_audit.keys import (
     DUPLICATE_SCHEMA,
     FAILURE_SCHEMA,
@@ -100,10 +100,11 @@ def max_event_time(frame: DataFrame) -> datetime | None:
 
 
 def ingest(spark: SparkSession, paths: list[str], parquet_dir: str, mode: str = "overwrite",
-           rollups: bool = True, compact: bool = True) -> IngestResult:
+           rollups: bool = True, compact: bool = True, checked: Checked | None = None) -> IngestResult:
     """Parse the logs once into the Parquet log (spark_audit.ingest); then, with rollups, the new files'
-    rollups (spark_audit.rollup) for the full audits that follow. compact: one file per hour partition."""
-    result = ingest_logs(spark, paths, parquet_dir, mode, compact)
+    rollups (spark_audit.rollup) for the full audits that follow. compact: one file per hour partition;
+    checked: the sidecars already checked (spark_audit.parquet_log.precheck)."""
+    result = ingest_logs(spark, paths, parquet_dir, mode, compact, checked)
     if rollups:
         build_rollups(spark, parquet_dir)
     return result
@@ -121,25 +122,31 @@ def load(spark: SparkSession, parquet_dir: str, config: AuditConfig, rollups: bo
     widened = None
     widen = timedelta(seconds=config.grace_seconds)
     plan = None
+    lo = None if config.since is None else config.since - widen
+    refs = parquet_log.in_range(parquet_log.checked(parquet_dir), lo,
+                                None if config.until is None else config.until + widen)
+    sidecars = (parquet_log.sidecar_rows(spark, refs).where(window_filter(config, widen)) if refs else None)
     if has_partitions(parquet_dir):
         widened = spark.read.schema(stored_schema(partitions=True)).parquet(parquet_dir).where(
             window_filter(config, widen)
         )
-        source = widened
+        source = widened if sidecars is None else widened.unionByName(sidecars)
         if rollups and not config.incremental:
             plan = rollup.plan(parquet_dir, config.since, config.until, widen)
     else:
-        source = empty_frame(spark, stored_schema())
+        source = sidecars if sidecars is not None else empty_frame(spark, stored_schema())
     frame = audit_frame(source, config, in_window(config))
     rolled = None
     if plan is not None:
-        def part(files: list[rollup.DataFile]) -> DataFrame:
-            return audit_frame(rollup.read_files(spark, parquet_dir, files).where(window_filter(config, widen)),
-                               config, in_window(config))
+        def part(files: list[rollup.DataFile], more: DataFrame | None = None) -> DataFrame:
+            rows = rollup.read_files(spark, parquet_dir, files).where(window_filter(config, widen))
+            return audit_frame(rows if more is None else rows.unionByName(more), config, in_window(config))
 
         layout = StructType([*GROUP_FIELDS, *AGG_FIELDS])
         merged = rollup.groups(spark, parquet_dir, plan, layout, SUMMED, MINIMUM, MAXIMUM)
-        rolled = RolledUp(merged, part(plan.covered), part(plan.scanned), len(plan.covered), len(plan.scanned))
+        # the sidecars read in place have no rollups: the window job scans them with the files it scans
+        rolled = RolledUp(merged, part(plan.covered), part(plan.scanned, sidecars), len(plan.covered),
+                          len(plan.scanned) + len(refs))
     as_of = config.until
     if as_of is None and plan is not None:
         newest = rollup.newest_time(plan)
@@ -151,6 +158,10 @@ def load(spark: SparkSession, parquet_dir: str, config: AuditConfig, rollups: bo
             as_of = max_event_time(widened.where(newest))
         if as_of is None:
             as_of = max_event_time(widened)
+    side_newest = parquet_log.newest_us(refs)  # the sidecars' newest row, recorded at ingest
+    if config.until is None and side_newest is not None:
+        side_as_of = EPOCH + timedelta(microseconds=side_newest)
+        as_of = side_as_of if as_of is None else max(as_of, side_as_of)
     return AuditData(frame, as_of, config, rollup=rolled,
                      hashes_stored=plan is not None and plan.hashes_stored)
 

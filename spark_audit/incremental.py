@@ -14,11 +14,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
+from spark_audit import parquet_log
 from spark_audit.audit import has_partitions, run_audit
 from spark_audit.carry import KEY_COLUMNS, Carried, TailFile, next_tail, read_state, tail_file_rows, write_state
 from spark_audit.findings import AuditResult
 from spark_audit.frames import empty_frame, local_frame
 from spark_audit.ingest import IngestResult
+from spark_audit.parquet_log import has_rows
 from spark_audit.schema import stored_schema
 from spark_audit.scope import AS_OF_COLUMN, AUDIT_COLUMNS, AuditConfig, AuditData, audit_frame, micros, time_range
 from spark_audit.stream import NewRows, ingest_new_files, remove_records
@@ -43,10 +45,18 @@ def _null_padded(keys: DataFrame) -> DataFrame:
 def _log_range(spark: SparkSession, parquet_dir: str, lo: datetime, hi: datetime | None,
                exclude: set[str]) -> DataFrame:
     """The Parquet log's rows in [lo, hi), without the files this run wrote (plus their file's path)."""
-    rows = spark.read.schema(stored_schema(partitions=True)).parquet(parquet_dir).where(time_range(lo, hi))
+    rows = (spark.read.schema(stored_schema(partitions=True)).parquet(parquet_dir) if has_partitions(parquet_dir)
+            else empty_frame(spark, stored_schema(partitions=True))).where(time_range(lo, hi))
     if exclude:
         rows = rows.where(~F.col("_metadata.file_name").isin(sorted(exclude)))
-    return rows.select(*KEY_COLUMNS, F.col("_metadata.file_path").alias(FILE_PATH))
+    rows = rows.select(*KEY_COLUMNS, F.col("_metadata.file_path").alias(FILE_PATH))
+    refs = parquet_log.in_range(parquet_log.checked(parquet_dir), lo, hi)
+    if not refs:
+        return rows
+    # sidecars a one-shot ingest read in place (spark_audit/parquet_log.py); as tail files later, their rows
+    # are read without key hashes, which an incremental audit computes (keys.py: hashes_stored is False)
+    side = parquet_log.sidecar_rows(spark, refs).where(time_range(lo, hi))
+    return rows.unionByName(side.select(*KEY_COLUMNS, F.col("_metadata.file_path").alias(FILE_PATH)))
 
 
 @dataclass(slots=True)
@@ -189,7 +199,7 @@ def run_incremental(
     timings, when given, gets the wall seconds of the stream ("stream") and of the audit ("audit").
     """
     carried = read_state(checkpoint_dir)
-    prior_log = has_partitions(parquet_dir)
+    prior_log = has_rows(parquet_dir, has_partitions(parquet_dir))
     started = time.perf_counter()
     new = ingest_new_files(spark, logs_dir, parquet_dir, checkpoint_dir, carried)
     streamed = time.perf_counter()

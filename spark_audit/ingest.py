@@ -19,6 +19,7 @@ from pyspark.sql.streaming import DataStreamReader
 from mappings.convlog_schema import FIELDS
 from spark_audit import fs
 from spark_audit.lines import FILE_COLUMN, LINE_COLUMN, TEXT_COLUMN, numbered_lines
+from spark_audit.parquet_log import SidecarRef, accept, read_ledger, write_ledger
 from spark_audit.schema import (
     CORRUPT_COLUMN,
     FUTURE_VERSION,
@@ -33,13 +34,14 @@ from spark_audit.schema import (
     problem_column,
     read_schema,
 )
-from spark_audit.sidecars import Sidecars, choose, is_sidecar, read_sidecars
-from spark_audit.sources import Staged, file_key, prepare, prepare_remote
+from spark_audit.sidecars import Sidecars, choose, is_sidecar
+from spark_audit.sources import Staged, prepare, prepare_remote
 
 PARTITION_COLUMNS = ("date", "hour")
 SAMPLE_LIMIT = 10
 SAMPLE_CHARS = 500
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+Checked = tuple[Sidecars, list[SidecarRef]]  # sidecars to read in place and notes on the others, checked
 
 JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN}
 
@@ -248,7 +250,7 @@ def describe_problems(tagged: DataFrame, result: IngestResult) -> None:
     for r in bad.groupBy(FILE_COLUMN, PROBLEM_COLUMN).count().collect():
         per_file = result.problems_by_file.setdefault(r[FILE_COLUMN], {})
         per_file[r[PROBLEM_COLUMN]] = per_file.get(r[PROBLEM_COLUMN], 0) + int(r["count"])
-    # a bad row of a sidecar (not written by the gateway, which writes none with a bad row) has no line
+    # (a sidecar's rows never come here: one with a bad row is not used, its JSON is parsed)
     result.samples = bad_samples(tagged.sparkSession, sorted(f for f in result.problems_by_file if not is_sidecar(f)))
 
 
@@ -328,12 +330,12 @@ def checksum_path(path: Path) -> Path:
 
 
 def ingest_logs(spark: SparkSession, paths: list[str], parquet_dir: str, mode: str = "overwrite",
-                compact: bool = True) -> IngestResult:
+                compact: bool = True, checked: Checked | None = None) -> IngestResult:
     """Parse the logs once: valid rows compacted into Parquet, bad rows counted by problem and file.
 
     Only complete lines are read; gzip files are decompressed first and a damaged one is reported with
     its readable part ingested (spark_audit.sources). spark_audit.audit.ingest also stores the new files'
-    rollups.
+    rollups. checked: the sidecars parquet_log.precheck checked already (else they are checked here).
     """
     remote_in, remote_out = any(map(fs.is_remote, paths)), fs.is_remote(parquet_dir)
     if not remote_out:
@@ -343,7 +345,8 @@ def ingest_logs(spark: SparkSession, paths: list[str], parquet_dir: str, mode: s
         tempfile.mkdtemp(prefix=".mqb-audit-staging-", dir=None if remote_out else Path(parquet_dir).parent))
     try:
         if not remote_in:
-            return _ingest_files(spark, paths, lambda ps: prepare(ps, local or Path()), parquet_dir, mode, compact)
+            return _ingest_files(spark, paths, lambda ps: prepare(ps, local or Path()), parquet_dir, mode, compact,
+                                 checked)
         hadoop = fs.Hadoop()
         uris = [p if fs.is_remote(p) else hadoop.qualify(fs.join("file://", os.path.abspath(p))) for p in paths]
         staging = hadoop.qualify(fs.join("file://", str(local)) if local is not None else fs.join(
@@ -358,38 +361,34 @@ def ingest_logs(spark: SparkSession, paths: list[str], parquet_dir: str, mode: s
 
 
 def _ingest_files(spark: SparkSession, paths: list[str], prep: Callable[[list[str]], Staged], parquet_dir: str,
-                  mode: str, compact: bool) -> IngestResult:
-    """Read each file from its Parquet sidecar where one still describes it (spark_audit.sidecars), else parse
-    its JSON. When the job fails with sidecars in it, it runs again on the JSON alone: a sidecar is never
-    needed, so one Spark cannot read (damaged after its footer was checked) costs time, not the audit."""
-    found = choose(paths)
-    if found.used:
+                  mode: str, compact: bool, checked: Checked | None = None) -> IngestResult:
+    """Read each file from its Parquet sidecar in place where one still describes it and its every row keeps
+    the field rules (spark_audit.sidecars, spark_audit.parquet_log), else parse its JSON into the Parquet log.
+    The sidecars used are listed in the log's ledger, not copied. When their check fails (a page Spark cannot
+    read), every file is parsed: a sidecar is never needed, so a damaged one costs time, not the audit."""
+    found, refs = checked if checked is not None else (choose(paths), [])
+    if checked is None and found.used:
         try:
-            return _ingest_staged(spark, prep([p for p in paths if p not in found.used]), parquet_dir, mode,
-                                  compact, found)
+            found, refs = accept(spark, found)
         except Exception as e:  # noqa: BLE001 - any failure: the JSON alone decides (and fails again if it is the cause)
             text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             found = Sidecars(notes={**found.notes, **{p: f"Parquet sidecar could not be read ({text[:300]}); "
                                                         "its JSON was read" for p in found.used}})
-    return _ingest_staged(spark, prep(paths), parquet_dir, mode, compact, found)
+    kept = read_ledger(parquet_dir) if mode == "append" else []
+    result = _ingest_staged(spark, prep([p for p in paths if p not in found.used]), parquet_dir, mode, compact)
+    write_ledger(parquet_dir, [*kept, *refs])
+    for ref in refs:
+        result.merge(IngestResult(rows_read=ref.rows, valid=ref.rows, min_time=_from_micros(ref.min_us),
+                                  max_time=_from_micros(ref.max_us)))
+    result.notes.update(found.notes)
+    result.sidecar_files = len(refs)
+    return result
 
 
-def _ingest_staged(spark: SparkSession, staged: Staged, parquet_dir: str, mode: str, compact: bool,
-                   sidecars: Sidecars | None = None) -> IngestResult:
-    """Ingest what prepare staged (and the sidecars); nothing readable: the log of an earlier ingest is not
-    audited in its place."""
-    used = sidecars.used if sidecars is not None else {}
-    frames = []
+def _ingest_staged(spark: SparkSession, staged: Staged, parquet_dir: str, mode: str, compact: bool) -> IngestResult:
+    """Ingest what prepare staged; nothing readable: the log of an earlier ingest is not audited in its place."""
     if staged.paths:
-        parsed = read_logs(spark, staged.paths)
-        frames.append(parsed.withColumn(FILE_COLUMN, F.col("_metadata.file_path")) if used else parsed)
-    if used:
-        frames.append(read_sidecars(spark, sorted(used.values())))
-        for source, uri in used.items():  # a sidecar's rows are its file's (problems_by_file names the file)
-            staged.origins[file_key(uri)] = source
-    if frames:
-        tagged = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
-        result = ingest_frame(tagged, parquet_dir, mode, compact)
+        result = ingest_frame(read_logs(spark, staged.paths), parquet_dir, mode, compact)
     else:
         if mode == "overwrite":
             if fs.is_remote(parquet_dir):
@@ -398,7 +397,4 @@ def _ingest_staged(spark: SparkSession, staged: Staged, parquet_dir: str, mode: 
                 shutil.rmtree(parquet_dir, ignore_errors=True)
         result = IngestResult()
     result.add_staged(staged)
-    if sidecars is not None:
-        result.notes.update(sidecars.notes)
-        result.sidecar_files = len(used)
     return result

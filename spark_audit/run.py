@@ -5,6 +5,7 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,8 @@ from spark_audit.audit import has_partitions, ingest, load, run_audit
 from spark_audit.charts import visible
 from spark_audit.findings import AuditResult
 from spark_audit.incremental import run_incremental
-from spark_audit.ingest import IngestResult, expand_paths
+from spark_audit.ingest import Checked, IngestResult, expand_paths
+from spark_audit.parquet_log import has_rows, precheck
 from spark_audit.report import build_summary, write_outputs
 from spark_audit.scope import AuditConfig
 from spark_audit.session import build_session
@@ -88,6 +90,9 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> int:
     # SparkContext of this process, not the thread's active session: getActiveSession is per JVM thread,
     # and a caller's session seen from another thread would be stopped under it.
     own_session = spark is None and SparkContext._active_spark_context is None
+    # A one-shot audit of local logs checks their Parquet sidecars (pyarrow) while the JVM starts.
+    prechecked = (None if remote or not paths or args.incremental or every is not None
+                  else in_thread(lambda: precheck(paths)))
     session = spark or build_session(args.master, full_jit=every is not None)
     try:
         if remote:  # listed through Hadoop's FileSystem API, which needs the session
@@ -103,7 +108,8 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> int:
             return follow(session, args, parquet_dir, every)
         if args.incremental:
             return guarded(lambda: incremental_once(session, args, parquet_dir))
-        return guarded(lambda: full_audit(session, args, paths, parquet_dir))
+        return guarded(lambda: full_audit(session, args, paths, parquet_dir,
+                                          prechecked.result() if prechecked is not None else None))
     finally:
         if own_session:
             session.stop()
@@ -114,22 +120,33 @@ def checked(args: argparse.Namespace, paths: list[str], parquet_dir: str, every:
     if args.logs and not paths and every is None:  # a long-running audit waits for the first files
         print(f"audit: no log files found in {' '.join(args.logs)}", file=sys.stderr)
         return EXIT_USAGE
-    if not args.logs and not has_partitions(parquet_dir):
-        print(f"audit: no Parquet log (date=*/hour=* partitions) in {parquet_dir}", file=sys.stderr)
+    if not args.logs and not has_rows(parquet_dir, has_partitions(parquet_dir)):
+        print(f"audit: no Parquet log (date=*/hour=* partitions or sidecars read in place) in {parquet_dir}",
+              file=sys.stderr)
         return EXIT_USAGE
     return None
 
 
-def full_audit(session: SparkSession, args: argparse.Namespace, paths: list[str], parquet_dir: str) -> int:
+def in_thread(work: Callable[[], Checked | None]) -> Future[Checked | None]:
+    """Run work in a thread of its own (its result: the Future's)."""
+    pool = ThreadPoolExecutor(max_workers=1)
+    try:
+        return pool.submit(work)
+    finally:
+        pool.shutdown(wait=False)
+
+
+def full_audit(session: SparkSession, args: argparse.Namespace, paths: list[str], parquet_dir: str,
+               checked: Checked | None = None) -> int:
     """Ingest the logs (if any) and audit the Parquet log.
 
     An ingest here writes no rollups and does not compact its files (a shuffle): the one audit that follows
     does not need either, and the whole command measured no slower without them (bench/HISTORY.md). An
     audit of a Parquet log as it is (no LOGS) stores the rollups of the files that have none after its
-    verdict, for the audits after it.
+    verdict, for the audits after it. checked: the sidecars parquet_log.precheck checked (None: checked here).
     """
     if args.logs:
-        ingested = ingest(session, paths, parquet_dir, rollups=False, compact=False)
+        ingested = ingest(session, paths, parquet_dir, rollups=False, compact=False, checked=checked)
         return report(run_audit(load(session, parquet_dir, config_from(args))), ingested, args)
     code = report(run_audit(load(session, parquet_dir, config_from(args))), None, args)
     build_rollups(session, parquet_dir)

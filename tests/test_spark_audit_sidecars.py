@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -59,8 +60,35 @@ def comparable(summary: dict[str, Any]) -> dict[str, Any]:
     return {**summary, "input": inp}
 
 
-def stored_rows(spark, out: Path) -> Any:
-    return spark.read.parquet(str(out / "parquet")).select(*record_schema().fieldNames())
+def stored_rows(spark, out: Path) -> Counter[str]:
+    """Every row of the audit's Parquet log: its partitions and the sidecars it reads in place (each as text)."""
+    from spark_audit.audit import has_partitions
+    from spark_audit.parquet_log import checked, sidecar_rows
+
+    parquet, columns = str(out / "parquet"), record_schema().fieldNames()
+    frames = [sidecar_rows(spark, refs, partitions=False).select(*columns)] if (refs := checked(parquet)) else []
+    if has_partitions(parquet):
+        frames.append(spark.read.parquet(parquet).select(*columns))
+    return Counter(json.dumps(r.asDict(recursive=True), default=str, sort_keys=True)
+                   for frame in frames for r in frame.collect())
+
+
+def partition_rows(spark, out: Path) -> int:
+    """The rows the ingest wrote into the Parquet log's own partitions (the parsed files' rows)."""
+    return spark.read.parquet(str(out / "parquet")).count()
+
+
+def parquet_audit(out: Path, to: Path) -> tuple[int, dict[str, Any] | None]:
+    """`--parquet` (no LOGS): the Parquet log an audit of LOGS left, audited as it is."""
+    code = main(["audit", "--parquet", str(out / "parquet"), "--out", str(to), "--grace", "60",
+                 "--no-parquet-tables"])
+    summary = to / "summary.json"
+    return code, json.loads(summary.read_text()) if summary.exists() else None
+
+
+def without_input(summary: dict[str, Any] | None) -> dict[str, Any]:
+    assert summary is not None
+    return {k: v for k, v in summary.items() if k != "input"}
 
 
 def test_sidecars_give_the_verdict_findings_counts_and_rows_of_the_json(spark, tmp_path, capsys):
@@ -96,17 +124,25 @@ def test_sidecars_give_the_verdict_findings_counts_and_rows_of_the_json(spark, t
     assert "Parquet sidecar ignored" in notes[str(grown)] and "bytes" in notes[str(grown)]
     assert "Parquet sidecar ignored (unreadable" in notes[str(broken)]
     assert str(broken) in err and "Traceback" not in err
+    # the sidecars are read in place: only the parsed files' rows were written into the Parquet log
+    in_place = sum(len(f.read_text().splitlines()) for f in [*with_sidecar, times])
+    assert partition_rows(spark, tmp_path / "with") == summary["input"]["valid"] - in_place
+    with_rows = stored_rows(spark, tmp_path / "with")
+    # the Parquet log audited as it is (its partitions and the sidecars it lists): the JSON's findings
+    log_code, log_summary = parquet_audit(tmp_path / "with", tmp_path / "with-log")
 
     for f in logs.glob("*.parquet"):
         f.unlink()
     json_code, json_summary = audit([logs], tmp_path / "json")
     assert json_summary["input"]["sidecar_files"] == 0
-    assert code == json_code == 1
+    assert code == json_code == log_code == 1
     assert json_summary["verdict"]["losses"] > 0 and json_summary["input"]["bad"] > 0
     assert comparable(summary) == comparable(json_summary)
-    with_rows, json_rows = stored_rows(spark, tmp_path / "with"), stored_rows(spark, tmp_path / "json")
-    assert with_rows.count() == json_rows.count() == summary["input"]["valid"]
-    assert with_rows.exceptAll(json_rows).count() == 0 and json_rows.exceptAll(with_rows).count() == 0
+    json_rows = stored_rows(spark, tmp_path / "json")
+    assert sum(with_rows.values()) == sum(json_rows.values()) == summary["input"]["valid"]
+    assert with_rows == json_rows
+    json_log_code, json_log_summary = parquet_audit(tmp_path / "json", tmp_path / "json-log")
+    assert json_log_code == 1 and without_input(log_summary) == without_input(json_log_summary)
 
 
 def test_a_sidecar_whose_pages_are_damaged_is_not_trusted_the_json_is_read(spark, tmp_path, capsys):
@@ -125,6 +161,79 @@ def test_a_sidecar_whose_pages_are_damaged_is_not_trusted_the_json_is_read(spark
     side.unlink()
     json_code, json_summary = audit([logs], tmp_path / "json")
     assert code == json_code and comparable(summary) == comparable(json_summary)
+
+
+def test_a_sidecar_with_a_row_that_breaks_a_rule_is_ignored_and_its_json_parsed(spark, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    log = logs / "a.jsonl"
+    log.write_bytes(generated_log(300, malformed_every=0))
+    side = write_sidecar(log)
+    table = pq.read_table(side)
+    i = table.schema.get_field_index("status")
+    status = table.column(i).to_pylist()
+    status[7] = "mislaid"  # no status: the row breaks the enum rule (the JSON line is valid)
+    changed = table.set_column(i, table.schema.field(i), pa.array(status, table.schema.field(i).type))
+    pq.write_table(changed.replace_schema_metadata(table.schema.metadata), side, write_page_checksum=True)
+    code, summary = audit([logs], tmp_path / "with")  # checked with pyarrow while the session starts
+    assert summary["input"]["sidecar_files"] == 0 and summary["input"]["bad"] == 0
+    assert (summary["input"]["notes"][str(log)] == "Parquet sidecar ignored (a row breaks a field rule: line 8: "
+            "invalid:status); its JSON was read")
+    uri_code, by_uri = audit([f"file://{logs}"], tmp_path / "uri")  # a URI: checked by a Spark job
+    assert by_uri["input"]["sidecar_files"] == 0
+    assert (by_uri["input"]["notes"][f"file:{log}"] == f"Parquet sidecar ignored (1 of its {table.num_rows} rows "
+            "break a field rule); its JSON was read")
+    side.unlink()
+    json_code, json_summary = audit([logs], tmp_path / "json")
+    assert code == uri_code == json_code and comparable(summary) == comparable(json_summary)
+    assert {**comparable(by_uri), "input": None} == {**comparable(json_summary), "input": None}
+    assert stored_rows(spark, tmp_path / "with") == stored_rows(spark, tmp_path / "json")
+    write_sidecar(log)  # a good sidecar, by URI: accepted by the Spark job, read in place
+    good_code, good = audit([f"file://{logs}"], tmp_path / "good")
+    assert good["input"]["sidecar_files"] == 1 and good_code == json_code
+    assert {**comparable(good), "input": None} == {**comparable(json_summary), "input": None}
+    assert stored_rows(spark, tmp_path / "good") == stored_rows(spark, tmp_path / "json")
+
+
+def test_a_parquet_log_whose_sidecar_changed_or_is_gone_says_so_and_drops_no_row(spark, tmp_path, capsys):
+    """The Parquet log reads the sidecars in place: a later audit of it (--parquet) checks each one is still
+    as it was ingested, and stops with exit 2 naming it when not; auditing the logs again reads every row."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "a.jsonl").write_bytes(keyed(generated_log(200, malformed_every=0), "a"))
+    (logs / "b.jsonl").write_bytes(keyed(generated_log(200, malformed_every=0), "b"))
+    side = write_sidecar(logs / "a.jsonl")
+    out = tmp_path / "out"
+    code, summary = audit([logs], out)
+    assert summary["input"]["sidecar_files"] == 1
+    assert partition_rows(spark, out) == summary["input"]["valid"] // 2  # b.jsonl's rows only
+    log_code, log_summary = parquet_audit(out, tmp_path / "log")
+    assert log_code == code == 1 and without_input(log_summary) == without_input(summary)
+
+    # the gateway, restarted within the hour, appended to a.jsonl and wrote its sidecar again
+    with open(logs / "a.jsonl", "ab") as f:
+        f.write(keyed(generated_log(20, malformed_every=0), "c"))
+    write_sidecar(logs / "a.jsonl")
+    capsys.readouterr()
+    changed_code, changed = parquet_audit(out, tmp_path / "changed")
+    err = capsys.readouterr().err
+    assert changed_code == 2 and changed is None
+    assert "changed since it was ingested" in err and str(side) in err and str(logs / "a.jsonl") in err
+    side.unlink()
+    gone_code, gone = parquet_audit(out, tmp_path / "gone")
+    err = capsys.readouterr().err
+    assert gone_code == 2 and gone is None and "is gone" in err and str(side) in err
+
+    # audited from the logs again: a.jsonl is parsed (its sidecar is gone), the ledger lists no sidecar
+    again_code, again = audit([logs], out)
+    assert again["input"]["sidecar_files"] == 0
+    assert again["input"]["valid"] == summary["input"]["valid"] + 40
+    assert partition_rows(spark, out) == again["input"]["valid"] and not (out / "parquet" / "_sidecars.json").exists()
+    log_code, log_summary = parquet_audit(out, tmp_path / "log-again")
+    assert log_code == again_code and without_input(log_summary) == without_input(again)
 
 
 RULES = """\
