@@ -103,16 +103,20 @@ class Strace:
 
 
 def thread_cpu(pid: int) -> dict[str, float]:
-    """CPU seconds (utime + stime) per thread of a process, from /proc; the main thread is "main"."""
+    """CPU seconds (utime + stime) per thread of a process, from /proc, by the thread's OS name (the gateway
+    names its threads: bridge/threadnames.py; "main" is the event loop; a name used twice gets its id)."""
     out: dict[str, float] = {}
     tck = os.sysconf("SC_CLK_TCK")
-    for tid in os.listdir(f"/proc/{pid}/task"):
+    for tid in sorted(os.listdir(f"/proc/{pid}/task"), key=int):
         try:
             with open(f"/proc/{pid}/task/{tid}/stat") as f:
                 parts = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                name = f.read().strip()
         except OSError:
             continue
-        out["main" if int(tid) == pid else tid] = (int(parts[11]) + int(parts[12])) / tck
+        key = "main" if int(tid) == pid else (name if name not in out else f"{name}/{tid}")
+        out[key] = (int(parts[11]) + int(parts[12])) / tck
     return out
 
 

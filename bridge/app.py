@@ -27,6 +27,7 @@ from bridge.mqtt.store import Store
 from bridge.routing.route_acl import check_route_acl
 from bridge.routing.router import Router
 from bridge.rules_file import load_rules
+from bridge.threadnames import name_this_thread
 from mappings.rules.model import RulesError
 
 QUEUE_DEPTH_WAIT = 2.0   # seconds /status waits for the queue depths (_read_queue_depths)
@@ -47,7 +48,8 @@ class Gateway:
         self.queues: QueueStore | None = None
         self.convlog: ConversionLog | None = None
         self.router: Router | None = None
-        self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mqbridge-io")
+        self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mqbridge-io",
+                                           initializer=name_this_thread)
         self._stopping = asyncio.Event()
         self._depths: list[dict[str, object]] = []   # the queue depths /status shows (_read_queue_depths)
         self._depths_at: float | None = None

@@ -15,6 +15,7 @@ from pathlib import Path
 from bridge.connectors.base import Inbound, Outbound
 from bridge.convlog_columns import FileColumns, LineColumns
 from bridge.convlog_parquet import SidecarWriter, closed_files
+from bridge.threadnames import name_this_thread
 from mappings.convlog_schema import ConversionRecord, Direction, LineTemplate, Status, json_string, json_timestamp
 from mappings.mqtt.publication import MqttPublication
 from mappings.report import ConversionReport, Finding
@@ -134,6 +135,7 @@ class ConversionLog:
             self._file = None
 
     def _run(self) -> None:
+        name_this_thread()
         last_flush = time.monotonic()
         pending = self._pending
         done = False

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bridge.convlog_columns import FileColumns
+from bridge.threadnames import name_this_thread
 from mappings.convlog_schema import (
     BOOL,
     FIELDS,
@@ -420,6 +421,7 @@ class SidecarWriter:
             self._thread = None
 
     def _run(self, backlog: Callable[[], list[Path]]) -> None:
+        name_this_thread()
         try:
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)
         except (OSError, AttributeError):

@@ -30,6 +30,7 @@ from bridge.connectors.stomp_link import (
     StompLinkError,
 )
 from bridge.connectors.stomp_poison import Action, Mode, PoisonWatch
+from bridge.threadnames import name_this_thread
 from mappings.jms.model import DeliveryMode, JmsMessage
 from mappings.report import ConversionReport, Finding
 from mappings.rules.model import JmsConnector, QueueEndpoint, Route, RulesFile
@@ -75,8 +76,8 @@ class JmsTarget(Target):
         self.link = StompLink(config)
         self.receipt_timeout = receipt_timeout
         self.map_byte_arrays = map_byte_arrays
-        self._io = ThreadPoolExecutor(1, thread_name_prefix="jms-target")
-        self._receipts = ThreadPoolExecutor(1, thread_name_prefix="jms-receipts")
+        self._io = ThreadPoolExecutor(1, thread_name_prefix="jms-target", initializer=name_this_thread)
+        self._receipts = ThreadPoolExecutor(1, thread_name_prefix="jms-receipts", initializer=name_this_thread)
 
     async def start(self) -> None:
         self.link.start(timeout=None)   # connects in the background; sends fail (and are retried) until up
@@ -150,7 +151,7 @@ class JmsSource(Source):
             self.headers["activemq.subscriptionName"] = subscription_name
         self._queue = Inbox()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._io = ThreadPoolExecutor(1, thread_name_prefix="jms-source")
+        self._io = ThreadPoolExecutor(1, thread_name_prefix="jms-source", initializer=name_this_thread)
         self.stale_dropped = 0
         self.watch = PoisonWatch(self.destination)   # a message the provider cannot deliver (stomp_poison)
         self._probe: InboundFrame | None = None

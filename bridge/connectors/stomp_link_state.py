@@ -20,6 +20,8 @@ import stomp
 import stomp.exception
 from stomp.utils import Frame
 
+from bridge.threadnames import name_this_thread
+
 log = logging.getLogger("bridge.connectors.stomp_link")   # one logger for the whole link
 
 
@@ -327,6 +329,7 @@ class LinkCore:
     # ------------------------------------------------------------------ supervisor thread
 
     def _supervise(self) -> None:
+        name_this_thread()
         delay = self.config.backoff_initial
         while not self._closed.is_set():
             self._wake.wait()

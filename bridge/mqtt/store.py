@@ -29,6 +29,7 @@ from bridge.mqtt.store_state import (
     StoredWill,
     load_state,
 )
+from bridge.threadnames import name_this_thread
 
 __all__ = ["QUEUED", "RELEASED", "SENT", "SCHEMA_VERSION", "RecoveredState", "Store", "StoredMessage",
            "StoredPublication", "StoredSession", "StoredWill"]
@@ -312,6 +313,7 @@ class StoreWriter:
                 self._lock.notify()
 
     def _run(self) -> None:
+        name_this_thread()
         while True:
             with self._lock:
                 while not self._ops and not self._callbacks and not self._closing:

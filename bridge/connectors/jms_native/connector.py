@@ -26,6 +26,7 @@ from bridge.connectors.jms_native import TEMPORARY, jvm
 from bridge.connectors.jms_native.batch import batch_send
 from bridge.connectors.jms_native.provider import LinkStatus, Provider, exception_listener
 from bridge.connectors.registry import RouteSetupError
+from bridge.threadnames import name_this_thread
 from mappings.jms.model import DeliveryMode, Destination, DestinationKind, JmsMessage, TextBody
 from mappings.report import ConversionReport, Finding
 from mappings.rules.model import JmsConnector, QueueEndpoint, RulesFile
@@ -153,7 +154,7 @@ class NativeJmsTarget(Target):
                  setting: str = "") -> None:
         self.client = _Client(conn, name, connector)
         self.check_args = (conn, connector, destination, setting)   # check_native's: the route's endpoint
-        self._io = ThreadPoolExecutor(1, thread_name_prefix=f"jms-native-{name}")
+        self._io = ThreadPoolExecutor(1, thread_name_prefix=f"jms-native-{name}", initializer=name_this_thread)
         self._producers: dict[str, Any] = {}
         # id(headers) -> (headers, properties, objects.Prepared): messages of one route key share both
         self._prepared: dict[int, tuple[Any, Any, Any]] = {}
@@ -293,7 +294,7 @@ class NativeJmsSource(Source):
         self.subscription = subscription
         self.setting = f"route {name}: from.{'topic' if destination.startswith('topic:') else 'queue'}"
         self.connector = connector
-        self._io = ThreadPoolExecutor(1, thread_name_prefix=f"jms-native-{name}")
+        self._io = ThreadPoolExecutor(1, thread_name_prefix=f"jms-native-{name}", initializer=name_this_thread)
         self._consumer: Any = None
         self._open_batch = asyncio.Event()   # set: no batch awaits its commit or rollback
         self._closing = False

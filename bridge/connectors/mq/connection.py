@@ -50,6 +50,7 @@ from bridge.connectors.mq.mqi import (
     read_md,
     reason_of,
 )
+from bridge.threadnames import name_this_thread
 from mappings.conversions.mqtt_mq import TopicObjectIndex
 from mappings.mq.mqmd import Mqmd
 from mappings.rules.model import MqConnector
@@ -107,7 +108,8 @@ class MqConnection:
 
     async def call(self, fn: Callable[..., T], *args: object) -> T:
         if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"mq-{self.name}")
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"mq-{self.name}",
+                                                  initializer=name_this_thread)
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
 
     def retry_delay(self) -> float:
