@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
 import threading
 import time
-from collections import deque
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,7 +23,6 @@ from mappings.report import ConversionReport, Finding
 log = logging.getLogger("mqbridge.convlog")
 
 FILE_PREFIX = "convlog-"
-POLL_SECONDS = 0.01   # the writer's pause after a write before it looks again (idle: doubling to flush_seconds)
 FILE_SUFFIX = ".jsonl"
 
 
@@ -41,11 +40,7 @@ class ConversionLog:
         self.directory = Path(directory)
         self.max_bytes = max_bytes
         self.flush_seconds = flush_seconds
-        # entries for the writer thread, which polls it (no wake-up per entry: a lock handed to a waiting thread
-        # on every batch cost the event loop ~6 % of its time on a route; bench/HISTORY.md, 2026-11-27)
-        self._pending: deque[str | list[str] | tuple[list[str], LineColumns] | None] = deque()
-        self.max_pending = max_pending
-        self._closing = threading.Event()
+        self._queue: queue.Queue[str | list[str] | tuple[list[str], LineColumns] | None] = queue.Queue(max_pending)
         self._thread: threading.Thread | None = None
         self.written = 0
         self.dropped = 0
@@ -58,10 +53,14 @@ class ConversionLog:
 
     def start(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        self._closing.clear()
         if self.sidecars is not None:  # the backlog: files of earlier hours (or full) a stop or crash left without
             hour = datetime.now(UTC).strftime("%Y%m%d-%H")
-            self.sidecars.start(lambda: closed_files(self.directory, hour, self.max_bytes))
+            try:   # listed now, before this writer can fill and rotate a file (that one is submitted with its values)
+                backlog = closed_files(self.directory, hour, self.max_bytes)
+            except OSError as e:
+                log.warning("conversion log: closed files not listed for Parquet sidecars: %s", e)
+                backlog = []
+            self.sidecars.start(lambda: backlog)
         self._thread = threading.Thread(target=self._run, name="mqbridge-convlog", daemon=True)
         self._thread.start()   # after the sidecar writer: its first file keeps its values (keeps_columns)
 
@@ -75,31 +74,30 @@ class ConversionLog:
 
     def record_line(self, line: str) -> None:
         """Queue one JSON line (from ConversionRecord.to_json_line or convlog_schema.trusted_json_line)."""
-        if len(self._pending) >= self.max_pending:
+        try:
+            self._queue.put_nowait(line)
+        except queue.Full:
             self._lost(1)
-        else:
-            self._pending.append(line)
 
     def record_lines(self, lines: list[str], columns: LineColumns | None = None) -> None:
         """Queue several lines as one entry of the queue (the router logs a batch's records together;
         ``max_pending`` counts entries); ``columns``: their values, when RecordLines.render wrote them."""
-        if len(self._pending) >= self.max_pending:
+        try:
+            self._queue.put_nowait(lines if columns is None else (lines, columns))
+        except queue.Full:
             self._lost(len(lines))
-        else:
-            self._pending.append(lines if columns is None else (lines, columns))
 
     def _lost(self, count: int) -> None:
         before = self.dropped
         self.dropped += count
         if before == 0 or before // 100_000 != self.dropped // 100_000:
-            log.error("conversion log is %d entries behind: %d records dropped", len(self._pending), self.dropped)
+            log.error("conversion log is %d entries behind: %d records dropped", self._queue.qsize(), self.dropped)
 
     def close(self) -> None:
         """Write what is queued and close the file; the sidecar in progress is finished (bounded wait), the
         current file gets none (this hour's next start may append to it)."""
         if self._thread is not None:
-            self._pending.append(None)
-            self._closing.set()
+            self._queue.put(None)
             self._thread.join(30)
             self._thread = None
         if self.sidecars is not None:
@@ -137,32 +135,35 @@ class ConversionLog:
     def _run(self) -> None:
         name_this_thread()
         last_flush = time.monotonic()
-        pending = self._pending
         done = False
-        pause = POLL_SECONDS
         while not done:
-            if not pending:   # nothing queued: wait, longer while it stays so (close wakes it at once)
-                self._closing.wait(pause)
-                pause = min(pause * 2, self.flush_seconds)
+            try:
+                line = self._queue.get(timeout=self.flush_seconds)
+            except queue.Empty:
+                line = ""
             batch: list[str] = []
             columns: list[LineColumns] | None = []   # None: a line of the batch has no values (not render's)
-            while pending:
-                item = pending.popleft()
+            item = line
+            while True:
                 if item is None:
                     done = True
-                    break
-                if isinstance(item, tuple):
+                elif isinstance(item, tuple):
                     batch.extend(item[0])
                     if columns is not None:
                         columns.append(item[1])
                 elif isinstance(item, list):
                     batch.extend(item)
                     columns = None
-                else:
+                elif item:
                     batch.append(item)
                     columns = None
+                if done:
+                    break
+                try:   # drain what is there without blocking
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
             if batch:
-                pause = POLL_SECONDS
                 try:
                     self._write(batch, columns)
                 except OSError as exc:
