@@ -55,12 +55,7 @@ class ConversionLog:
         self.directory.mkdir(parents=True, exist_ok=True)
         if self.sidecars is not None:  # the backlog: files of earlier hours (or full) a stop or crash left without
             hour = datetime.now(UTC).strftime("%Y%m%d-%H")
-            try:   # listed now, before this writer can fill and rotate a file (that one is submitted with its values)
-                backlog = closed_files(self.directory, hour, self.max_bytes)
-            except OSError as e:
-                log.warning("conversion log: closed files not listed for Parquet sidecars: %s", e)
-                backlog = []
-            self.sidecars.start(lambda: backlog)
+            self.sidecars.start(lambda: closed_files(self.directory, hour, self.max_bytes))   # listed before _run
         self._thread = threading.Thread(target=self._run, name="mqbridge-convlog", daemon=True)
         self._thread.start()   # after the sidecar writer: its first file keeps its values (keeps_columns)
 

@@ -240,9 +240,9 @@ def columns_table(cols: FileColumns) -> Any:  # noqa: ANN401 - a pyarrow Table
                 sides.append(base.column(name).combine_chunks().take(rows))
         col = pa.concat_arrays([s if s.type == sides[0].type else s.cast(sides[0].type) for s in sides])
         col = col.take(interleave)
-        if spec.kind == TIMESTAMP:
-            col = col.cast(pa.int64()).cast(field.type) if col.type != pa.int64() else col.cast(field.type)
-        elif col.type != field.type:
+        if spec.kind == TIMESTAMP and col.type != pa.int64():   # text would skip the grammar: the JSON decides
+            raise Rejected(f"{name}: not among the lines' values")
+        if col.type != field.type:   # e.g. event_time: int64 microseconds -> timestamp[us, UTC]
             col = col.cast(field.type)
         columns.append(col)
     table = pa.Table.from_arrays(columns, schema=schema)
@@ -380,13 +380,20 @@ class SidecarWriter:
         self.rejected = 0
 
     def start(self, backlog: Callable[[], list[Path]] = list) -> bool:
-        """Start the thread (it lists the backlog first); False (logged once at INFO) without pyarrow."""
+        """Start the thread; False (logged once at INFO) without pyarrow. The backlog is listed here, before
+        the caller's log writer runs: a file it fills and rotates later is submitted (with its values), never
+        also found in the backlog."""
         if not available():
             if not SidecarWriter._unavailable_logged:
                 SidecarWriter._unavailable_logged = True
                 log.info("conversion log: pyarrow not installed (mqbridge[parquet]): no Parquet sidecars written")
             return False
-        self._thread = threading.Thread(target=self._run, args=(backlog,),
+        try:
+            first = backlog()
+        except OSError as e:
+            log.warning("conversion log: closed files not listed for Parquet sidecars: %s", e)
+            first = []
+        self._thread = threading.Thread(target=self._run, args=(first,),
                                         name="mqbridge-convlog-parquet", daemon=True)
         self._thread.start()
         return True
@@ -420,20 +427,18 @@ class SidecarWriter:
             self._thread.join(timeout)
             self._thread = None
 
-    def _run(self, backlog: Callable[[], list[Path]]) -> None:
+    def _run(self, first: list[Path]) -> None:
         name_this_thread()
         try:
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)
         except (OSError, AttributeError):
             pass
         try:
-            first = backlog()
             for directory in {p.parent for p in first}:  # temporary files a crash left mid-write
                 for tmp in directory.glob(f".*{SIDECAR_SUFFIX}.tmp"):
                     tmp.unlink(missing_ok=True)
         except OSError as e:
-            log.warning("conversion log: closed files not listed for Parquet sidecars: %s", e)
-            first = []
+            log.warning("conversion log: temporary sidecar files not removed: %s", e)
         for path in first:
             if self._stopping.is_set():
                 return
