@@ -482,6 +482,8 @@ def machine() -> dict[str, Any]:
     with contextlib.suppress(Exception):
         import uvloop
         info["uvloop"] = uvloop.__version__
+    # the gateway's event loop (MQBRIDGE_EVENT_LOOP, passed on to mqbridge serve): auto = uvloop when installed
+    info["mqbridge_event_loop"] = os.environ.get("MQBRIDGE_EVENT_LOOP", "auto")
     with contextlib.suppress(Exception):
         info["mqbridge_commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                                                  capture_output=True, text=True).stdout.strip()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import signal
 import sqlite3
 import time
@@ -226,9 +227,25 @@ async def serve(config: GatewayConfig) -> int:
     return 0
 
 
+# MQBRIDGE_EVENT_LOOP: "auto" (uvloop when installed), "asyncio", or "uvloop" (must be installed)
+EVENT_LOOP_ENV = "MQBRIDGE_EVENT_LOOP"
+
+
 def run(config: GatewayConfig) -> int:
-    try:
-        import uvloop  # optional speed-up: pip install mqbridge[speed]
-    except ImportError:
-        return asyncio.run(serve(config))
-    return uvloop.run(serve(config))
+    choice = os.environ.get(EVENT_LOOP_ENV, "auto").strip().lower() or "auto"
+    if choice not in ("auto", "asyncio", "uvloop"):
+        log.error("cannot start: %s=%r: expected auto, asyncio or uvloop", EVENT_LOOP_ENV, choice)
+        return 2
+    if choice != "asyncio":
+        try:
+            import uvloop  # optional speed-up: pip install mqbridge[speed]
+        except ImportError:
+            if choice == "uvloop":
+                log.error("cannot start: %s=uvloop but uvloop is not installed (pip install mqbridge[speed])",
+                          EVENT_LOOP_ENV)
+                return 2
+        else:
+            log.info("event loop: uvloop %s", uvloop.__version__)
+            return uvloop.run(serve(config))
+    log.info("event loop: asyncio")
+    return asyncio.run(serve(config))

@@ -180,7 +180,7 @@ def test_route_session_pushes_back_at_max_queued_bytes_instead_of_dropping(tmp_p
     class Link:
         def send(self, data: bytes) -> None: ...
         def send_durable(self, data: bytes) -> None: ...
-        def can_take_qos0(self) -> bool:
+        def send_qos0(self, data: bytes) -> bool:
             return True
 
     broker.attach_route_session("$route:r", "r/#", Link(), max_inflight=1, max_queued=1000,

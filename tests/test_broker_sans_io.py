@@ -63,6 +63,12 @@ class Client:
     def buffered(self) -> int:
         return len(self.out)
 
+    def queue_qos0(self, data: bytes, limit: int) -> bool:
+        if len(self.out) >= limit:
+            return False
+        self.out.extend(data)
+        return True
+
     def unhold(self) -> None:
         self.driver.resume(0.0)
 

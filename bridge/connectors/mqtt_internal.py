@@ -176,8 +176,11 @@ class MqttSource(Source):
     def send_durable(self, data: bytes) -> None:
         self.broker.store.after_commit(lambda: self.send(data))
 
-    def can_take_qos0(self) -> bool:
-        return self._queue.qsize() < QOS0_BACKLOG
+    def send_qos0(self, data: bytes) -> bool:   # not used: QoS 0 deliveries come direct (_on_qos0)
+        if self._queue.qsize() >= QOS0_BACKLOG:
+            return False
+        self.send(data)
+        return True
 
     def _on_qos0(self, msg: Message, retain: bool) -> None:
         if self._queue.qsize() >= QOS0_BACKLOG:

@@ -23,6 +23,7 @@ from bridge.mqtt.packet_model import (
     Will,
 )
 from bridge.mqtt.properties import Props, decode_properties, encode_properties
+from bridge.mqtt.publish_props import decode_publish_properties
 from bridge.mqtt.wire import (
     AUTH,
     CONNACK,
@@ -89,8 +90,12 @@ def _publish(buf: bytes, flags: int, end: int) -> Publish:
     qos, dup, topic, pid, pos = read_publish_head(buf, flags, end)
     if pos < end and buf[pos] == 0:   # no properties: the common case, without the property decoder
         return Publish(topic, bytes(buf[pos + 1:end]), qos, bool(flags & 0x01), dup, pid, None)
-    props, pos = decode_properties(buf, pos, end, PUBLISH, "PUBLISH")
-    return Publish(topic, bytes(buf[pos:end]), qos, bool(flags & 0x01), dup, pid, props or None)
+    fast = decode_publish_properties(buf, pos, end)
+    if fast is None:   # anything unusual, errors included: the general decoder
+        props, pos = decode_properties(buf, pos, end, PUBLISH, "PUBLISH")
+        return Publish(topic, bytes(buf[pos:end]), qos, bool(flags & 0x01), dup, pid, props or None)
+    props, forward, pos = fast
+    return Publish(topic, bytes(buf[pos:end]), qos, bool(flags & 0x01), dup, pid, props or None, forward)
 
 
 def _reason_and_props(buf: bytes, pos: int, end: int, ptype: int, codes: frozenset[int]) -> tuple[int, Props | None]:

@@ -35,6 +35,9 @@ class Port(Protocol):
     def buffered(self) -> int:
         """Output bytes not yet sent."""
 
+    def queue_qos0(self, data: bytes, limit: int) -> bool:
+        """Queue output unless ``limit`` bytes or more are not yet sent (False: not queued)."""
+
     def unhold(self) -> None:
         """No route session holds the publisher any more: resume processing what it sent (soon)."""
 
@@ -178,8 +181,19 @@ class ClientConnection:
             if not held_by:
                 self.port.unhold()
 
-    def can_take_qos0(self) -> bool:
-        return self.port.buffered() < self._qos0_limit
+    def send_qos0(self, data: bytes) -> bool:
+        """A QoS 0 delivery: dropped (False) when the client's unsent output holds ``qos0_buffer_limit`` bytes.
+        One call to the port for the check and the write: the fan-out's hot path."""
+        if self._held or self.trace or self.closed:
+            if self.port.buffered() >= self._qos0_limit:
+                return False
+            self.send(data)
+            return True
+        if not self.port.queue_qos0(data, self._qos0_limit):
+            return False
+        self.packets_out += 1
+        self.bytes_out += len(data)
+        return True
 
     def abort_after_commit(self, reason: str, code: int | None = None) -> None:
         """Close like ``abort``, but only once the acknowledgements waiting for a store commit have left

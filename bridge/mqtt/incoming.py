@@ -18,8 +18,8 @@ def forwarded(props: Props, now: float) -> tuple[Props | None, float | None]:
     """What a level 5 publication (a PUBLISH's properties, or a will's) carries to subscribers: the
     properties forwarded unchanged, and when it expires (Message Expiry Interval from ``now``)."""
     interval = props.get(PR.MESSAGE_EXPIRY_INTERVAL)
-    return ({k: v for k, v in props.items() if k in FORWARDED} or None,
-            None if interval is None else now + interval)
+    kept = props if props.keys() <= FORWARDED else {k: v for k, v in props.items() if k in FORWARDED}
+    return kept or None, None if interval is None else now + interval
 
 
 def publish_properties(conn: ClientConnection, topic: str, props: Props, now: float

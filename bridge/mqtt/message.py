@@ -24,7 +24,8 @@ class Message:
     def __init__(self, topic: str, payload: bytes, qos: int, retain: bool = False,
                  origin: str | None = None, store_id: int | None = None, username: str | None = None,
                  key_id: int | None = None, redelivery: int = 0, packet_id: int | None = None,
-                 props: Props | None = None, expires: float | None = None, user_via: str | None = None) -> None:
+                 props: Props | None = None, expires: float | None = None, user_via: str | None = None,
+                 items: bytes | None = None) -> None:
         self.topic = topic
         self.topic_b = topic.encode("utf-8")
         self.payload = payload
@@ -51,7 +52,7 @@ class Message:
         # Type, Response Topic, Correlation Data, User Properties) and when it expires (unix time; None: never)
         self.props = props
         self.expires = expires
-        self._items: bytes | None = None
+        self._items = items   # ``props`` encoded without their length (as received: publish_props.py), once known
         self.qos0_5: bytes | None = None   # its QoS 0 PUBLISH for level 5 subscribers, once encoded
         # a route's publication: the client ids whose full queue (or QoS 0 backlog) dropped it, for its
         # conversion-log record (None: not collected)

@@ -47,9 +47,14 @@ def _sent(session: Receiver, msg: Message, alias: tuple[bytes, int] | None) -> N
         session.topic_aliases_out[msg.topic] = alias[1]   # type: ignore[index]
 
 
-def qos0_bytes5(session: Receiver, msg: Message, retain: bool, sub_ids: list[int] | None) -> bytes | None:
-    """A QoS 0 delivery to a level 5 client; None: not sent (expired, or too large for the client). (Level
-    3/4: ``Message.qos0_bytes``.)"""
+class QoS0Link(Protocol):
+    def send_qos0(self, data: bytes) -> bool: ...
+
+
+def send_qos0_5(session: Receiver, link: QoS0Link, msg: Message, retain: bool, sub_ids: list[int] | None
+                ) -> bool | None:
+    """Send a QoS 0 delivery to a level 5 client: True sent, False dropped (its output is full), None not
+    sent and counted (expired, or too large for the client). (Level 3/4: ``Message.qos0_bytes``.)"""
     alias = _alias(session, msg) if session.aliases_out else None
     data = msg.qos0_5 if not retain and not sub_ids and msg.expires is None and alias is None else None
     if data is None:
@@ -61,8 +66,10 @@ def qos0_bytes5(session: Receiver, msg: Message, retain: bool, sub_ids: list[int
     if len(data) > session.max_packet_out:
         session.stats.too_large += 1
         return None
+    if not link.send_qos0(data):
+        return False   # a new alias stays unassigned: the client never saw the packet naming it
     _sent(session, msg, alias)
-    return data
+    return True
 
 
 def delivery_bytes(session: Receiver, out: OutMsg, dup: bool, pid: int | None, checked: bool = True) -> bytes | None:

@@ -2,7 +2,7 @@
 (no properties, reason code 0)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bridge.mqtt.properties import Props
 from bridge.mqtt.wire import PACKET_NAMES, PROTOCOL_NAMES
@@ -52,6 +52,8 @@ class Publish:
     dup: bool = False
     packet_id: int | None = None
     properties: Props | None = None
+    # MQTT 5: the forwarded properties' items as the client sent them (publish_props.py); None: not kept
+    forward: bytes | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(slots=True)

@@ -109,13 +109,15 @@ class Publisher:
             return
         if qos == 0:
             self.publish(Message(topic, packet.payload, 0, packet.retain, conn.client_id, username=conn.username,
-                                 user_via=conn.user_via, props=props, expires=expires))
+                                 user_via=conn.user_via, props=props, expires=expires,
+                                 items=packet.forward if props else None))
             return
         pid = packet.packet_id
         assert pid is not None
         if qos == 1:
             msg = Message(topic, packet.payload, 1, packet.retain, conn.client_id, username=conn.username,
-                          user_via=conn.user_via, packet_id=pid, props=props, expires=expires)
+                          user_via=conn.user_via, packet_id=pid, props=props, expires=expires,
+                          items=packet.forward if props else None)
             ack = P.encode_ack(P.PUBACK, pid)
             msg.waits = []   # route sinks may take it (sink.py)
             if session.persistent:
@@ -131,7 +133,8 @@ class Publisher:
             conn.send(ack)   # a re-sent PUBLISH (DUP): acknowledge again, publish nothing
             return
         msg = Message(topic, packet.payload, 2, packet.retain, conn.client_id, username=conn.username,
-                      user_via=conn.user_via, packet_id=pid, props=props, expires=expires)
+                      user_via=conn.user_via, packet_id=pid, props=props, expires=expires,
+                      items=packet.forward if props else None)
         if not self._may_hold_inbound(conn, session, msg):
             return
         inbound.hold(pid, msg)

@@ -191,6 +191,23 @@ class MqttProtocol(asyncio.Protocol):
             # under a flood the loop may not get back to the scheduled flush soon: write now
             self.flush()
 
+    def queue_qos0(self, data: bytes, limit: int) -> bool:
+        """``queue_write`` unless ``buffered()`` is at ``limit`` or more (False): both in one call."""
+        queued = self._out_bytes
+        transport = self.transport
+        if (queued + transport.get_write_buffer_size() if transport is not None else queued) >= limit:
+            return False
+        out = self._out
+        if not out:
+            out = self._out = []
+            self.server.schedule_flush(self)
+        out.append(data)
+        queued += len(data)
+        self._out_bytes = queued
+        if queued >= FLUSH_BYTES:
+            self.flush()
+        return True
+
     def buffered(self) -> int:
         """Bytes queued for this client: ours not yet handed over plus the transport's buffer."""
         transport = self.transport

@@ -24,7 +24,7 @@ from bridge.mqtt.acl import Grants
 from bridge.mqtt.delivery_journal import DeliveryJournal, Journal
 from bridge.mqtt.inbound import Inbound
 from bridge.mqtt.message import NO_LIMIT, Message, OutMsg, SessionStats
-from bridge.mqtt.outgoing import delivery_bytes, qos0_bytes5
+from bridge.mqtt.outgoing import delivery_bytes, send_qos0_5
 from bridge.mqtt.overflow import Overflow
 from bridge.mqtt.sink import RouteSink
 from bridge.mqtt.store import QUEUED, RELEASED, SENT
@@ -39,7 +39,8 @@ class Link(Protocol):
 
     def send(self, data: bytes) -> None: ...
     def send_durable(self, data: bytes) -> None: ...
-    def can_take_qos0(self) -> bool: ...
+    def send_qos0(self, data: bytes) -> bool:
+        """Send a QoS 0 delivery unless the client's unsent output is at its QoS 0 limit (False: not sent)."""
 
 
 class Session:
@@ -104,23 +105,23 @@ class Session:
                 self.stats.sent += 1
                 self.direct(msg, retain)
                 return
-            if not link.can_take_qos0():
-                self.stats.dropped += 1
-                if msg.drops is not None:
-                    msg.drops.append(self.client_id)
-                return
             if self.protocol_level != 5:   # the hot path: the same bytes for every such subscriber
+                sent = link.send_qos0(msg.qos0_bytes() if not retain else
+                                      P.encode_publish(msg.topic_b, msg.payload, 0, True, False, None))
+            else:
+                data = msg.qos0_5   # once encoded, the same bytes for every plain level 5 subscriber
+                if data is None or retain or sub_ids or self.aliases_out or len(data) > self.max_packet_out:
+                    sent = send_qos0_5(self, link, msg, retain, sub_ids)
+                    if sent is None:
+                        return
+                else:
+                    sent = link.send_qos0(data)
+            if sent:
                 self.stats.sent += 1
-                link.send(msg.qos0_bytes() if not retain else
-                          P.encode_publish(msg.topic_b, msg.payload, 0, True, False, None))
                 return
-            data = msg.qos0_5   # once encoded, the same bytes for every plain level 5 subscriber
-            if data is None or retain or sub_ids or self.aliases_out or len(data) > self.max_packet_out:
-                data = qos0_bytes5(self, msg, retain, sub_ids)
-                if data is None:
-                    return
-            self.stats.sent += 1
-            link.send(data)
+            self.stats.dropped += 1
+            if msg.drops is not None:
+                msg.drops.append(self.client_id)
             return
         queue = self.queue
         size = msg.size()
