@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import signal
 import socket
@@ -23,17 +24,41 @@ REPO = Path(__file__).resolve().parents[2]
 _HANDED_OUT: set[int] = set()
 
 
+def _ephemeral_low() -> int:
+    """The lowest port the kernel gives to outgoing connections (and to bind(0))."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+_LOW, _HIGH = 10_000, min(_ephemeral_low(), 65_536)
+
+
 def free_port() -> int:
-    """A port free a moment ago and never handed out before in this process: two bind(0) calls in a
-    row may return the same port (seen in CI: a gateway's admin port equal to its MQTT port)."""
+    """A port free now, below the kernel's ephemeral range, never handed out before in this process.
+
+    Below the ephemeral range: a client connection can never take it as its local port. Such a connection
+    left in TIME-WAIT blocks a listener's bind for 60 s even with SO_REUSEADDR (the client socket had no
+    SO_REUSEADDR), which failed gateway restarts in a busy run. Never handed out twice: two bind(0) in a row
+    may give the same port (seen in CI: a gateway's admin port equal to its MQTT port)."""
+    if _HIGH - _LOW < 1000:   # an unusual port range: fall back to bind(0)
+        for _ in range(1000):
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.bind(("127.0.0.1", 0))
+                port = int(s.getsockname()[1])
+            if port not in _HANDED_OUT:
+                _HANDED_OUT.add(port)
+                return port
+        raise AssertionError("no port left that this test process has not handed out already")
+    rng = random.Random()   # its own generator: tests that seed ``random`` must not make ports collide
     for _ in range(1000):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
-        if port not in _HANDED_OUT:
-            _HANDED_OUT.add(port)
-            return port
-    raise AssertionError("no port left that this test process has not handed out already")
+        port = rng.randrange(_LOW, _HIGH)
+        if port in _HANDED_OUT or bind_error(port) is not None:
+            continue
+        _HANDED_OUT.add(port)
+        return port
+    raise AssertionError(f"no free port in {_LOW}-{_HIGH - 1} that this process has not handed out already")
 
 
 def wait_for(predicate: Any, timeout: float = 10.0, interval: float = 0.02, what: str = "condition") -> Any:
