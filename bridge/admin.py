@@ -182,7 +182,10 @@ class AdminServer:
                          "inflight": sum(len(s.inflight) for s in sessions),
                          # a persistent publisher's QoS 1 re-sends (DUP, same packet id and content)
                          # routed again under the first publication's message key
-                         "resends": b.stats.resends_recognised},
+                         "resends": b.stats.resends_recognised,
+                         # QoS 2 shared-subscription deliveries whose member's session ended before its
+                         # PUBREC: given to no other member (MQTT 5.0 §4.8.2)
+                         "shared_qos2_lost": b.stats.shared_qos2_lost},
             "rates": {"received_per_s": round(sum(s.stats.rate_in for s in sessions), 1),
                       "sent_per_s": round(sum(s.stats.rate_out for s in sessions), 1)},
             "protocol_errors": b.stats.protocol_errors,

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from bridge.mqtt import packets as P
 from bridge.mqtt import properties as PR
-from tests.support.mqtt5_client import V5, publish_props
+from tests.support.mqtt5_client import V5, publish_props, raw5, read_until_closed
 from tests.support.mqtt_clients import RawClient
 
 
@@ -56,3 +56,27 @@ def test_a_publication_read_together_with_a_broken_packet_is_not_lost(gateway):
     (msg,) = sub.wait(1)
     assert msg.payload == b"first"
     sub.close()
+
+
+def test_request_problem_information_0_reason_strings_only_on_connack_and_disconnect(gateway):
+    """§3.1.2.11.7: with Request Problem Information 0 the server may send a Reason String or User Properties
+    on CONNACK and DISCONNECT only (and PUBLISH); the broker's acknowledgements carry none at all."""
+    raw, connack = raw5(gateway.port, "rpi0", props={PR.REQUEST_PROBLEM_INFORMATION: 0})
+    assert isinstance(connack, P.Connack) and connack.return_code == 0
+    assert not {PR.REASON_STRING, PR.USER_PROPERTY} & set(connack.properties or {})
+    raw.send(P.encode(P.Subscribe(1, (("bad/#/x", 1), ("ok/#", 1))), P.MQTT_5))
+    assert raw.recv() == P.Suback(1, (P.Reason.TOPIC_FILTER_INVALID, 1))   # no properties
+    raw.send(P.encode(P.Unsubscribe(2, ("never/subscribed",)), P.MQTT_5))
+    assert raw.recv() == P.Unsuback(2, (P.Reason.NO_SUBSCRIPTION_EXISTED,))
+    raw.send(P.encode(P.Publish("ok/1", b"x", 2, False, False, 3, {}), P.MQTT_5))
+    assert raw.recv() == P.PacketIdOnly(P.PUBREC, 3)
+    raw.send(P.encode_ack5(P.PUBREL, 3))
+    packets = []
+    while len(packets) < 2:   # PUBCOMP, and the publication back through ok/#, in either order
+        packets.append(raw.recv())
+    assert P.PacketIdOnly(P.PUBCOMP, 3) in packets
+    # a PUBLISH with an empty topic (no Topic Alias): DISCONNECT 0x90 with its Reason String all the same
+    raw.send(P.encode(P.Publish("", b"x", 0, False, False, None, {}), P.MQTT_5))
+    (disconnect,) = [p for p in read_until_closed(raw) if not isinstance(p, P.PacketIdOnly)]
+    assert isinstance(disconnect, P.Disconnect) and disconnect.reason_code == P.Reason.TOPIC_NAME_INVALID
+    assert "topic name is empty" in (disconnect.properties or {})[PR.REASON_STRING]

@@ -25,7 +25,7 @@ from bridge.mqtt.retained import RetainedMessages
 from bridge.mqtt.session import Message, Session
 from bridge.mqtt.shared import SharedGroups
 from bridge.mqtt.stats import BrokerStats
-from bridge.mqtt.store import RELEASED, Store
+from bridge.mqtt.store import RELEASED, SENT, Store
 from bridge.mqtt.topics import (
     ACL_CHECK,
     RETAIN_AS_PUBLISHED,
@@ -284,15 +284,29 @@ class Publisher:
         return self.deliver(self.sessions[client_id], msg, qos, retain, ids, key)
 
     def reassign(self, session: Session) -> None:
-        """``session`` ends (it left the groups already): what it still held from shared subscriptions goes
-        to another member of each group (undelivered or unacknowledged: at least once)."""
+        """``session`` ends (it left the groups already; a persistent member that is only disconnected stays
+        a member and keeps its deliveries): what it still held from shared subscriptions goes to another
+        member of each group, as MQTT 5.0 §4.8.2 says, except a QoS 2 delivery whose PUBLISH it was sent and
+        did not answer with a PUBREC: that one must be completed to this client only [MQTT-4.8.2-4] and,
+        its session ended, sent to no other [MQTT-4.8.2-5], so it ends here (counted, logged). Queued ones
+        and QoS 1 ones whose PUBACK did not come go to another member (at least once); a released one
+        (PUBREC received) was delivered."""
         last = 0   # held for a group it was the last member of: they end with it, as a clean session's do
+        lost = 0   # QoS 2 sent, no PUBREC
         for out in session.deliveries():
-            if out.shared is not None and out.state != RELEASED:
-                if self.shared.members.get(out.shared):
-                    self.deliver_shared(out.shared, out.msg, exclude=session.client_id)
-                else:
-                    last += 1
+            if out.shared is None or out.state == RELEASED:
+                continue
+            if not self.shared.members.get(out.shared):
+                last += 1
+            elif out.qos == 2 and out.state == SENT:
+                lost += 1
+            else:
+                self.deliver_shared(out.shared, out.msg, exclude=session.client_id)
+        if lost:
+            self.stats.shared_qos2_lost += lost
+            log.warning("session %s ended with %d QoS 2 deliveries of shared subscriptions sent and not "
+                        "acknowledged (no PUBREC): not sent to another member (MQTT 5.0 §4.8.2), lost",
+                        session.client_id, lost)
         if last:
             log.info("session %s ended holding %d deliveries of shared subscriptions it was the last member of",
                      session.client_id, last)

@@ -413,6 +413,7 @@ class MqttServer:
             "messages/sent": str(sum(s.stats.sent for s in b.sessions.values())),
             "messages/retained/count": str(len(b.retained)),
             "messages/resends": str(stats.resends_recognised),
+            "messages/shared_qos2_lost": str(stats.shared_qos2_lost),
             "acl/denied/publish": str(stats.acl_denied_publish),
             "acl/denied/subscribe": str(stats.acl_denied_subscribe),
             "subscriptions/count": str(len(b.trie)),

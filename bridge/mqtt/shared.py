@@ -6,8 +6,9 @@ A group is one entry of the subscription tree, keyed by its full ``$share/...`` 
 client id (client ids beginning with ``$share/`` are refused at CONNECT). ``pick`` chooses the member:
 round robin over the members that are connected and have room in their in-flight window, else over the
 connected ones, else over all (a persistent member's session queues it). When a member's session ends,
-the deliveries it still held from the group go to another member (``Publisher.reassign``), so a member
-that leaves for good loses none of the group's messages.
+the deliveries it still held from the group go to another member (``Publisher.reassign``), except the QoS 2
+ones it was sent and had not answered with a PUBREC, which §4.8.2 forbids sending to another client
+[MQTT-4.8.2-5]: those are lost with the session (counted).
 """
 from __future__ import annotations
 

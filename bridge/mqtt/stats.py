@@ -20,3 +20,6 @@ class BrokerStats:
     # ACL (acl.py): publications not routed, subscriptions refused
     acl_denied_publish: int = 0
     acl_denied_subscribe: int = 0
+    # QoS 2 deliveries of shared subscriptions sent to a member whose session ended before its PUBREC: MQTT 5.0
+    # §4.8.2 forbids sending them to another member (Publisher.reassign)
+    shared_qos2_lost: int = 0
