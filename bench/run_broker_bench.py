@@ -19,6 +19,7 @@ import datetime as dt
 import json
 import os
 import platform
+import random
 import resource
 import shutil
 import signal
@@ -44,10 +45,26 @@ VENV_PY = ROOT / ".venv" / "bin" / "python"
 MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port free now, below the kernel's ephemeral range (32768 up): a load generator's client connection
+    never takes it, so one left in TIME-WAIT cannot keep a broker from binding it; never handed out twice."""
+    rng = random.Random()
+    for _ in range(1000):
+        port = rng.randrange(10_000, 32_768)
+        if port in _HANDED_OUT:
+            continue
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _HANDED_OUT.add(port)
+        return port
+    raise RuntimeError("no free port in 10000-32767")
 
 
 def _raise_nofile() -> None:  # runs in the broker child before exec
