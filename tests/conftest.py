@@ -20,14 +20,22 @@ settings.load_profile("mqbridge")
 
 
 @pytest.fixture
-def gateway_factory(tmp_path: Path) -> Iterator[Callable[..., GatewayProcess]]:
+def gateway_loop() -> str | None:
+    """The event loop of the gateways ``gateway_factory`` starts (None: tests.support.gateway.DEFAULT_LOOP,
+    asyncio unless MQBRIDGE_EVENT_LOOP says otherwise); ``@pytest.mark.parametrize("gateway_loop", LOOPS)``
+    runs a test on each loop."""
+    return None
+
+
+@pytest.fixture
+def gateway_factory(tmp_path: Path, gateway_loop: str | None) -> Iterator[Callable[..., GatewayProcess]]:
     """Start `mqbridge serve` processes with config overrides; all are stopped at teardown."""
     started: list[GatewayProcess] = []
 
     def make(config: dict[str, Any] | None = None, name: str = "gw") -> GatewayProcess:
         workdir = tmp_path / name
         workdir.mkdir(exist_ok=True)
-        gw = GatewayProcess(workdir, config).start()
+        gw = GatewayProcess(workdir, config, loop=gateway_loop).start()
         started.append(gw)
         return gw
 

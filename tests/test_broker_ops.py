@@ -15,7 +15,7 @@ import pytest
 from bridge.mqtt import packets as P
 from bridge.mqtt.passwords import make_hash
 from tests.support import shared_gateway
-from tests.support.gateway import GatewayProcess, free_port, wait_for
+from tests.support.gateway import LOOPS, GatewayProcess, free_port, wait_for
 from tests.support.mosquitto import AVAILABLE as MOSQUITTO
 from tests.support.mosquitto import MosquittoSub, mosquitto_pub
 from tests.support.mqtt_clients import LEVEL, PROTOCOL_IDS, PROTOCOLS, RawClient
@@ -306,14 +306,15 @@ def tls_cert(tmp_path_factory):
     return _self_signed(tmp_path_factory.mktemp("tls"), "localhost")
 
 
-@pytest.fixture(scope="module")
-def module_tls_gateway(tmp_path_factory, tls_cert):
+@pytest.fixture(scope="module", params=LOOPS)
+def module_tls_gateway(request, tmp_path_factory, tls_cert):
+    """A gateway with a plain and a TLS listener, once per event loop (TLS differs between them)."""
     cert, key = tls_cert
     plain, secure = free_port(), free_port()
     gw = GatewayProcess(tmp_path_factory.mktemp("tls-gw"), {"broker": {"listeners": [
         {"host": "127.0.0.1", "port": plain},
         {"host": "127.0.0.1", "port": secure, "tls": {"cert": str(cert), "key": str(key)}},
-    ]}}).start()
+    ]}}, loop=request.param).start()
     yield gw, plain, secure, cert
     gw.stop()
 
@@ -372,6 +373,7 @@ def test_tls_listener_with_mosquitto_clients(tls_gateway, version):
 
 
 
+@pytest.mark.parametrize("gateway_loop", LOOPS)
 def test_tls_listener_requiring_client_certificates(gateway_factory, tls_cert, tmp_path):
     server_cert, server_key = tls_cert
     client_cert, client_key = _self_signed(tmp_path, "device-1")

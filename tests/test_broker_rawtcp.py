@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from bridge.mqtt.rawtcp import RawServer, RawTransport, listen
+from bridge.mqtt.rawtcp import RawServer, RawTransport, listen, raw_transports
 
 
 class Recorder(asyncio.Protocol):
@@ -126,7 +126,8 @@ def test_a_reset_by_the_peer_ends_the_connection_with_the_error() -> None:
             protos.append(Recorder())
             return protos[-1]
 
-        server = RawServer(asyncio.get_running_loop(), server_sock, factory)
+        loop = asyncio.get_running_loop()
+        server = RawServer(loop, server_sock, raw_transports(loop, factory))
         port = server.sockets[0].getsockname()[1]
         client = socket.create_connection(("127.0.0.1", port))
         await _until(lambda: protos and protos[0].made == 1, "the accepted connection")

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.gateway import REPO, GatewayProcess, free_port, wait_for
+from tests.support.gateway import LOOPS, REPO, GatewayProcess, free_port, wait_for
 from tests.support.mosquitto import MosquittoSub, mosquitto_pub
 from tests.support.mqtt_clients import PahoClient
 
@@ -109,6 +109,7 @@ def receive_through(c: PahoClient, marker: str) -> list[str]:
     return got[:got.index(marker) + 1]
 
 
+@pytest.mark.parametrize("gateway_loop", LOOPS)
 def test_the_certificate_names_the_user(tls_gw, clients, pki):
     # the CONNECT's user name and password are not used: the certificate's CN is the user
     alice = cert_client(clients, tls_gw, pki, "alice", username="writer", password="anything").connect()
@@ -135,6 +136,7 @@ def test_the_certificate_names_the_user(tls_gw, clients, pki):
         sub.stop()
 
 
+@pytest.mark.parametrize("gateway_loop", LOOPS)
 def test_a_certificate_without_a_cn_is_refused(tls_gw, clients, pki):
     c = cert_client(clients, tls_gw, pki, "no-cn", username="alice", password="x").connect()
     assert c.rc == 5
@@ -154,6 +156,7 @@ def test_use_identity_as_username_needs_a_ca(tmp_path, pki):
     assert "use_identity_as_username needs ca" in r.stdout + r.stderr
 
 
+@pytest.mark.parametrize("gateway_loop", LOOPS)
 def test_a_certificate_users_persistent_session_keeps_its_rules_across_restart_and_reload(
         tls_gw, clients, pki, tmp_path):
     def away_alice() -> PahoClient:

@@ -8,8 +8,12 @@ Transport contract that ``MqttProtocol`` uses: ``write`` (sent at once when noth
 until the socket takes it), ``close`` (after the buffer is written), ``abort``, ``pause_reading`` /
 ``resume_reading``, ``is_closing``, ``get_write_buffer_size``, ``get_extra_info("peername")`` (until
 ``connection_made`` returns), and it calls ``connection_made``, ``data_received``, ``eof_received`` and
-``connection_lost`` (from the loop, never from inside a call of the protocol's) as asyncio does. TLS
-listeners keep asyncio's transports: the handshake needs ``loop.start_tls``.
+``connection_lost`` (from the loop, never from inside a call of the protocol's) as asyncio does.
+
+``RawServer`` accepts on the loop's ``add_reader`` (asyncio's selector; uvloop polls a socket's descriptor
+with libuv's uv_poll the same way) and hands each accepted socket to a callable: a ``RawTransport`` for
+plain TCP (``raw_transports``), or, for TLS listeners, the broker's admission and
+``loop.connect_accepted_socket`` (server.py), whose TLS protocol reads the socket's first byte.
 """
 from __future__ import annotations
 
@@ -194,14 +198,24 @@ class RawTransport:
             os.close(self._fd)
 
 
-class RawServer:
-    """Listening sockets whose connections get a ``RawTransport``; ``sockets`` and ``close`` as asyncio.Server."""
+Handoff = Callable[[socket.socket, tuple[object, ...]], None]
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, sockets: list[socket.socket],
-                 factory: Callable[[], asyncio.Protocol]) -> None:
+
+def raw_transports(loop: asyncio.AbstractEventLoop, factory: Callable[[], asyncio.Protocol]) -> Handoff:
+    """The hand-off of a plain TCP listener: each accepted socket gets a ``RawTransport`` and a new protocol."""
+    def handoff(sock: socket.socket, peer: tuple[object, ...]) -> None:
+        RawTransport(loop, sock.detach(), factory(), peer).start()
+    return handoff
+
+
+class RawServer:
+    """Listening sockets whose accepted connections (non-blocking, TCP_NODELAY) go to ``handoff`` with the
+    peer's address, which owns them from then on; ``sockets`` and ``close`` as asyncio.Server."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, sockets: list[socket.socket], handoff: Handoff) -> None:
         self.loop = loop
         self.sockets = sockets
-        self.factory = factory
+        self.handoff = handoff
         self._closed = False
         for sock in sockets:
             loop.add_reader(sock.fileno(), self._accept, sock)
@@ -233,7 +247,11 @@ class RawServer:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError:
                 pass
-            RawTransport(self.loop, sock.detach(), self.factory(), peer).start()
+            try:
+                self.handoff(sock, peer)
+            except Exception:   # one connection's failure: the listener goes on accepting
+                log.exception("connection from %s: the hand-off failed", peer)
+                sock.close()
 
     def _resume(self, listening: socket.socket) -> None:
         if not self._closed:

@@ -3,8 +3,8 @@
 Hot path: ``data_received`` -> ConnectionDriver.receive (driver.py: PacketReader -> Broker.handle); output
 is coalesced per connection and written once per loop iteration. Keepalive and connect timeouts
 (ConnectionDriver.timed_out), session expiry and $SYS updates run from one periodic sweep, so 10,000
-idle connections cost no timers of their own. With rawtcp.py (plain TCP connections on the loop's selector)
-the only modules in bridge/mqtt that use asyncio.
+idle connections cost no timers of their own. With rawtcp.py (plain TCP connections on the loop's selector,
+and the accepts of TLS listeners) the only modules in bridge/mqtt that use asyncio.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from bridge.mqtt import packets as P
 from bridge.mqtt.broker import Broker
 from bridge.mqtt.connection import ClientConnection
 from bridge.mqtt.driver import ConnectionDriver, Read
-from bridge.mqtt.rawtcp import RawServer, listen
+from bridge.mqtt.rawtcp import RawServer, listen, raw_transports
 
 log = logging.getLogger("mqbridge.server")
 
@@ -43,8 +43,8 @@ class Listener:
     refused: int = 0
     allow: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = field(default_factory=list)
     deny: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = field(default_factory=list)
-    # TLS listeners: the handshake runs after the TCP accept (MqttProtocol._tls), so that a connection
-    # still in it counts against max_connections and must finish it within limits.connect_timeout
+    # TLS listeners: the handshake runs after our own TCP accept (MqttServer._accept_tls), so that a
+    # connection still in it counts against max_connections and must finish it within limits.connect_timeout
     ssl_context: ssl.SSLContext | None = None
     _label: tuple[int, str] | None = None   # (port, label): one string shared by its connections
 
@@ -57,6 +57,20 @@ class Listener:
         if cached is None or cached[0] != self.port:   # a listener not started yet has no bound port
             cached = self._label = (self.port, self.config.label(self.port))
         return cached[1]
+
+    def admit(self, host: str, peer: str) -> bool:
+        """Whether a new connection from ``host`` may stay: the allow/deny lists, then max_connections (a
+        refusal is counted and logged)."""
+        if not self.admits(host):
+            self.refused += 1
+            log.warning("%s: connection from %s refused by allow/deny list", self.label(), peer)
+            return False
+        limit = self.config.max_connections
+        if limit and len(self.connections) >= limit:
+            self.refused += 1
+            log.warning("%s: connection from %s refused: max_connections %d reached", self.label(), peer, limit)
+            return False
+        return True
 
     def admits(self, host: str) -> bool:
         try:
@@ -94,16 +108,15 @@ class MqttProtocol(asyncio.Protocol):
         host = str(peername[0])
         peer = f"{host}:{peername[1]}" if len(peername) >= 2 else host
         listener = self.listener
-        limit = listener.config.max_connections
-        if not listener.admits(host):
-            listener.refused += 1
-            log.warning("%s: connection from %s refused by allow/deny list", listener.label(), peer)
-            transport.abort()
+        if self._handshake is not None:   # a TLS connection, admitted at its accept (accept_tls): handshake done
+            self._handshake = None
+            self._begin(peer)
+            tls_config = listener.config.tls
+            if tls_config is not None and tls_config.use_identity_as_username and self.conn is not None:
+                self.conn.identity_from_certificate = True
+                self.conn.peer_certificate = transport.get_extra_info("peercert")
             return
-        if limit and len(listener.connections) >= limit:
-            listener.refused += 1
-            log.warning("%s: connection from %s refused: max_connections %d reached", listener.label(),
-                        peer, limit)
+        if not listener.admit(host, peer):
             transport.abort()
             return
         sock = transport.get_extra_info("socket")
@@ -113,33 +126,32 @@ class MqttProtocol(asyncio.Protocol):
             except OSError:
                 pass
         listener.connections.add(self)
-        if listener.ssl_context is not None:
-            self._handshake = self.server.loop.create_task(self._tls(transport, listener.ssl_context, peer))
-            return
         self._begin(peer)
 
-    async def _tls(self, raw: asyncio.BaseTransport, ctx: ssl.SSLContext, peer: str) -> None:
-        """The TLS handshake of an accepted connection, within connect_timeout; then the MQTT connection."""
-        timeout = self.server.broker.limits.connect_timeout
+    def accept_tls(self, sock: socket.socket, peer: str, ctx: ssl.SSLContext) -> None:
+        """A TLS listener's accepted socket, admitted: it counts as a connection from now on, and the
+        handshake must end within connect_timeout. ``connect_accepted_socket`` gives the socket to the TLS
+        protocol before anything reads it, so no byte of the ClientHello can reach this protocol unread by
+        TLS; ``connection_made`` follows the handshake."""
+        self.listener.connections.add(self)
+        self._handshake = self.server.loop.create_task(self._tls(sock, peer, ctx))
+
+    async def _tls(self, sock: socket.socket, peer: str, ctx: ssl.SSLContext) -> None:
+        done = False
         try:
-            tls = await self.server.loop.start_tls(raw, self, ctx, server_side=True,  # type: ignore[arg-type]
-                                                   ssl_handshake_timeout=timeout)
+            await self.server.loop.connect_accepted_socket(
+                lambda: self, sock, ssl=ctx, ssl_handshake_timeout=self.server.broker.limits.connect_timeout)
+            done = True
         except Exception as exc:   # noqa: BLE001 - any failed handshake: this connection only
             log.info("%s: TLS handshake with %s failed: %s", self.listener.label(), peer,
                      str(exc) or type(exc).__name__)
-            raw.abort()
-            self.connection_lost(None)
-            return
-        finally:
-            self._handshake = None
-        if tls is None or self.transport is None:   # closed meanwhile
-            return
-        self.transport = tls  # type: ignore[assignment]
-        self._begin(peer)
-        tls_config = self.listener.config.tls
-        if tls_config is not None and tls_config.use_identity_as_username and self.conn is not None:
-            self.conn.identity_from_certificate = True
-            self.conn.peer_certificate = tls.get_extra_info("peercert")
+            # the transport that took the socket is closed by now (asyncio closed the socket, uvloop detached
+            # it): a no-op then, the close of a socket no transport took otherwise
+            sock.close()
+        finally:   # failed, or cancelled (the broker's shutdown; the loop closes the transport): the protocol
+            if not done and self.driver is None:   # had neither connection_made nor connection_lost
+                self._handshake = None
+                self.connection_lost(None)
 
     def _begin(self, peer: str) -> None:
         """The MQTT side of a connection whose bytes now flow (after the TLS handshake on a TLS listener)."""
@@ -171,8 +183,6 @@ class MqttProtocol(asyncio.Protocol):
             self.transport.pause_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self._handshake is not None and exc is not None:
-            return   # the handshake's failure ends it (_tls)
         self.listener.connections.discard(self)
         if self.driver is not None:
             self.driver.lost(str(exc) if exc else None)
@@ -244,9 +254,11 @@ class MqttProtocol(asyncio.Protocol):
             self.transport.close()
 
     def abort(self) -> None:
-        """Flush what is queued (e.g. a final ack) and close."""
+        """Flush what is queued (e.g. a final ack) and close; a TLS handshake under way is given up."""
         transport = self.transport
         if transport is None:
+            if self._handshake is not None:
+                self._handshake.cancel()
             return
         self.flush()
         transport.close()
@@ -307,11 +319,18 @@ class MqttServer:
         cfg = listener.config
         ctx = listener.ssl_context = _ssl_context(cfg) if cfg.tls else None
         server: asyncio.AbstractServer | RawServer
-        # plain TCP on asyncio's own loop: the slimmer transport (rawtcp.py). uvloop's C transports are faster
-        # than it (fan-out -9 %, bench/HISTORY.md) and a user who installed them chose speed
-        if ctx is None and not type(self.loop).__module__.startswith("uvloop"):
+        if ctx is not None:
+            # TLS: accepted here (rawtcp.RawServer, on either loop) and admitted before the handshake, which
+            # connect_accepted_socket then runs with the socket unread. Before, loop.start_tls on an accepted
+            # transport began a loop iteration later, and a ClientHello read in between was lost (uvloop reads
+            # right after connection_made; asyncio under a burst of connections): docs/broker.md
             server = RawServer(self.loop, listen(cfg.host, listener.port or cfg.port, BACKLOG),
-                               lambda: MqttProtocol(self, listener))
+                               lambda sock, address: self._accept_tls(listener, ctx, sock, address))
+        elif not type(self.loop).__module__.startswith("uvloop"):
+            # plain TCP on asyncio's own loop: the slimmer transport (rawtcp.py). uvloop's C transports are
+            # faster than it (fan-out -9 %, bench/HISTORY.md) and a user who installed them chose speed
+            server = RawServer(self.loop, listen(cfg.host, listener.port or cfg.port, BACKLOG),
+                               raw_transports(self.loop, lambda: MqttProtocol(self, listener)))
         else:
             server = await self.loop.create_server(
                 lambda: MqttProtocol(self, listener), host=cfg.host, port=listener.port or cfg.port,
@@ -321,6 +340,15 @@ class MqttServer:
         listener.port = sock.getsockname()[1]
         log.info("listener %s started on %s:%d%s", listener.label(), cfg.host, listener.port,
                  " (TLS)" if ctx else "")
+
+    def _accept_tls(self, listener: Listener, ctx: ssl.SSLContext, sock: socket.socket,
+                    address: tuple[object, ...]) -> None:
+        host = str(address[0])
+        peer = f"{host}:{address[1]}" if len(address) >= 2 else host
+        if not listener.admit(host, peer):
+            sock.close()
+            return
+        MqttProtocol(self, listener).accept_tls(sock, peer, ctx)
 
     async def stop_listener(self, listener: Listener) -> None:
         """Stop accepting on this listener; connected clients stay connected."""

@@ -16,9 +16,22 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
+
+# The event loop a test gateway runs on (MQBRIDGE_EVENT_LOOP, bridge/app.py). The dev extra installs uvloop,
+# under which "auto" would pick it: test gateways run on asyncio (the rawtcp transport) unless the
+# environment or the test names another; tests of what differs between the loops (TLS) run on both, LOOPS.
+EVENT_LOOP_ENV = "MQBRIDGE_EVENT_LOOP"
+DEFAULT_LOOP = os.environ.get(EVENT_LOOP_ENV, "").strip() or "asyncio"
+try:
+    import uvloop  # noqa: F401
+    HAVE_UVLOOP = True
+except ImportError:
+    HAVE_UVLOOP = False
+LOOPS = ["asyncio", pytest.param("uvloop", marks=pytest.mark.skipif(not HAVE_UVLOOP, reason="uvloop not installed"))]
 
 
 _HANDED_OUT: set[int] = set()
@@ -96,8 +109,10 @@ def bind_error(port: int) -> str | None:
 
 
 class GatewayProcess:
-    def __init__(self, workdir: Path, config: dict[str, Any] | None = None) -> None:
+    def __init__(self, workdir: Path, config: dict[str, Any] | None = None, *, loop: str | None = None) -> None:
+        """``loop``: its MQBRIDGE_EVENT_LOOP (None: DEFAULT_LOOP)."""
         self.workdir = workdir
+        self.loop = loop or DEFAULT_LOOP
         self.data_dir = workdir / "var"
         self.port = free_port()
         self.admin_port = free_port()
@@ -149,7 +164,7 @@ class GatewayProcess:
         except OSError:
             start_offset = 0
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child for its lifetime
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **{EVENT_LOOP_ENV: self.loop})
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "bridge", "serve", "-c", str(self.config_path)],
             cwd=self.workdir,
@@ -172,6 +187,10 @@ class GatewayProcess:
             return runtime.exists()
 
         wait_for(ready, timeout, what="mqbridge to start")
+        with open(self.log_path, "rb") as f:
+            f.seek(start_offset)
+            assert self.loop == "auto" or f"event loop: {self.loop}" in f.read().decode("utf-8", errors="replace"), \
+                f"the gateway did not start on the event loop {self.loop}"
         try:
             info = json.loads(runtime.read_text(encoding="utf-8"))
             self.listener_ports = [int(lst["port"]) for lst in info.get("listeners", [])]
