@@ -167,8 +167,12 @@ def test_denied_publish_is_acknowledged_not_delivered_and_counted(acl_gw, user_c
 def test_mqtt5_denied_publish_gets_reason_0x87(acl_gw, v5_clients, qos):
     alice = v5_clients(acl_gw.port, "alice")
     reasons: dict[int, int] = {}      # mid -> reason code of the PUBACK / PUBREC paho decoded
+    why: dict[int, str] = {}           # mid -> the PUBACK's Reason String (QoS 1)
     if qos == 1:
-        alice.client.on_publish = lambda c, u, mid, rc, props: reasons.__setitem__(mid, int(rc.value))
+        def on_publish(c, u, mid, rc, props) -> None:
+            reasons[mid] = int(rc.value)
+            why[mid] = getattr(props, "ReasonString", "")
+        alice.client.on_publish = on_publish
     else:   # paho does not report a PUBREC's reason code: decode it with paho's own decoder as it arrives
         paho_packet = pytest.importorskip("paho.mqtt._packet")
         client = alice.client
@@ -185,6 +189,8 @@ def test_mqtt5_denied_publish_gets_reason_0x87(acl_gw, v5_clients, qos):
     wait_for(lambda: denied.mid in reasons and allowed.mid in reasons, 10, what="both acknowledgements")
     assert reasons[denied.mid] == NOT_AUTHORIZED
     assert reasons[allowed.mid] == 0
+    if qos == 1:   # why, in words, on the refusal only
+        assert why[denied.mid] == "not authorized to publish to 'plant/bob/x'" and not why[allowed.mid]
     for info in (denied, allowed):       # QoS 2: paho sends PUBREL even after 0x87; the broker completes it
         info.wait_for_publish(10)
         assert info.is_published()

@@ -407,11 +407,16 @@ def test_suback_and_unsuback_reason_codes(gateway):
     filters = (("rc/a", 2), ("a/#/b", 1), ("$share/g/t", 1), ("rc/b", 0), ("rc/+x", 1), ("rc/c", 1),
                ("$share/g", 1), ("$share/g+/t", 1))
     raw.send(P.encode(P.Subscribe(1, filters), 5))
-    assert raw.recv() == P.Suback(1, (2, 0x8F, 1, 0, 0x8F, 1, 0x8F, 0x8F))
+    suback = raw.recv()
+    assert (suback.packet_id, suback.return_codes) == (1, (2, 0x8F, 1, 0, 0x8F, 1, 0x8F, 0x8F))
+    why = suback.properties[PR.REASON_STRING]   # each refused filter named, with why
+    assert why.startswith("refused: ") and all(f"{f!r}:" in why for f in ("a/#/b", "rc/+x", "$share/g", "$share/g+/t"))
     mine = {s["topic_filter"] for s in gateway.admin("/subscriptions")[1] if s["client_id"] == "rc-raw"}
     assert mine == {"rc/a", "rc/b", "rc/c"}   # the group is listed under its own key
     raw.send(P.encode(P.Unsubscribe(2, ("rc/a", "never/subscribed", "a/#/b", "$share/g/t")), 5))
-    assert raw.recv() == P.Unsuback(2, (0x00, 0x11, 0x8F, 0x00))
+    unsuback = raw.recv()
+    assert (unsuback.packet_id, unsuback.reason_codes) == (2, (0x00, 0x11, 0x8F, 0x00))
+    assert "'a/#/b':" in unsuback.properties[PR.REASON_STRING] and "never" not in unsuback.properties[PR.REASON_STRING]
     raw.send(P.encode(P.Unsubscribe(3, ("rc/a", "rc/b")), 5))
     assert raw.recv() == P.Unsuback(3, (0x11, 0x00))
     raw.send(P.encode(P.Publish("rc/a", b"gone", 0), 5))
@@ -427,3 +432,18 @@ def test_unsuback_codes_seen_by_paho(gateway):
     assert unsubscribe5(sub, "ru/t") == [0x00]
     assert unsubscribe5(sub, "ru/t") == [0x11]
     sub.close()
+
+
+def test_reason_strings_follow_request_problem_information_and_maximum_packet_size(gateway):
+    """A refusing SUBACK carries a Reason String, except to a client that asked for none (Request Problem
+    Information 0, §3.1.2.11.7) or whose Maximum Packet Size it would exceed (§3.9.2.1.2)."""
+    refused = (("ok/a", 1), ("bad/#/x", 1))
+    for props, expect_reason in (({}, True), ({PR.REQUEST_PROBLEM_INFORMATION: 0}, False),
+                                 ({PR.MAXIMUM_PACKET_SIZE: 40}, False)):
+        raw, connack = raw5(gateway.port, f"rs-{len(props)}-{expect_reason}", props=props or None)
+        assert connack.return_code == 0
+        raw.send(P.encode(P.Subscribe(1, refused), 5))
+        suback = raw.recv()
+        assert suback.return_codes == (1, 0x8F)
+        assert (PR.REASON_STRING in (suback.properties or {})) is expect_reason, props
+        raw.close()

@@ -189,6 +189,7 @@ class Connections:
         Size) and what CONNACK tells it of the server's limits."""
         limits = self.table.limits
         session.max_inflight = min(limits.max_inflight, props.get(PR.RECEIVE_MAXIMUM, 65535))
+        conn.quiet_problems(props.get(PR.REQUEST_PROBLEM_INFORMATION, 1) == 0)
         session.max_packet_out = conn.max_packet_out   # taken from the CONNECT first thing (on_connect)
         conn.topic_alias_max = limits.topic_alias_maximum
         # aliases are per network connection (§3.3.2.3.4): a resumed session starts with none known

@@ -18,6 +18,11 @@ trace_log = logging.getLogger("mqbridge.trace")
 
 NOT_HELD: frozenset[str] = frozenset()   # ClientConnection.held_by of a connection no route session holds
 
+# MQTT 5 connections whose CONNECT had Request Problem Information 0 (§3.1.2.11.7): no Reason String on any
+# packet but CONNACK and DISCONNECT. A set beside the connections rather than a slot: few clients send it,
+# and one more slot would cost every idle connection 16 bytes
+_NO_PROBLEM_INFO: set[ClientConnection] = set()
+
 
 class Port(Protocol):
     """The transport's end of a connection, given by the server (one object rather than a callback per
@@ -216,6 +221,27 @@ class ClientConnection:
                 self.port.queue_write(self.disconnect_packet(code, reason))
         self.closing = True
         self.port.abort()
+
+    def quiet_problems(self, quiet: bool) -> None:
+        """Request Problem Information from the CONNECT: 0 (``quiet``) leaves Reason Strings off acknowledgements."""
+        if quiet:
+            _NO_PROBLEM_INFO.add(self)
+        else:
+            _NO_PROBLEM_INFO.discard(self)
+
+    def forget(self) -> None:
+        """The connection ended."""
+        _NO_PROBLEM_INFO.discard(self)
+
+    def refusal(self, encode: Callable[[PR.Props | None], bytes], reason: str) -> bytes:
+        """An MQTT 5 acknowledgement that refuses something (a reason code of 0x80 or more), with ``reason``
+        as its Reason String unless the client asked for none (Request Problem Information 0) or it would
+        exceed the client's Maximum Packet Size (§3.4.2.2.2: the sender MUST NOT send it then)."""
+        if reason and self not in _NO_PROBLEM_INFO:
+            data = encode({PR.REASON_STRING: reason[:256]})
+            if len(data) <= self.max_packet_out:
+                return data
+        return encode(None)
 
     def disconnect_packet(self, code: int, reason: str) -> bytes:
         """A server DISCONNECT; the Reason String only where it fits the client's Maximum Packet Size."""

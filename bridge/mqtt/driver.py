@@ -141,6 +141,7 @@ class ConnectionDriver:
             self._handle_held_at_close()
         reason = conn.close_reason or (f"I/O error: {error}" if error else "connection closed by peer")
         conn.closed = True
+        conn.forget()
         if conn.client_id is not None:
             log.info("client %s (%s) disconnected: %s", conn.client_id, conn.peer, reason)
         else:

@@ -152,8 +152,11 @@ class Publisher:
         log.debug("client %s (user %s): PUBLISH to %r denied by the ACL", conn.client_id, session.username, topic)
         if qos and pid is not None:
             ack = P.PUBACK if qos == 1 else P.PUBREC
-            v5 = conn.protocol_level == P.MQTT_5
-            conn.send(P.encode_ack5(ack, pid, P.Reason.NOT_AUTHORIZED) if v5 else P.encode_ack(ack, pid))
+            if conn.protocol_level == P.MQTT_5:
+                conn.send(conn.refusal(lambda props: P.encode_ack5(ack, pid, P.Reason.NOT_AUTHORIZED, props),
+                                       f"not authorized to publish to {topic!r}"))
+            else:
+                conn.send(P.encode_ack(ack, pid))
 
     def _may_hold_inbound(self, conn: ClientConnection, session: Session, msg: Message) -> bool:
         """A client may leave at most max_inbound_qos2 QoS 2 publications (and max_queued_bytes of them)

@@ -119,6 +119,7 @@ class Subscriptions:
         v5 = conn.protocol_level == P.MQTT_5
         sub_id = (packet.properties or {}).get(PR.SUBSCRIPTION_IDENTIFIER) if v5 else None
         codes: list[int] = []
+        problems: list[str] = []   # why each refused filter was refused: the SUBACK's Reason String
         granted: list[tuple[str, int]] = []
         writes = False
         for topic_filter, options in packet.topics:
@@ -132,6 +133,7 @@ class Subscriptions:
                     raise P.ProtocolError(f"invalid topic filter: {exc}", packet="SUBSCRIBE") from None
                 log.warning("client %s: SUBSCRIBE refused: %s", session.client_id, exc)
                 codes.append(P.Reason.TOPIC_FILTER_INVALID if v5 else P.SUBACK_FAILURE)
+                problems.append(f"{topic_filter!r}: {exc}")
                 continue
             if shared is not None and v5 and options & NO_LOCAL:
                 raise P.ProtocolError(f"No Local on the shared subscription {topic_filter!r}", packet="SUBSCRIBE")
@@ -141,6 +143,7 @@ class Subscriptions:
                 log.info("client %s (user %s): SUBSCRIBE %r refused by the ACL", session.client_id, session.username,
                          topic_filter)
                 codes.append(P.Reason.NOT_AUTHORIZED if v5 else P.SUBACK_FAILURE)
+                problems.append(f"{topic_filter!r}: not authorized")
                 continue
             existed = topic_filter in session.subscriptions
             writes |= self.add(session, topic_filter, qos, options, sub_id)
@@ -148,7 +151,13 @@ class Subscriptions:
             handling = (options >> 4) & 3
             if shared is None and (handling == 0 or handling == 1 and not existed):
                 granted.append((topic_filter, qos))
-        suback = P.encode_suback5(packet.packet_id, codes) if v5 else P.encode_suback(packet.packet_id, codes)
+        if not v5:
+            suback = P.encode_suback(packet.packet_id, codes)
+        elif problems:
+            suback = conn.refusal(lambda props: P.encode_suback5(packet.packet_id, codes, props),
+                                  "refused: " + "; ".join(problems))
+        else:
+            suback = P.encode_suback5(packet.packet_id, codes)
         if writes:
             conn.send_durable(suback)
         else:
@@ -167,6 +176,7 @@ class Subscriptions:
     def on_unsubscribe(self, conn: ClientConnection, session: Session, packet: P.Unsubscribe) -> None:
         v5 = conn.protocol_level == P.MQTT_5
         codes: list[int] = []
+        problems: list[str] = []
         for topic_filter in packet.topics:
             try:
                 validate_topic_filter(topic_filter)
@@ -174,6 +184,7 @@ class Subscriptions:
                 if not v5 or not topic_filter:
                     raise P.ProtocolError(f"invalid topic filter: {exc}", packet="UNSUBSCRIBE") from None
                 codes.append(P.Reason.TOPIC_FILTER_INVALID)
+                problems.append(f"{topic_filter!r}: {exc}")
                 continue
             existed = topic_filter in session.subscriptions
             codes.append(P.Reason.SUCCESS if existed else P.Reason.NO_SUBSCRIPTION_EXISTED)
@@ -181,7 +192,13 @@ class Subscriptions:
         for topic_filter, code in zip(packet.topics, codes, strict=True):
             if code == P.Reason.SUCCESS or not v5:
                 writes |= self.remove(session, topic_filter)
-        ack = P.encode_unsuback5(packet.packet_id, codes) if v5 else P.encode_ack(P.UNSUBACK, packet.packet_id)
+        if not v5:
+            ack = P.encode_ack(P.UNSUBACK, packet.packet_id)
+        elif problems:
+            ack = conn.refusal(lambda props: P.encode_unsuback5(packet.packet_id, codes, props),
+                               "refused: " + "; ".join(problems))
+        else:
+            ack = P.encode_unsuback5(packet.packet_id, codes)
         if writes:
             conn.send_durable(ack)
         else:
