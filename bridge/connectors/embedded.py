@@ -5,7 +5,8 @@ fresh machine with nothing else installed. `mqbridge queue ...` reads and writes
 Like a queue manager on MQPUT, the store gives a message a MsgId when it has none (MQMI_NONE), sets
 PutDate/PutTime (GMT), and resolves Priority -1 and Persistence 2 ("as queue default") to the queue's
 definition (``definition``; default priority 0, not persistent, as DEFPRTY/DEFPSIST default); on a get
-that is backed out it raises BackoutCount. Offsets are the
+that is backed out it raises BackoutCount. Like MQGET, a get or browse returns the MQMD's Expiry counted
+down by the time the message waited, and discards a message whose Expiry has passed. Offsets are the
 MQMD v1/v2 layout of IBM MQ docs "MQMD - Message descriptor"."""
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ log = logging.getLogger("mqbridge.embedded")
 
 FORMAT_OFFSET = 32
 PRIORITY_OFFSET = 40
+EXPIRY_OFFSET = 16
 PERSISTENCE_OFFSET = 44
 MSGID_OFFSET = 48
 MSGID_LENGTH = 24
@@ -194,22 +196,24 @@ class QueueStore:
             rows = self._db.execute(
                 "SELECT seq, queue, msg_id, data, put_time, backout_count FROM queue_messages "
                 "WHERE queue=? AND seq>? ORDER BY seq LIMIT ?", (queue, after_seq, limit)).fetchall()
-        return [StoredQueueMessage(r[0], r[1], bytes(r[2]), _with_backout(bytes(r[3]), r[5]), r[4], r[5])
-                for r in rows]
+        now = time.time()
+        return [m for m in (_as_got(r, now) for r in rows) if m is not None]
 
     def get(self, queue: str) -> StoredQueueMessage | None:
-        """Destructive get of the oldest message (committed on return)."""
+        """Destructive get of the oldest message not expired (committed on return)."""
+        now = time.time()
         with self._txn("IMMEDIATE") as db:
-            row = db.execute(
-                "SELECT seq, queue, msg_id, data, put_time, backout_count FROM queue_messages "
-                "WHERE queue=? AND seq NOT IN (SELECT value FROM json_each(?)) ORDER BY seq LIMIT 1",
-                (queue, json.dumps(sorted(self._locked)))).fetchone()
-            if row is not None:
+            while True:
+                row = db.execute(
+                    "SELECT seq, queue, msg_id, data, put_time, backout_count FROM queue_messages "
+                    "WHERE queue=? AND seq NOT IN (SELECT value FROM json_each(?)) ORDER BY seq LIMIT 1",
+                    (queue, json.dumps(sorted(self._locked)))).fetchone()
+                if row is None:
+                    return None
                 db.execute("DELETE FROM queue_messages WHERE seq=?", (row[0],))
-        if row is None:
-            return None
-        return StoredQueueMessage(row[0], row[1], bytes(row[2]), _with_backout(bytes(row[3]), row[5]),
-                                  row[4], row[5])
+                msg = _as_got(row, now)
+                if msg is not None:
+                    return msg
 
     def get_locked(self, queue: str, limit: int = 64, select: Selection | None = None) -> list[StoredQueueMessage]:
         """Get under syncpoint: the oldest messages not already handed out, kept in the store until
@@ -244,7 +248,10 @@ class QueueStore:
                         continue
                     r = db.execute("SELECT seq, queue, msg_id, data, put_time, backout_count FROM queue_messages "
                                    "WHERE seq=?", (seq,)).fetchone()
-                    msg = StoredQueueMessage(r[0], r[1], bytes(r[2]), _with_backout(bytes(r[3]), r[5]), r[4], r[5])
+                    msg = _as_got(r, time.time())
+                    if msg is None:
+                        _discard_expired(db, [seq])
+                        continue
                     if not select(msg):
                         continue
                     self._locked.add(seq)
@@ -257,13 +264,21 @@ class QueueStore:
 
     def _lock_rows(self, rows: Iterable[tuple[Any, ...]], limit: int) -> list[StoredQueueMessage]:
         out = []
+        expired = []
+        now = time.time()
         for r in rows:
             if r[0] in self._locked:
                 continue
+            msg = _as_got(r, now)
+            if msg is None:
+                expired.append(r[0])
+                continue
             self._locked.add(r[0])
-            out.append(StoredQueueMessage(r[0], r[1], bytes(r[2]), _with_backout(bytes(r[3]), r[5]), r[4], r[5]))
+            out.append(msg)
             if len(out) >= limit:
                 break
+        if expired:
+            _discard_expired(self._db, expired)
         return out
 
     def confirm(self, seqs: list[int]) -> None:
@@ -340,6 +355,28 @@ def _with_backout(data: bytes, count: int) -> bytes:
     # the MQMD's integers are in its writer's byte order: Version (offset 4) is 1 or 2 either way
     order = "little" if int.from_bytes(data[4:8], "little") in (1, 2) else "big"
     return data[:BACKOUT_OFFSET] + count.to_bytes(4, order, signed=True) + data[BACKOUT_OFFSET + 4:]
+
+
+def _as_got(row: tuple[Any, ...], now: float) -> StoredQueueMessage | None:
+    """A (seq, queue, msg_id, data, put_time, backout_count) row as MQGET returns it: BackoutCount as the store
+    knows it, Expiry (tenths, MQEI_UNLIMITED -1 aside) less the tenths it waited; None when that is none left."""
+    data = _with_backout(bytes(row[3]), row[5])
+    raw = data[EXPIRY_OFFSET:EXPIRY_OFFSET + 4]
+    if raw != b"\xff\xff\xff\xff":
+        order = _mqmd_order(data)
+        expiry = int.from_bytes(raw, order, signed=True)
+        if expiry > 0:
+            left = expiry - int(max(0.0, now - row[4]) * 10)
+            if left <= 0:
+                return None
+            data = data[:EXPIRY_OFFSET] + left.to_bytes(4, order, signed=True) + data[EXPIRY_OFFSET + 4:]
+    return StoredQueueMessage(row[0], row[1], bytes(row[2]), data, row[4], row[5])
+
+
+def _discard_expired(db: sqlite3.Connection, seqs: list[int]) -> None:
+    """Delete messages whose Expiry has passed, as a queue manager discards them when a get reaches them."""
+    db.execute("DELETE FROM queue_messages WHERE seq IN (SELECT value FROM json_each(?))", (json.dumps(seqs),))
+    log.info("discarded %d expired message(s)", len(seqs))
 
 
 def default_path(data_dir: Path) -> Path:
