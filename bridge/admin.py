@@ -185,7 +185,8 @@ class AdminServer:
                          "resends": b.stats.resends_recognised,
                          # QoS 2 shared-subscription deliveries whose member's session ended before its
                          # PUBREC: given to no other member (MQTT 5.0 §4.8.2)
-                         "shared_qos2_lost": b.stats.shared_qos2_lost},
+                         "shared_qos2_lost": b.stats.shared_qos2_lost,
+                         "receive_maximum_exceeded": b.stats.receive_maximum_exceeded},
             "rates": {"received_per_s": round(sum(s.stats.rate_in for s in sessions), 1),
                       "sent_per_s": round(sum(s.stats.rate_out for s in sessions), 1)},
             "protocol_errors": b.stats.protocol_errors,

@@ -125,11 +125,11 @@ class ClientConnection:
         self.bytes_out += len(data)
         self.port.queue_write(data)
 
-    def send_durable(self, data: bytes) -> None:
+    def send_durable(self, data: bytes, ack: bool = False) -> None:
         """Send ``data`` once every store write queued so far is committed, keeping order."""
-        self.send_gated(data, (self._after_commit,))
+        self.send_gated(data, (self._after_commit,), ack)
 
-    def send_gated(self, data: bytes, gates: Sequence[Gate]) -> None:
+    def send_gated(self, data: bytes, gates: Sequence[Gate], ack: bool = False) -> None:
         """Send ``data`` once each of ``gates`` (a commit's after-commit registration: the broker's store, or
         the queue store of a route that took the publication, bridge.mqtt.sink) has called back, keeping
         order: what follows waits behind it. The commits may complete in any order across stores."""
@@ -141,7 +141,7 @@ class ClientConnection:
         if not held:
             held = self._held = []
         index = self._held_start + len(held)
-        held.append([data, len(gates)])
+        held.append([data, len(gates), True] if ack else [data, len(gates)])
         for gate in gates:
             gate(lambda: self._ready(index))
 
@@ -161,7 +161,8 @@ class ClientConnection:
         del held[:n]   # type: ignore[union-attr]
         self._held_start += n
         if not self.closed:
-            for data, _ in items:
+            for item in items:
+                data = item[0]
                 self.packets_out += 1
                 self.bytes_out += len(data)  # type: ignore[arg-type]
                 self.port.queue_write(data)  # type: ignore[arg-type]
@@ -169,6 +170,14 @@ class ClientConnection:
             reason, code = self._abort_after
             self._abort_after = None
             self.abort(reason, code)
+
+    def held_count(self) -> int:
+        """Output items waiting for commits (acknowledgements, and what follows them)."""
+        return len(self._held)
+
+    def held_acks(self) -> int:
+        """PUBACKs and PUBCOMPs among them (``send_gated(..., ack=True)``): publications not yet answered."""
+        return sum(1 for item in self._held if len(item) == 3)
 
     def _trace_out(self, data: bytes) -> None:
         try:

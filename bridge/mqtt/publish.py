@@ -114,6 +114,8 @@ class Publisher:
             return
         pid = packet.packet_id
         assert pid is not None
+        if conn.protocol_level == P.MQTT_5 and not self._within_receive_maximum(conn, session):
+            return
         if qos == 1:
             msg = Message(topic, packet.payload, 1, packet.retain, conn.client_id, username=conn.username,
                           user_via=conn.user_via, packet_id=pid, props=props, expires=expires,
@@ -157,6 +159,26 @@ class Publisher:
                                        f"not authorized to publish to {topic!r}"))
             else:
                 conn.send(P.encode_ack(ack, pid))
+
+    def _within_receive_maximum(self, conn: ClientConnection, session: Session) -> bool:
+        """MQTT 5 §4.9: a client may have at most the Receive Maximum the CONNACK announced
+        (``limits.max_inbound_qos2``) QoS 1 and 2 publications the server has not answered with PUBACK or
+        PUBCOMP; one more closes the connection with DISCONNECT 0x93 (Receive Maximum exceeded) once the
+        answers it was owed have left (what they acknowledge is committed), and this one is not taken (no
+        acknowledgement: the client still owns it). The answers wait for store commits (``send_gated``)."""
+        limit = self.config.limits.max_inbound_qos2
+        inbound = session.inbound
+        qos2 = len(inbound.qos2) if inbound is not None else 0   # PUBREC sent, no PUBREL yet
+        if conn.held_count() + qos2 < limit:   # the held items bound the held answers: the common case
+            return True
+        owed = conn.held_acks() + qos2
+        if owed < limit:
+            return True
+        self.stats.receive_maximum_exceeded += 1
+        reason = f"{owed} QoS 1/2 publications not yet acknowledged, beyond the Receive Maximum of {limit}"
+        log.warning("client %s (%s): closing: %s", conn.client_id, conn.peer, reason)
+        conn.abort_after_commit(reason, P.Reason.RECEIVE_MAXIMUM_EXCEEDED)
+        return False
 
     def _may_hold_inbound(self, conn: ClientConnection, session: Session, msg: Message) -> bool:
         """A client may leave at most max_inbound_qos2 QoS 2 publications (and max_queued_bytes of them)
@@ -229,9 +251,9 @@ class Publisher:
         if waits:
             if writes:
                 waits.append(self.store.after_commit)
-            conn.send_gated(ack, waits)
+            conn.send_gated(ack, waits, True)
         elif writes:
-            conn.send_durable(ack)
+            conn.send_durable(ack, True)
         else:
             conn.send(ack)
 

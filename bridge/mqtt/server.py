@@ -442,6 +442,7 @@ class MqttServer:
             "messages/retained/count": str(len(b.retained)),
             "messages/resends": str(stats.resends_recognised),
             "messages/shared_qos2_lost": str(stats.shared_qos2_lost),
+            "clients/receive_maximum_exceeded": str(stats.receive_maximum_exceeded),
             "acl/denied/publish": str(stats.acl_denied_publish),
             "acl/denied/subscribe": str(stats.acl_denied_subscribe),
             "subscriptions/count": str(len(b.trie)),

@@ -23,3 +23,5 @@ class BrokerStats:
     # QoS 2 deliveries of shared subscriptions sent to a member whose session ended before its PUBREC: MQTT 5.0
     # §4.8.2 forbids sending them to another member (Publisher.reassign)
     shared_qos2_lost: int = 0
+    # MQTT 5 clients closed for more unacknowledged QoS 1/2 publications than the Receive Maximum announced
+    receive_maximum_exceeded: int = 0
