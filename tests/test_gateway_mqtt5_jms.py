@@ -77,7 +77,7 @@ def test_mqtt5_request_reaches_jms_with_reply_to_and_correlation(
     (msg,) = jmstool.receive(f"queue://{queue}", 1, timeout=20)
     assert msg["body"] == "what time is it"
     headers = msg["headers"]
-    assert headers["replyTo"] == f"topic://resp5/{tag}"
+    assert headers["replyTo"] == f"topic://resp5.{tag}"   # the provider's dotted naming, as topic targets
     assert headers["correlationId"] == "id-9" and headers["type"] == "question"
     assert msg["properties"]["lang"]["value"] == "en"
     wait_for(lambda: egress(gw, 1, "in")[0]["status"] == "ok", 10, what="the conversion record")

@@ -30,7 +30,8 @@ from tests.test_gateway_activemq import egress, rules_file
 pytestmark = pytest.mark.activemq
 
 TAG = uuid.uuid4().hex[:10]
-REPLY_TOPIC = f"r5/{TAG}/rep"      # the requester's Response Topic, and the JMS topic its replies go to
+REPLY_TOPIC = f"r5/{TAG}/rep"      # the requester's Response Topic
+REPLY_JMS = f"r5.{TAG}.rep"        # the JMS topic its replies go to: the same in ActiveMQ's dotted naming
 ISO_MS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 
 
@@ -39,7 +40,8 @@ def gw(tmp_path_factory: pytest.TempPathFactory, activemq: BrokerEndpoints) -> I
     workdir = tmp_path_factory.mktemp("gw-mqtt5-jms")
     rules = rules_file(workdir, activemq, [
         {"name": "req", "from": {"mqtt": f"r5/{TAG}/req"}, "to": {"connector": "amq", "queue": f"r5.req.{TAG}"}},
-        {"name": "rep", "from": {"connector": "amq", "topic": REPLY_TOPIC}, "to": {"mqtt": REPLY_TOPIC}},
+        # one reply route for every requester: JMS r5.<tag>.<anything> back to MQTT r5/<tag>/<anything>
+        {"name": "rep", "from": {"connector": "amq", "topic": f"r5.{TAG}.>"}, "to": {"mqtt": "{topic}"}},
         {"name": "j2m", "from": {"connector": "amq", "queue": f"j2m.{TAG}"}, "to": {"mqtt": f"j2m/{TAG}"}},
         {"name": "m2j", "from": {"mqtt": f"m2j/{TAG}"}, "to": {"connector": "amq", "queue": f"m2j.{TAG}"}},
         {"name": "m2jb", "from": {"mqtt": f"m2jb/{TAG}"}, "to": {"connector": "amq", "queue": f"m2jb.{TAG}"},
@@ -59,7 +61,7 @@ def test_a_jms_responder_answers_an_mqtt5_requester_on_its_response_topic(
     assert requester.subscribe(REPLY_TOPIC, 1) == [1]
 
     def probe_arrived() -> bool:   # a topic subscription only sees what is sent after it exists
-        jmstool.send(f"topic://{REPLY_TOPIC}", {"type": "Text", "body": "probe"})
+        jmstool.send(f"topic://{REPLY_JMS}", {"type": "Text", "body": "probe"})
         deadline = time.monotonic() + 0.5
         while time.monotonic() < deadline and not requester.messages:
             time.sleep(0.02)
@@ -72,7 +74,7 @@ def test_a_jms_responder_answers_an_mqtt5_requester_on_its_response_topic(
     # the Java responder: get the request, send the reply to its JMSReplyTo with its JMSCorrelationID
     (req,) = jmstool.receive(f"queue://r5.req.{TAG}", 1, timeout=20)
     assert req["body"] == "price of A-1?"
-    assert req["headers"]["replyTo"] == f"topic://{REPLY_TOPIC}"
+    assert req["headers"]["replyTo"] == f"topic://{REPLY_JMS}"
     assert req["headers"]["correlationId"] == "corr-8812"
     jmstool.send(req["headers"]["replyTo"], {"type": "Text", "body": "12.50", "headers": {
         "correlationId": req["headers"]["correlationId"], "type": "quote-reply"}})
@@ -91,8 +93,9 @@ def test_jms_headers_reach_an_mqtt5_subscriber(gw: GatewayProcess, jmstool: JmsT
     before = _now_ms()
     text_id, bytes_id = jmstool.send(
         f"queue://j2m.{TAG}",
-        {"type": "Text", "body": "hello", "headers": {"expiration": 90_000}},   # time to live, ms
-        {"type": "Bytes", "body": {"type": "byte[]", "hex": "00ff10"}})
+        {"type": "Text", "body": "hello", "headers": {"expiration": 90_000,    # time to live, ms
+                                                      "replyTo": f"topic://back.{TAG}.x%2Ey"}},
+        {"type": "Bytes", "body": {"type": "byte[]", "hex": "00ff10"}, "headers": {"replyTo": f"queue://q.{TAG}"}})
     after = _now_ms()
     text, raw = sub.wait(2, timeout=20)
     sub.close()
@@ -105,6 +108,8 @@ def test_jms_headers_reach_an_mqtt5_subscriber(gw: GatewayProcess, jmstool: JmsT
     assert before - 1000 <= stamp_ms <= after + 1000                     # the producer's send time
     assert 85 <= text.properties.MessageExpiryInterval <= 90             # JMSExpiration: what remains
     assert text.properties.PayloadFormatIndicator == 1                   # a TextMessage
+    assert text.properties.ResponseTopic == f"back/{TAG}/x.y"            # a topic: dotted naming undone
+    assert raw.properties.ResponseTopic == f"queue:///q.{TAG}"          # a queue: its URI (IBM MQ JMS form)
     assert dict(raw.properties.UserProperty)["JMSMessageID"] == bytes_id
     assert not hasattr(raw.properties, "PayloadFormatIndicator")         # a BytesMessage: none
     assert not hasattr(raw.properties, "MessageExpiryInterval")          # JMSExpiration 0: never

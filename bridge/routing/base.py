@@ -10,11 +10,12 @@ from typing import Protocol
 
 from bridge.connectors.base import Inbound, Outbound
 from mappings.errors import MappingError
-from mappings.jms.model import DeliveryMode, JmsMessage
+from mappings.jms.model import DeliveryMode, Destination, DestinationKind, JmsMessage
 from mappings.mq import constants as C
+from mappings.mqtt.publication import MqttPublication
 from mappings.mqtt.topics import TopicError, validate_topic_name
 from mappings.report import ConversionReport
-from mappings.rules.model import ROUTE_PAIRS, MqttEndpoint, Route, RouteOptions
+from mappings.rules.model import ROUTE_PAIRS, MqttEndpoint, Route, RouteOptions, dotted_to_mqtt, mqtt_to_dotted
 
 Result = tuple[Outbound, str, ConversionReport]   # converted message, target type, findings
 Convert = Callable[[Inbound], Result]
@@ -70,6 +71,28 @@ def override_jms(jms: JmsMessage, opts: RouteOptions) -> JmsMessage:
 
 
 # -- names ---------------------------------------------------------------------------------------------
+
+# An MQTT 5 Response Topic and the JMSReplyTo of a JMS provider route use the provider's topic naming, as the
+# route's topic targets do (docs/rules.md "Topic templates"): MQTT ``resp/a`` is JMS topic ``resp.a`` and back,
+# so one reply route from ``resp.>`` brings each requester's reply to its own Response Topic. A Response Topic
+# written as a ``topic://`` or ``queue://`` URI names a provider destination already and is kept as it is.
+
+def reply_to_provider(jms: JmsMessage, response_topic: str | None) -> JmsMessage:
+    """JMSReplyTo for a Response Topic that is an MQTT topic name: that topic in the provider's dotted naming."""
+    if response_topic is None or jms.headers.reply_to is None \
+            or response_topic[:8].lower() in ("queue://", "topic://"):
+        return jms
+    reply = Destination.topic(mqtt_to_dotted(response_topic))
+    return dataclasses.replace(jms, headers=dataclasses.replace(jms.headers, reply_to=reply))
+
+
+def response_topic_from_provider(pub: MqttPublication, jms: JmsMessage) -> MqttPublication:
+    """The Response Topic of a JMSReplyTo topic (plain, no options) named in the provider's dotted naming."""
+    reply = jms.headers.reply_to
+    if pub.response_topic is None or reply is None or reply.kind is not DestinationKind.TOPIC or reply.options:
+        return pub
+    return dataclasses.replace(pub, response_topic=dotted_to_mqtt(reply.name))
+
 
 def checked_topic(topic: str) -> str:
     """A rendered ``to.mqtt`` topic, refused (MappingError) when it is not a valid topic name, or when it

@@ -16,6 +16,7 @@ from bridge.routing.base import (
     mq_persistence,
     override_jms,
     rename_properties,
+    response_topic_from_provider,
 )
 from bridge.routing.mq_memo import MqToMqttMemo
 from bridge.routing.mqtt_stomp import MqttToJmsModels, MqttToStompEncoder, mqtt_to_jms_message
@@ -39,7 +40,7 @@ from mappings.mq.mqmd import Mqmd
 from mappings.mq.rfh2 import Rfh2, RfhElement, RfhFolder
 from mappings.mqtt.publication import MqttPublication
 from mappings.report import ConversionReport
-from mappings.rules.model import MqttEndpoint, QueueEndpoint, Route, render_topic
+from mappings.rules.model import MqttEndpoint, QueueEndpoint, Route, dotted_to_mqtt, render_topic
 
 
 class RouteConverter:
@@ -107,11 +108,12 @@ class RouteConverter:
         assert isinstance(jms, JmsMessage)
         target = self.route.target
         assert isinstance(target, MqttEndpoint)
-        topic = checked_topic(render_topic(target.mqtt, topic=item.destination.replace(".", "/"),
+        topic = checked_topic(render_topic(target.mqtt, topic=dotted_to_mqtt(item.destination),
                                            dest=item.destination))
         opts = self.route.options
         jms = override_jms(jms, opts)   # persistence -> the QoS rule (PERSISTENT 2, NON_PERSISTENT 0)
         pub, report = jms_to_mqtt(jms, topic=topic, now_ms=int(time.time() * 1000))
+        pub = response_topic_from_provider(pub, jms)
         if opts.json_style == "typed" and isinstance(jms.body, MapBody | StreamBody):   # docs/json-forms.md
             typed = map_to_typed_json(jms.body) if isinstance(jms.body, MapBody) else stream_to_typed_json(jms.body)
             pub = dataclasses.replace(pub, payload=typed.encode("utf-8"))

@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, replace
 
 from bridge.connectors.base import Inbound, Outbound
-from bridge.routing.base import Result, override_jms, rename_properties
+from bridge.routing.base import Result, override_jms, rename_properties, reply_to_provider
 from mappings.conversions.mqtt_jms import ConvertMessageType, mqtt_to_jms, text_problem
 from mappings.errors import MappingError
 from mappings.jms.model import BytesBody, JmsMessage, TextBody
@@ -47,7 +47,7 @@ def mqtt_to_jms_message(route: Route, item: Inbound) -> Result:
     jms, report = mqtt_to_jms(pub, convert=ConvertMessageType(opts.convert_message_type),
                               now_ms=int(time.time() * 1000),
                               **({} if opts.swiftmq_properties else {"info": None}))
-    jms = override_jms(rename_properties(jms, opts.property_map, report), opts)
+    jms = reply_to_provider(override_jms(rename_properties(jms, opts.property_map, report), opts), pub.response_topic)
     target = route.target
     assert isinstance(target, QueueEndpoint)
     dest = target.destination

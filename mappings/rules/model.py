@@ -297,6 +297,11 @@ def mqtt_to_dotted(topic: str) -> str:
     return topic.replace(".", "%2E").replace("/", ".")
 
 
+def dotted_to_mqtt(name: str) -> str:
+    """ActiveMQ/JMS ``a.b.c`` -> MQTT ``a/b/c`` (``mqtt_to_dotted`` undone: ``%2E`` is a dot inside a level)."""
+    return name.replace(".", "/").replace("%2E", ".")
+
+
 def render_dotted_topic(template: str, *, topic: str = "", client: str = "") -> str:
     """A JMS topic template (``to.topic`` of a route from MQTT) filled in ActiveMQ's dotted naming: the
     template's own text keeps its dots and has ``/`` read as ``.`` (``plant.{topic}`` and
