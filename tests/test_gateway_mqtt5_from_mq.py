@@ -8,8 +8,10 @@ Indicator 1. One gateway for the module: each test has its own queue and topic.
 """
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -71,11 +73,20 @@ def test_rfh2_folders_and_mqmd_fields_become_mqtt5_properties(gw: GatewayProcess
                RfhFolder("jms", (RfhElement("Rto", "topic://svc/answers"), RfhElement("Cid", "order-77"))),
                RfhFolder("usr", (RfhElement("zeta", "last-name-first"), RfhElement("alpha", "2"),
                                  RfhElement("count", "3", dt="i4"), RfhElement("ok", "1", dt="boolean"))))
+    before = time.time()
     store.put("FROM.FULL", _message(md, folders, '{"price": "9 €"}'.encode()))
     (got,) = sub.wait(1, timeout=20)
     sub.close()
     assert got.payload == '{"price": "9 €"}'.encode()
     props = _props(got)
+    # a JMS message (jms folder): its JMSMessageID (the MsgId the store gave it) and JMSTimestamp (the put
+    # time) go first, as on a JMS -> MQTT 5 route
+    (mid_name, mid), (ts_name, ts), *users = props.pop("UserProperty")
+    assert (mid_name, ts_name) == ("JMSMessageID", "JMSTimestamp")
+    assert re.fullmatch(r"ID:[0-9a-f]{48}", mid)
+    put = datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
+    assert before - 1 <= put <= time.time() + 1
+    props["UserProperty"] = users
     expiry = props.pop("MessageExpiryInterval")
     assert 595 <= expiry <= 600                              # 6000 tenths, rounded up to seconds, as remains
     assert props == {

@@ -124,3 +124,17 @@ def test_an_mqstr_body_that_is_not_utf8_after_one_that_is() -> None:
     _same(memo, route, _msg(body=b"\xff\xfe", fmt=C.MQFMT_STRING))       # the same headers, not UTF-8: none
     _same(memo, route, _msg(body="grüße".encode(), fmt=C.MQFMT_STRING))
     assert memo.hits == 1
+
+
+def test_a_jms_message_is_converted_in_full_each_time() -> None:
+    """A jms folder makes MsgId and PutDate/PutTime the JMSMessageID and JMSTimestamp user properties, which the
+    key leaves out: each message gets its own, never the remembered one's."""
+    route = _routes()["plain"]
+    memo = MqToMqttMemo(route, mq_to_publication)  # type: ignore[arg-type]
+    jms = RfhFolder("jms", (RfhElement("Cid", "c-1"),))
+    for i in range(3):
+        raw = _msg(folders=(jms, USR), msg_id=b"AMQ Q" + bytes(17) + bytes((0x10, i)))
+        _same(memo, route, raw)
+        users = dict(memo.convert(_item(raw))[0].message.user_properties)
+        assert users["JMSMessageID"].endswith(f"10{i:02x}")
+    assert memo.hits == 0

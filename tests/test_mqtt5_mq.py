@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mappings.conversions.jms_mq import jms_to_mq_bytes
+from mappings.conversions.mqtt_jms import format_timestamp
 from mappings.conversions.mqtt_mq import MqToMqttOptions, MqttToMqEncoder, MqttToMqOptions, UserIdSource, mq_to_mqtt
 from mappings.errors import MappingError
 from mappings.jms.model import (
@@ -140,6 +141,10 @@ def test_jms_message_id_and_timestamp_user_properties_go_to_the_mqmd():
     assert elements(msg, "jms") == [("Tms", str(ms), None)]
     assert elements(msg, "usr") == [("x", "1", None)]                      # neither is a usr property
     assert report.findings == []
+    back_pub, back_report = back(msg, options=MqToMqttOptions(fallback_topic="t"))   # and they come back, first
+    assert back_pub.user_properties == pub.user_properties
+    assert not {name for change, name in back_changes(back_report) if change == "dropped"} & {
+        "MQMD.MsgId", "MQMD.PutDate", "MQMD.PutTime", "jms/Tms"}
 
 
 @pytest.mark.parametrize("value", ["not-an-id", "ID:" + "ab" * 23 + "a", "ID:" + "zz" * 24])
@@ -443,7 +448,9 @@ def test_message_written_by_the_ibm_mq_jms_mapping():
     assert pub.response_topic == "queue://QM2/REPLY.Q"
     assert pub.correlation_data == b"order-17"
     assert pub.message_expiry_interval == 60          # a 60 s time to live: Expiry 600 tenths
-    assert pub.user_properties == (("count", "42"), ("urgent", "true"), ("region", "eu-west"))
+    # a JMS message: JMSTimestamp (jms/Tms) first, as JMS -> MQTT 5 gives it (no JMSMessageID: MsgId is none)
+    assert pub.user_properties == (("JMSTimestamp", format_timestamp(NOW)), ("count", "42"), ("urgent", "true"),
+                                   ("region", "eu-west"))
     found = changes(report)
     assert ("coerced", "count") in found and ("coerced", "urgent") in found and ("coerced", "region") not in found
     dropped = {name for change, name in found if change == "dropped"}

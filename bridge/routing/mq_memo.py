@@ -4,7 +4,8 @@ none of those but the MsgId's last two bytes (the packet id, Table 5) and, for a
 UTF-8 (the payload format indicator). So the MQMD without those fields and the MQRFH2 headers after it are
 the key; a message whose headers were seen is converted by taking the remembered publication with its own
 body and packet id. Anything else (another header kind, a v1 MQMD in a 364-byte region, a chain that does
-not end where the decoder's does) is converted in full every time."""
+not end where the decoder's does) is converted in full every time, and so is a JMS message (an RFH2 jms
+folder): its JMSMessageID and JMSTimestamp user properties come from the MsgId and PutDate/PutTime."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -111,7 +112,7 @@ class MqToMqttMemo:
             out, target_type, report = self.full(self.route, item)
             pub = out.message
             assert isinstance(pub, MqttPublication)
-            if len(raw) - len(pub.payload) == pos:   # the decoder's headers end where header_end said
+            if len(raw) - len(pub.payload) == pos and not _reads_ids(pub):   # headers end where header_end said
                 if len(self.entries) >= MAX_ENTRIES:
                     self.entries.clear()
                 self.entries[key] = _Entry(pub, list(report.findings))
@@ -120,6 +121,14 @@ class MqToMqttMemo:
         packet_id = msg_id_packet if entry.qos and not zero_id else None
         pub = MqttPublication(**{**entry.fields, "payload": body, "packet_id": packet_id})
         return Outbound(item.key, pub, entry.topic, len(body)), "publish", ConversionReport(list(entry.findings))
+
+
+def _reads_ids(pub: MqttPublication) -> bool:
+    """A JMS message's publication (an RFH2 jms folder) starts its user properties with the JMSMessageID and
+    JMSTimestamp of its MsgId and PutDate/PutTime (mqtt5_mq.properties_from_mq), which the key leaves out: not
+    remembered, converted in full each time."""
+    users = pub.user_properties
+    return bool(users) and users[0][0] in ("JMSMessageID", "JMSTimestamp")
 
 
 def _is_utf8(body: bytes) -> bool:

@@ -26,12 +26,16 @@ from mappings.conversions.jms_mq.context import ToJms, ToMq
 from mappings.conversions.jms_mq.properties import properties_to_usr, usr_to_properties
 from mappings.conversions.jms_mq.spec import BODY_TABLE, JMS, MCD, MQLONG_MAX, MQPS, USR
 from mappings.conversions.mqtt_jms import (
+    MESSAGE_ID,
+    TIMESTAMP,
     ConvertMessageType,
+    format_timestamp,
     mqtt_string,
     mqtt_to_jms,
     response_topic_of,
     user_property_value,
 )
+from mappings.errors import MappingError
 from mappings.jms.model import BodyType, TextBody
 from mappings.jms.typed_xml import xml_char_problem
 from mappings.mq import constants as C
@@ -47,6 +51,8 @@ _TO_MQ = {"JMSMessageID", "JMSTimestamp", "JMSReplyTo", "JMSType"}
 _TO_JMS = {"JMSReplyTo", "JMSType"}
 _RULES_TO_MQ = tuple(rule.to_mq for rule in RULES if rule.jms_field in _TO_MQ)
 _RULES_TO_JMS = tuple(rule.to_jms for rule in RULES if rule.jms_field in _TO_JMS)
+# a JMS message on MQ (an RFH2 jms folder): its JMSMessageID and JMSTimestamp, as a JMS -> MQTT 5 route gives them
+_RULES_TO_JMS_IDS = tuple(rule.to_jms for rule in RULES if rule.jms_field in ("JMSMessageID", "JMSTimestamp"))
 _MAX_EXPIRY = 2**32 - 1   # MQTT 5 Message Expiry Interval: a Four Byte Integer
 
 
@@ -175,6 +181,8 @@ def properties_from_mq(msg: MqMessage, report: ConversionReport) -> tuple[dict[s
     if ctx.headers.get("type") is not None:
         out["content_type"] = mqtt_string(ctx.headers["type"], "JMSType", report)
     users = [(name, user_property_value(name, value, report)) for name, value in ctx.props]
+    if JMS in folders:   # a JMS message: JMSMessageID and JMSTimestamp go first (Amlen, JMS -> MQTT)
+        users[:0] = _jms_ids(ctx, report)
     out["user_properties"] = tuple((n, v) for n, v in users if v is not None)
     present, cid = ctx.folder_value(JMS, "Cid")
     if present and cid is not None:
@@ -192,6 +200,28 @@ def properties_from_mq(msg: MqMessage, report: ConversionReport) -> tuple[dict[s
     if md.msg_type == C.MQMT_REQUEST and "response_topic" in out:
         used.add("msg_type")   # a request: the Response Topic says a reply is expected
     return {k: v for k, v in out.items() if v is not None and v != ()}, used
+
+
+def _jms_ids(ctx: ToJms, report: ConversionReport) -> list[tuple[str, str | None]]:
+    """JMSMessageID (``ID:`` + MsgId in hex) and JMSTimestamp (jms/Tms, else PutDate/PutTime; ISO 8601) of a
+    JMS message on MQ, by the IBM MQ JMS mapping, as the user properties of a JMS -> MQTT 5 route. An MQTT 5
+    publication's own JMSMessageID/JMSTimestamp user properties were written there (properties_to_mq), so
+    they come back."""
+    for rule in _RULES_TO_JMS_IDS:
+        rule(ctx)
+    out: list[tuple[str, str | None]] = []
+    mid = ctx.headers.get("message_id")
+    if mid is not None:
+        out.append((MESSAGE_ID, mqtt_string(mid, MESSAGE_ID, report)))
+        ctx.used.add("msg_id")
+    stamp = ctx.headers.get("timestamp")
+    if stamp:
+        try:
+            out.append((TIMESTAMP, format_timestamp(stamp)))
+            ctx.used.update(("put_date", "put_time"))
+        except MappingError as exc:
+            report.dropped(TIMESTAMP, exc.reason)
+    return out
 
 
 def _values(folder: RfhFolder | None) -> dict[str, str | None]:
