@@ -13,10 +13,12 @@ Rules: Eclipse Amlen "Conversion between MQTT and JMS" (docs/connectors.md, "MQT
 from __future__ import annotations
 
 import re
+import threading
 import time
 import uuid
 from collections.abc import Iterator
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -140,3 +142,39 @@ def test_payload_format_and_expiry_reach_the_jms_consumer(gw: GatewayProcess, jm
     assert undeclared["type"] == "Bytes" and bytes.fromhex(undeclared["body"]["hex"]) == body   # auto rule
     assert undeclared["headers"]["expiration"] == 0                          # no interval: never expires
     assert forced["type"] == "Bytes" and bytes.fromhex(forced["body"]["hex"]) == b"plain text"  # bytes rule
+
+
+def test_a_queue_requestor_is_answered_by_an_mqtt5_responder_without_the_envelope(
+        tmp_path: Path, activemq: BrokerEndpoints, jmstool: JmsTool) -> None:
+    """A Java requester (javax.jms.QueueRequestor: JMSReplyTo a TemporaryQueue of its connection) -> route ->
+    an MQTT 5 responder, which gets the Response Topic queue:///ID:..?temporary=true and the Correlation
+    Data, and publishes its answer there; a payload-form reply_to route sends it to that temporary queue."""
+    tag = uuid.uuid4().hex[:8]
+    rules = rules_file(tmp_path, activemq, [
+        {"name": "ask", "from": {"connector": "amq", "queue": f"rq.{tag}"}, "to": {"mqtt": f"svc/{tag}/ask"}},
+        {"name": "ans", "from": {"mqtt": "queue:///+"},
+         "to": {"connector": "amq", "reply_to": True, "allow": ["temp-queue://ID:"]}}])
+    gw = GatewayProcess(tmp_path, {"rules": str(rules)}).start()
+    try:
+        responder = V5(gw.port, f"resp-{tag}").connect()
+        assert responder.subscribe(f"svc/{tag}/ask", 1) == [1]
+        result: list[dict[str, Any]] = []
+        requester = threading.Thread(target=lambda: result.append(jmstool.request(
+            f"queue://rq.{tag}", {"type": "Text", "body": "price?", "headers": {"type": "quote"}}, timeout=30)))
+        requester.start()
+        (ask,) = responder.wait(1, timeout=20)
+        response_topic = ask.properties.ResponseTopic
+        assert response_topic.startswith("queue:///ID:") and response_topic.endswith("?temporary=true")
+        request_id = dict(ask.properties.UserProperty)["JMSMessageID"]   # correlate as JMS does: by its id
+        responder.client.publish(response_topic, "12.50", 1, properties=publish_props(
+            CorrelationData=request_id.encode(), ContentType="quote-reply")).wait_for_publish(10)
+        requester.join(60)
+        (res,) = result
+        assert response_topic == f"queue:///{res['replyTo'].removeprefix('temp-queue://')}?temporary=true"
+        reply = res["reply"]
+        assert reply is not None, "the reply did not reach the requester's temporary queue"
+        assert reply["body"] == "12.50" and reply["headers"]["type"] == "quote-reply"
+        assert reply["headers"]["correlationId"] == request_id == res["sent"]
+        responder.close()
+    finally:
+        gw.stop()

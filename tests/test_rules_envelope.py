@@ -56,15 +56,15 @@ def test_default_format_is_payload() -> None:
 
 
 @pytest.mark.parametrize("routes, line, needle", [
-    # reply_to without the envelope format: where would the destination come from?
+    # reply_to in the payload form: the topic names a JMS destination, so the target must be a jms connector
     ("""\
   - name: rep
     from: {mqtt: svc/reply/#}
     to:
-      connector: amq
+      connector: embedded
       reply_to: true
       allow: ["queue://rr."]
-""", 8, "routes.0.to.reply_to: needs options.mqtt_format: envelope"),
+""", 8, "routes.0.to.reply_to: in the payload form the reply's topic names a JMS destination"),
     # no allow list: MQTT clients could send anywhere
     ("""\
   - name: rep
@@ -230,11 +230,14 @@ def test_validate_command_describes_reply_targets_and_names_the_line(tmp_path: P
     assert run.returncode == 0, run.stderr
     assert "rep: mqtt svc/reply/# -> amq reply_to (queue://rr.rep., temp-queue://ID:, else rr.lost)" in run.stdout
     bad = tmp_path / "bad.yaml"
-    bad.write_text(good.read_text().replace("rr.lost}\n    options: {mqtt_format: envelope}\n", "rr.lost}\n"))
+    bad.write_text(good.read_text().replace("{connector: amq, reply_to: true, allow: [\"queue://rr.rep.\", "
+                                            "\"temp-queue://ID:\"], queue: rr.lost}\n    options: {mqtt_format: "
+                                            "envelope}\n", "{connector: embedded, reply_to: true, allow: "
+                                            "[\"queue://rr.rep.\"], queue: rr.lost}\n"))
     run = subprocess.run([sys.executable, "-m", "bridge", "validate", str(bad)], capture_output=True, text=True,
                          timeout=60, cwd=REPO)
     assert run.returncode != 0
-    assert f"{bad}:10: routes.1.to.reply_to: needs options.mqtt_format: envelope" in run.stderr, run.stderr
+    assert f"{bad}:10: routes.1.to.reply_to: in the payload form the reply's topic names" in run.stderr, run.stderr
 
 
 def test_an_undefined_reply_connector_is_reported_once() -> None:

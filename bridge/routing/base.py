@@ -5,10 +5,11 @@ overrides, the rendered MQTT topic's check)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from bridge.connectors.base import Inbound, Outbound
+from mappings.conversions.envelope import is_temporary, temporary
 from mappings.errors import MappingError
 from mappings.jms.model import DeliveryMode, Destination, DestinationKind, JmsMessage
 from mappings.mq import constants as C
@@ -84,6 +85,24 @@ def reply_to_provider(jms: JmsMessage, response_topic: str | None) -> JmsMessage
         return jms
     reply = Destination.topic(mqtt_to_dotted(response_topic))
     return dataclasses.replace(jms, headers=dataclasses.replace(jms.headers, reply_to=reply))
+
+
+_STOMP_TEMPORARY = ("/temp-queue/", "/temp-topic/", "/remote-temp-queue/", "/remote-temp-topic/")
+
+
+def temporary_reply_to(jms: JmsMessage, item: Inbound) -> JmsMessage:
+    """The JMS model has no temporary kind and the JMS connector reads ActiveMQ's ``reply-to:
+    /remote-temp-queue/ID:..`` as a queue of that name; marked ``?temporary=true`` (the envelope's
+    JMSReplyTo, an MQTT 5 Response Topic ``queue:///ID:..?temporary=true``) a reply can reach the
+    requester's TemporaryQueue (javax.jms.QueueRequestor)."""
+    headers = getattr(item.handle, "headers", None)
+    reply = jms.headers.reply_to
+    if reply is None or not isinstance(headers, Mapping):
+        return jms
+    raw = headers.get("reply-to", "")
+    if not isinstance(raw, str) or not raw.startswith(_STOMP_TEMPORARY) or is_temporary(reply):
+        return jms
+    return dataclasses.replace(jms, headers=dataclasses.replace(jms.headers, reply_to=temporary(reply)))
 
 
 def response_topic_from_provider(pub: MqttPublication, jms: JmsMessage) -> MqttPublication:

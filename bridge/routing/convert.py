@@ -17,6 +17,7 @@ from bridge.routing.base import (
     override_jms,
     rename_properties,
     response_topic_from_provider,
+    temporary_reply_to,
 )
 from bridge.routing.mq_memo import MqToMqttMemo
 from bridge.routing.mqtt_stomp import MqttToJmsModels, MqttToStompEncoder, mqtt_to_jms_message
@@ -111,7 +112,9 @@ class RouteConverter:
         topic = checked_topic(render_topic(target.mqtt, topic=dotted_to_mqtt(item.destination),
                                            dest=item.destination))
         opts = self.route.options
-        jms = override_jms(jms, opts)   # persistence -> the QoS rule (PERSISTENT 2, NON_PERSISTENT 0)
+        # persistence -> the QoS rule (PERSISTENT 2, NON_PERSISTENT 0); a requester's TemporaryQueue as
+        # JMSReplyTo: the Response Topic queue:///ID:..?temporary=true, which a reply_to route sends back to
+        jms = override_jms(temporary_reply_to(jms, item), opts)
         pub, report = jms_to_mqtt(jms, topic=topic, now_ms=int(time.time() * 1000))
         pub = response_topic_from_provider(pub, jms)
         if opts.json_style == "typed" and isinstance(jms.body, MapBody | StreamBody):   # docs/json-forms.md

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping
 
 from bridge.connectors.base import Inbound, Outbound
 from bridge.routing.base import (
@@ -14,6 +13,7 @@ from bridge.routing.base import (
     checked_topic,
     override_jms,
     rename_properties,
+    temporary_reply_to,
 )
 from bridge.routing.convert import mq_to_publication
 from mappings.conversions.envelope import (
@@ -25,7 +25,6 @@ from mappings.conversions.envelope import (
     is_temporary,
     read_envelope,
     reply_destination,
-    temporary,
 )
 from mappings.conversions.jms_mq import MqToJmsOptions, jms_to_mq_bytes, mq_bytes_to_jms
 from mappings.conversions.mqtt_jms import SWIFTMQ_NAMES
@@ -72,7 +71,7 @@ class EnvelopeConverter:
         assert isinstance(target, MqttEndpoint)
         topic = checked_topic(render_topic(target.mqtt, topic=item.destination.replace(".", "/"),
                                            dest=item.destination))
-        jms = override_jms(_temporary_reply_to(jms, item), self.route.options)
+        jms = override_jms(temporary_reply_to(jms, item), self.route.options)
         return self._publication(item, jms, topic, envelope_qos(jms)), "publish", ConversionReport()
 
     def _mq_to_envelope(self, item: Inbound) -> Result:
@@ -213,20 +212,3 @@ def _set_user_id(props: dict[str, JavaValue], user: str | None, report: Conversi
     if "JMSXUserID" in props and props["JMSXUserID"] != jstring(user):
         report.dropped("JMSXUserID", "envelope property replaced by the route's user_identifier")
     props["JMSXUserID"] = jstring(user)
-
-
-_STOMP_TEMPORARY = ("/temp-queue/", "/temp-topic/", "/remote-temp-queue/", "/remote-temp-topic/")
-
-
-def _temporary_reply_to(jms: JmsMessage, item: Inbound) -> JmsMessage:
-    """The JMS model has no temporary kind and the JMS connector reads ActiveMQ's ``reply-to:
-    /remote-temp-queue/ID:..`` as a queue of that name; the envelope marks it ``?temporary=true`` so
-    a reply can reach the requester's TemporaryQueue (javax.jms.QueueRequestor)."""
-    headers = getattr(item.handle, "headers", None)
-    reply = jms.headers.reply_to
-    if reply is None or not isinstance(headers, Mapping):
-        return jms
-    raw = headers.get("reply-to", "")
-    if not isinstance(raw, str) or not raw.startswith(_STOMP_TEMPORARY) or is_temporary(reply):
-        return jms
-    return dataclasses.replace(jms, headers=dataclasses.replace(jms.headers, reply_to=temporary(reply)))

@@ -28,9 +28,10 @@ from dataclasses import dataclass, replace
 
 from bridge.connectors.base import Inbound, Outbound
 from bridge.routing.base import Result, override_jms, rename_properties, reply_to_provider
+from mappings.conversions.envelope import TEMPORARY, allowed, is_temporary
 from mappings.conversions.mqtt_jms import ConvertMessageType, mqtt_to_jms, text_problem
 from mappings.errors import MappingError
-from mappings.jms.model import BytesBody, JmsMessage, TextBody
+from mappings.jms.model import BytesBody, Destination, DestinationKind, JmsMessage, TextBody
 from mappings.mqtt.publication import MqttPublication
 from mappings.report import ConversionReport, Finding
 from mappings.rules.model import QueueEndpoint, Route, render_dotted_topic
@@ -51,9 +52,39 @@ def mqtt_to_jms_message(route: Route, item: Inbound) -> Result:
     target = route.target
     assert isinstance(target, QueueEndpoint)
     dest = target.destination
-    if target.topic is not None and "{" in target.topic:
+    if target.reply_to:
+        dest = reply_target(target, pub.topic, report)
+    elif target.topic is not None and "{" in target.topic:
         dest = "topic:" + render_dotted_topic(target.topic, topic=pub.topic, client=pub.client_id or "")
     return Outbound(item.key, jms, dest, len(pub.payload)), jms.body_type.java_class, report
+
+
+def reply_target(target: QueueEndpoint, topic: str, report: ConversionReport) -> str:
+    """A payload-form ``reply_to`` target: the destination is the publication's topic, the Response Topic an
+    MQTT 5 responder was given (a JMSReplyTo queue's URI, ``queue:///Q`` or ``queue:///ID:..?temporary=true``
+    for a requester's TemporaryQueue), if an ``allow`` prefix admits it; else the route's fallback queue or
+    topic. Returns the route's destination text (``Q``, ``topic:T``, ``temp-queue://ID:..``)."""
+    try:
+        dest = Destination.parse(topic) if topic[:8].lower() in ("queue://", "topic://") else None
+    except MappingError:
+        dest = None
+    if dest is None:
+        if not target.destination:
+            raise MappingError(f"{topic!r} names no reply destination (a queue:// or topic:// URI, as the MQTT 5 "
+                               "Response Topic gives it) and the route has no fallback", structure="route",
+                               field="topic")
+        report.defaulted("JMSDestination", f"{topic!r} is no destination URI: the route's fallback")
+        return target.destination
+    if not allowed(dest, target.allow):
+        raise MappingError(f"{dest.uri!r} is not an allowed reply destination (allow: {', '.join(target.allow)})",
+                           structure="route", field="topic")
+    temp = is_temporary(dest)
+    if dest.queue_manager or dest.options != ((TEMPORARY,) if temp else ()):
+        report.dropped("JMSDestination", f"{dest.uri}: the route's connector sends to {dest.name!r} on its own "
+                                         "provider, without URI options")
+    if temp:
+        return f"temp-{dest.kind.value}://{dest.name}"
+    return dest.name if dest.kind is DestinationKind.QUEUE else f"topic:{dest.name}"
 
 
 # Stand-in payloads: the model path classifies them as the body kind of the key (auto/text: "" is a

@@ -124,8 +124,10 @@ class QueueEndpoint(_Model):
     queue: str | None = None
     topic: str | None = None           # JMS topic name, or MQ topic string
     subscription: str | None = None    # MQ/JMS durable subscription name (source on a topic)
-    # target only, with options.mqtt_format envelope: send each message to the destination its envelope
-    # names (headers.JMSDestination), if it starts with one of ``allow``; queue/topic is then the fallback
+    # target only, of a route from MQTT: send each message to the destination its envelope names
+    # (headers.JMSDestination; options.mqtt_format envelope) or, in the payload form, its topic names (a
+    # queue:// / topic:// URI: the MQTT 5 Response Topic of a JMS request), if it starts with one of ``allow``;
+    # queue/topic is then the fallback
     reply_to: bool = False
     allow: tuple[str, ...] = ()        # "queue://<name prefix>" | "topic://..." | "temp-queue://..." (JMS)
 
@@ -424,15 +426,16 @@ def envelope_problems(route: Route, rules: RulesFile) -> list[tuple[tuple[str, .
         out.append((("options", "backout_destination", "reply_to"), "a backout destination is fixed"))
     if isinstance(dst, QueueEndpoint) and dst.reply_to:
         if not isinstance(src, MqttEndpoint):
-            out.append((("to", "reply_to"), "the envelope comes from MQTT: from must be an mqtt topic filter"))
-        if not envelope:
-            out.append((("to", "reply_to"), "needs options.mqtt_format: envelope (the reply names its "
-                                            "destination in headers.JMSDestination)"))
+            out.append((("to", "reply_to"), "the reply comes from MQTT: from must be an mqtt topic filter"))
+        known = dst.connector in rules.connectors or dst.connector == EMBEDDED   # else reported above
+        kind = rules.connector(dst.connector).type if known else None
+        if isinstance(src, MqttEndpoint) and not envelope and known and kind != "jms":
+            out.append((("to", "reply_to"), "in the payload form the reply's topic names a JMS destination "
+                                            "(an MQTT 5 Response Topic): the target must be a jms connector, or "
+                                            "use options.mqtt_format: envelope"))
         if not dst.allow:
             out.append((("to", "reply_to"), "give allow: the destinations MQTT clients may send to, by prefix "
                                             "(e.g. [\"queue://replies.\"])"))
-        known = dst.connector in rules.connectors or dst.connector == EMBEDDED   # else reported above
-        kind = rules.connector(dst.connector).type if known else None
         if kind == EMBEDDED and any(p.startswith("topic://") for p in dst.allow):
             out.append((("to", "allow"), "the embedded store has queues, not topics"))
         if known and kind != "jms" and any(p.startswith("temp-") for p in dst.allow):

@@ -82,9 +82,13 @@ class SendFrame:
 
 
 def stomp_destination(destination: str) -> str:
-    """A route's destination (``orders``, ``topic:orders``, or already ``/queue/..``) -> STOMP form."""
+    """A route's destination (``orders``, ``topic:orders``, ``temp-queue://ID:..`` (another connection's
+    TemporaryQueue, ActiveMQ's ``/remote-temp-queue/``), or already ``/queue/..``) -> STOMP form."""
     if destination.startswith("/"):
         return destination
+    if destination.startswith(("temp-queue://", "temp-topic://")):
+        kind, name = destination.split("://", 1)
+        return f"/remote-{kind}/{name}"
     if destination.startswith("topic:"):
         return "/topic/" + destination[len("topic:"):]
     if destination.startswith("queue:"):
