@@ -214,6 +214,7 @@ class QueueStore:
                 msg = _as_got(row, now)
                 if msg is not None:
                     return msg
+                log.info("queue %s: discarded an expired message (seq %d)", queue, row[0])
 
     def get_locked(self, queue: str, limit: int = 64, select: Selection | None = None) -> list[StoredQueueMessage]:
         """Get under syncpoint: the oldest messages not already handed out, kept in the store until
