@@ -41,7 +41,8 @@ case "$cmd" in
     test)
         setup_system
         setup_python dev
-        exec .venv/bin/python -m pytest "$@"
+        # two workers (MQBRIDGE_TEST_WORKERS; 0 runs in this process); a module stays on one worker
+        exec .venv/bin/python -m pytest -n "${MQBRIDGE_TEST_WORKERS:-2}" --dist loadgroup "$@"
         ;;
     serve)
         setup_python speed

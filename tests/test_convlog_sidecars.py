@@ -191,14 +191,18 @@ def test_without_pyarrow_no_sidecar_is_written_and_that_is_logged_once(tmp_path,
     assert [r.levelno for r in caplog.records if "pyarrow" in r.getMessage()] == [logging.INFO]
 
 
-def test_close_does_not_wait_for_the_queued_files_they_are_the_next_starts_backlog(tmp_path):
+def test_close_does_not_wait_for_the_queued_files_they_are_the_next_starts_backlog(tmp_path, monkeypatch):
     text = (FIXTURE_LOGS / "gateway-a.jsonl").read_text()
     files = [tmp_path / f"convlog-20200101-{h:02d}-000.jsonl" for h in range(6)]
     for f in files:
         f.write_text(text * 200)
     writer = SidecarWriter()
     gate = threading.Event()
-    writer.start(lambda: (gate.wait(10), [])[1])  # held before its first file: everything below is queued
+    blocker = tmp_path / "held.jsonl"   # its backlog's one file: checking it holds the thread until the gate opens
+    current = convlog_parquet.sidecar_current
+    monkeypatch.setattr(convlog_parquet, "sidecar_current",
+                        lambda path: gate.wait(10) if path == blocker else current(path))
+    writer.start(lambda: [blocker])  # the thread is held before the queue: everything below is queued
     for f in files:
         writer.submit(f)
     closer = threading.Thread(target=writer.close)

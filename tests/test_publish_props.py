@@ -59,13 +59,24 @@ def _compare(buf: bytes) -> None:
     assert again == (forwarded(props, 0.0)[0] or {})
 
 
+def _whole(item: bytes) -> bool:
+    """One property item that reads as exactly itself."""
+    try:
+        decode_properties(P.encode_length(len(item)) + item, 0, len(item) + 4, P.PUBLISH, "X")
+    except ProtocolError:
+        return False
+    return True
+
+
 @settings(max_examples=400, deadline=None)
 @given(st.lists(item, max_size=6), st.binary(max_size=4))
 def test_the_fast_path_agrees_with_the_general_decoder(items, tail):
     buf = _block(items, tail)
     _compare(buf)
     fast = decode_publish_properties(buf, 0, len(buf))
-    if fast is not None:   # forwarded: the client's own bytes, in its order, without alias and expiry
+    if fast is not None and all(_whole(i) for i in items):
+        # forwarded: the client's own bytes, in its order, without alias and expiry (when every item is whole
+        # on its own: a length field that runs into the next items makes them one value)
         expected = b"".join(i for i in items if i[0] not in NOT_FORWARDED)
         assert fast[1] == expected
 

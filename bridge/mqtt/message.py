@@ -66,8 +66,14 @@ class Message:
         return self.key_id if self.key_id is not None else self.store_id
 
     def size(self) -> int:
-        """What max_queued_bytes counts for this publication: payload and topic bytes."""
-        return len(self.payload) + len(self.topic_b)
+        """What max_queued_bytes counts for this publication: payload, topic and forwarded MQTT 5 property
+        bytes (a level 5 publisher's user properties may be far larger than its payload)."""
+        if not self.props:
+            return len(self.payload) + len(self.topic_b)
+        items = self._items
+        if items is None:   # encoded once: every level 5 delivery sends these bytes
+            items = self._items = encode_property_items(self.props)
+        return len(self.payload) + len(self.topic_b) + len(items)
 
     def expired(self, now: float) -> bool:
         return self.expires is not None and self.expires <= now

@@ -11,7 +11,7 @@ from typing import Protocol
 from bridge.connectors.base import Inbound, Outbound
 from mappings.conversions.envelope import is_temporary, temporary
 from mappings.errors import MappingError
-from mappings.jms.model import DeliveryMode, Destination, DestinationKind, JmsMessage
+from mappings.jms.model import DeliveryMode, Destination, DestinationKind, JmsMessage, names_uri
 from mappings.mq import constants as C
 from mappings.mqtt.publication import MqttPublication
 from mappings.mqtt.topics import TopicError, validate_topic_name
@@ -81,7 +81,7 @@ def override_jms(jms: JmsMessage, opts: RouteOptions) -> JmsMessage:
 def reply_to_provider(jms: JmsMessage, response_topic: str | None) -> JmsMessage:
     """JMSReplyTo for a Response Topic that is an MQTT topic name: that topic in the provider's dotted naming."""
     if response_topic is None or jms.headers.reply_to is None \
-            or response_topic[:8].lower() in ("queue://", "topic://"):
+            or names_uri(response_topic):
         return jms
     reply = Destination.topic(mqtt_to_dotted(response_topic))
     return dataclasses.replace(jms, headers=dataclasses.replace(jms.headers, reply_to=reply))

@@ -31,7 +31,7 @@ from bridge.routing.base import Result, override_jms, rename_properties, reply_t
 from mappings.conversions.envelope import TEMPORARY, allowed, is_temporary
 from mappings.conversions.mqtt_jms import ConvertMessageType, mqtt_to_jms, text_problem
 from mappings.errors import MappingError
-from mappings.jms.model import BytesBody, Destination, DestinationKind, JmsMessage, TextBody
+from mappings.jms.model import BytesBody, DestinationKind, JmsMessage, TextBody, destination_of_uri
 from mappings.mqtt.publication import MqttPublication
 from mappings.report import ConversionReport, Finding
 from mappings.rules.model import QueueEndpoint, Route, render_dotted_topic
@@ -64,10 +64,7 @@ def reply_target(target: QueueEndpoint, topic: str, report: ConversionReport) ->
     MQTT 5 responder was given (a JMSReplyTo queue's URI, ``queue:///Q`` or ``queue:///ID:..?temporary=true``
     for a requester's TemporaryQueue), if an ``allow`` prefix admits it; else the route's fallback queue or
     topic. Returns the route's destination text (``Q``, ``topic:T``, ``temp-queue://ID:..``)."""
-    try:
-        dest = Destination.parse(topic) if topic[:8].lower() in ("queue://", "topic://") else None
-    except MappingError:
-        dest = None
+    dest = destination_of_uri(topic)
     if dest is None:
         if not target.destination:
             raise MappingError(f"{topic!r} names no reply destination (a queue:// or topic:// URI, as the MQTT 5 "

@@ -72,6 +72,7 @@ from mappings.jms.model import (
     StreamBody,
     TextBody,
     TypedMap,
+    destination_of_uri,
     identifier_problem,
     jint,
     jstring,
@@ -204,12 +205,7 @@ def _reply_to(response_topic: str, report: ConversionReport) -> Destination | No
     if not response_topic:
         report.dropped("response topic", "empty: not a topic name")
         return None
-    if response_topic.lower().startswith(("queue://", "topic://")):
-        try:
-            return Destination.parse(response_topic)
-        except MappingError:
-            pass
-    return Destination.topic(response_topic)
+    return destination_of_uri(response_topic) or Destination.topic(response_topic)
 
 
 def mqtt_to_jms(

@@ -361,6 +361,24 @@ class Destination:
         return cls(DestinationKind.QUEUE, _unescape(name), qmgr, tuple(options))
 
 
+def names_uri(text: str) -> bool:
+    """Whether ``text`` is written as a destination URI (``queue://`` or ``topic://``, any case): the rule by
+    which an MQTT 5 Response Topic or a reply publication's topic names a JMS destination rather than an MQTT
+    topic (Amlen "Conversion between MQTT and JMS")."""
+    return text[:8].lower() in ("queue://", "topic://")
+
+
+def destination_of_uri(text: str) -> Destination | None:
+    """The destination ``text`` names as a URI; None when it is not written as one (``names_uri``) or does not
+    parse (then it is taken as a topic name, as any other text)."""
+    if not names_uri(text):
+        return None
+    try:
+        return Destination.parse(text)
+    except MappingError:
+        return None
+
+
 def _unescape(name: str) -> str:
     return name.replace("%3F", "?").replace("%3f", "?").replace("%25", "%")
 

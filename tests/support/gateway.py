@@ -45,7 +45,19 @@ def _ephemeral_low() -> int:
         return 32768
 
 
-_LOW, _HIGH = 10_000, min(_ephemeral_low(), 65_536)
+def _worker_range(low: int, high: int) -> tuple[int, int]:
+    """Under pytest-xdist each worker takes its own slice of the range: ports one worker hands out are never
+    another's, so two workers cannot pick the same free port in the moment before their gateways bind it."""
+    try:
+        index = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+        count = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    except ValueError:
+        return low, high
+    size = (high - low) // count
+    return (low + index * size, low + (index + 1) * size) if size >= 1000 else (low, high)
+
+
+_LOW, _HIGH = _worker_range(10_000, min(_ephemeral_low(), 65_536))
 
 
 def free_port() -> int:
