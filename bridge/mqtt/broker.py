@@ -140,7 +140,8 @@ class Broker:
     def recover(self, state: RecoveredState) -> None:
         """Rebuild sessions, queues and retained messages from the store after a (re)start."""
         self.retained.recover(state.retained)
-        restored = self.table.recover(state)
+        restored = self.table.recover(state, self.publisher.guards)
+        self.publisher.recover_shared()
         for cid, session in self.sessions.items():   # a route's (or a gone route's kept) session: as it reads
             if cid.startswith(ROUTE_CLIENT_PREFIX):
                 self._route_reads(session)

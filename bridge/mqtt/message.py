@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from typing import Any
 
 from bridge.mqtt import packets as P
 from bridge.mqtt.properties import Props, encode_property_items
@@ -121,7 +122,7 @@ class Message:
 class OutMsg:
     """A QoS 1/2 delivery to one session: queued, then in flight until acknowledged."""
 
-    __slots__ = ("msg", "qos", "retain", "packet_id", "state", "seq", "op", "sub_ids", "shared")
+    __slots__ = ("msg", "qos", "retain", "packet_id", "state", "seq", "op", "sub_ids", "shared", "guard")
 
     def __init__(self, msg: Message, qos: int, retain: bool, seq: int, sub_ids: list[int] | None = None,
                  shared: str | None = None) -> None:
@@ -134,6 +135,8 @@ class OutMsg:
         self.state = QUEUED
         self.seq = seq
         self.op: list[object] | None = None   # its queued INSERT INTO outbound, for cancel/amend
+        # a clean member's shared delivery: its group row (shared_guard.SharedGuards, group, seq, insert op)
+        self.guard: tuple[Any, str, int, list[object] | None] | None = None
 
 
 class SessionStats:

@@ -24,6 +24,7 @@ from bridge.mqtt.properties import pack
 from bridge.mqtt.retained import RetainedMessages
 from bridge.mqtt.session import Message, Session
 from bridge.mqtt.shared import SharedGroups
+from bridge.mqtt.shared_guard import SharedGuards
 from bridge.mqtt.stats import BrokerStats
 from bridge.mqtt.store import RELEASED, SENT, Store
 from bridge.mqtt.topics import (
@@ -72,6 +73,7 @@ class Publisher:
         self.pressing = pressing     # FlowControl.pressing: pushing-back sessions a delivery reached
         self.stats = stats
         self.shared = shared
+        self.guards = SharedGuards(store, messages.release)   # clean members' shared deliveries, durable
         self.clock = clock
         # set by the server: ``$SYS/SCADA/MQIsdpListener/<port>|all`` ON/OFF -> what changed
         self.listener_control: Callable[[str, bool], list[str]] | None = None
@@ -308,6 +310,41 @@ class Publisher:
         ids = [member.sub_id] if member.sub_id else None
         return self.deliver(self.sessions[client_id], msg, qos, retain, ids, key)
 
+    def _outlived(self, key: str) -> bool:
+        """Whether group ``key`` has a persistent member: one that a restart leaves in the group."""
+        sessions = self.sessions
+        for cid in self.shared.members.get(key, ()):
+            member = sessions.get(cid)
+            if member is not None and member.persistent:
+                return True
+        return False
+
+    def recover_shared(self) -> None:
+        """After a restart: what clean members held from shared subscriptions when the gateway stopped goes
+        to the groups' members now (MQTT 5.0 §4.8.2); a group left without members drops it, logged."""
+        guards = self.guards
+        handed = gone = 0
+        for key, msg, seq in guards.recovered:
+            if self.deliver_shared(key, msg):   # True: given to a (persistent) member, which stores it
+                handed += 1
+            else:
+                gone += 1
+            guards.drop(key, seq, None, msg)   # after the member's row: a crash in between sends it twice
+        guards.recovered = []
+        for key, msg, seq in guards.lost:
+            guards.drop(key, seq, None, msg)
+        if guards.lost:
+            self.stats.shared_qos2_lost += len(guards.lost)
+            log.warning("%d QoS 2 deliveries of shared subscriptions were sent to clean members, unacknowledged, when "
+                        "the gateway stopped: not sent to another member (MQTT 5.0 §4.8.2), lost", len(guards.lost))
+            guards.lost = []
+        if handed:
+            log.info("recovered %d deliveries of shared subscriptions that clean members held at the last stop: "
+                     "handed to the groups' members", handed)
+        if gone:
+            log.warning("%d deliveries of shared subscriptions that clean members held at the last stop have no "
+                        "member left in their group: dropped", gone)
+
     def reassign(self, session: Session) -> None:
         """``session`` ends (it left the groups already; a persistent member that is only disconnected stays
         a member and keeps its deliveries): what it still held from shared subscriptions goes to another
@@ -350,11 +387,18 @@ class Publisher:
             if gate is not None:
                 msg.waits.append(gate)
             return writes
+        hold = None
         if qos and session.persistent:
             if msg.store_id is None:
                 self.messages.store(msg)
             writes = True
-        session.deliver(msg, qos, retain, sub_ids, shared)
+        elif qos and shared is not None and self._outlived(shared):
+            if msg.store_id is None:   # a clean member's: kept until it acknowledges (shared_guard.py)
+                self.messages.store(msg)
+            writes = True
+            guards = self.guards
+            hold = lambda out: guards.hold(shared, out)  # noqa: E731
+        session.deliver(msg, qos, retain, sub_ids, shared, hold)
         if qos and session.pushing_back:
             self.pressing.append(session)
         return writes

@@ -94,9 +94,10 @@ class Session:
     # -- outbound ---------------------------------------------------------------------------------
 
     def deliver(self, msg: Message, qos: int, retain: bool = False, sub_ids: list[int] | None = None,
-                shared: str | None = None) -> None:
+                shared: str | None = None, hold: Callable[[OutMsg], None] | None = None) -> None:
         """A publication matched one of this session's subscriptions (or is a retained replay); ``sub_ids``:
-        the MQTT 5 Subscription Identifiers of the subscriptions it matched."""
+        the MQTT 5 Subscription Identifiers of the subscriptions it matched; ``hold``: given a QoS 1/2 delivery
+        as it is made, before it is sent (a clean member's shared delivery: shared_guard.py)."""
         link = self.link
         if qos == 0:
             if link is None:
@@ -138,6 +139,8 @@ class Session:
         self._next_seq += 1
         if self.journal is not None:
             self.journal.new(out)
+        if hold is not None:
+            hold(out)
         if direct and link is not None:
             self._send_new(out, link)
         else:
@@ -186,6 +189,12 @@ class Session:
                 # send the same message again under a new id: a QoS 2 duplicate.
                 self._emit(link, out, dup=False, durable=True, data=data)
                 return
+        elif out.guard is not None and out.qos == 2:
+            # a clean member's shared QoS 2 delivery: "sent" durable before the PUBLISH leaves, so that a
+            # restart never hands a message this client may have to another member [MQTT-4.8.2-5]
+            out.guard[0].sent(out)
+            self._emit(link, out, dup=False, durable=True, data=data)
+            return
         self._emit(link, out, dup=False, durable=False, data=data)
 
     def _emit(self, link: Link, out: OutMsg, *, dup: bool, durable: bool, data: bytes | None = None) -> None:
@@ -244,6 +253,8 @@ class Session:
         """A delivery is done (acknowledged, withdrawn): its row goes, its message once unreferenced."""
         if self.journal is not None:
             self.journal.done(out)
+        if out.guard is not None:   # a clean member's shared delivery: its group row goes too
+            out.guard[0].done(out)
 
     def on_puback(self, pid: int) -> None:
         out = self.inflight.get(pid)
@@ -272,6 +283,8 @@ class Session:
             out.state = RELEASED
             if self.journal is not None:
                 self.journal.released(out)
+            if out.guard is not None:   # the client has it: never another member's
+                out.guard[0].done(out)
         if self.link is not None:
             if self.journal is not None:
                 # PUBREL only once "released" is durable: else a crash after the client's PUBCOMP
@@ -351,6 +364,8 @@ class Session:
         for out in list(self.inflight.values()) + list(self.queue):
             if self.journal is not None:
                 self.journal.unref(out.msg)
+            if out.guard is not None:   # handed to another member already (Publisher.reassign), or lost
+                out.guard[0].done(out)
         self.inflight.clear()
         self.unsent = None
         self.queue = ()

@@ -17,6 +17,7 @@ from bridge.mqtt.acl import Grants
 from bridge.mqtt.messages import StoredMessages
 from bridge.mqtt.properties import unpack
 from bridge.mqtt.session import Message, OutMsg, Session
+from bridge.mqtt.shared_guard import SharedGuards
 from bridge.mqtt.store import RecoveredState, Store
 from bridge.mqtt.subscribe import Subscriptions
 
@@ -171,9 +172,9 @@ class SessionTable:
         self._next_due = min((s.last_seen + s.expiry_seconds for s in idle if id(s) not in gone), default=math.inf)
         return len(expired)
 
-    def recover(self, state: RecoveredState) -> int:
+    def recover(self, state: RecoveredState, guards: SharedGuards | None = None) -> int:
         """Rebuild sessions, subscriptions, queues and stored messages from the store after a (re)start;
-        returns how many deliveries it put back."""
+        returns how many deliveries it put back. ``guards`` take the shared groups' rows (shared_guard.py)."""
         messages = {mid: Message(m.topic, m.payload, m.qos, m.retain, m.origin, store_id=mid, username=m.username,
                                  user_via=m.user_via,
                                  key_id=m.key_id, redelivery=m.redelivery, packet_id=m.packet_id,
@@ -217,5 +218,11 @@ class SessionTable:
             self.sessions[cid] = session
             if session.expiry_seconds:
                 self._next_due = min(self._next_due, session.last_seen + session.expiry_seconds)
+        for key, seq, mid, qos, row_state in state.shared_rows:
+            msg = messages.get(mid)
+            if msg is None:
+                log.error("store: outbound row %s/%s refers to missing message %s", key, seq, mid)
+            elif guards is not None:
+                guards.restore(key, seq, msg, qos, row_state)
         self.messages.recover(state.next_message_id, messages.values())
         return restored

@@ -5,6 +5,8 @@ import json
 import sqlite3
 from dataclasses import dataclass, field
 
+# outbound rows of client ids starting so are a shared subscription group's rows (bridge/mqtt/shared_guard.py)
+SHARED_ROWS = "$share/"
 ROUTE_SINCE = "route_since "   # meta rows keyed ROUTE_SINCE + JSON [client id, filter]: a route subscription's first id
 
 
@@ -64,6 +66,9 @@ class RecoveredState:
     # (route session id, topic filter) -> the first message id stored after it subscribed
     route_since: dict[tuple[str, str], int] = field(default_factory=dict)
     wills: list[StoredWill] = field(default_factory=list)
+    # (group key, seq, message id, QoS, state): clean members' shared deliveries left at the last stop
+    # (shared_guard.py)
+    shared_rows: list[tuple[str, int, int, int, int]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -94,10 +99,13 @@ def load_state(conn: sqlite3.Connection) -> RecoveredState:
             sessions[cid].subscriptions[flt] = qos
             if sub_id:
                 sessions[cid].subscription_ids[flt] = sub_id
+    shared_rows: list[tuple[str, int, int, int, int]] = []
     for cid, seq, mid, qos, retain, pid, state, sub_ids in conn.execute(
             "SELECT client_id, seq, message_id, qos, retain, packet_id, state, sub_ids FROM outbound "
             "ORDER BY client_id, seq"):
-        if cid in sessions:
+        if cid.startswith(SHARED_ROWS):
+            shared_rows.append((cid, seq, mid, qos, state))
+        elif cid in sessions:
             ids = [int(i) for i in sub_ids.split(",")] if sub_ids else None
             sessions[cid].outbound.append((seq, mid, qos, retain, pid, state, ids))
     for cid, pid, topic, payload, retain, props, expires in conn.execute(
@@ -136,4 +144,4 @@ def load_state(conn: sqlite3.Connection) -> RecoveredState:
              for cid, topic, payload, qos, retain, props, username, due, via in conn.execute(
                  "SELECT client_id, topic, payload, qos, retain, props, username, due, user_via FROM wills")
              if cid in sessions]
-    return RecoveredState(sessions, messages, retained, next_id, since, wills)
+    return RecoveredState(sessions, messages, retained, next_id, since, wills, shared_rows)
