@@ -41,8 +41,10 @@ case "$cmd" in
     test)
         setup_system
         setup_python dev
-        # two workers (MQBRIDGE_TEST_WORKERS; 0 runs in this process); a module stays on one worker
-        exec .venv/bin/python -m pytest -n "${MQBRIDGE_TEST_WORKERS:-2}" --dist loadgroup "$@"
+        # two workers (MQBRIDGE_TEST_WORKERS; 0 runs in this process); a module stays on one worker, so its
+        # module-scoped gateway starts once (loadgroup cannot group more: pytest-xdist 3.8 on pytest 9 drops
+        # the groups); each worker that runs Spark tests has its own SparkSession
+        exec .venv/bin/python -m pytest -n "${MQBRIDGE_TEST_WORKERS:-2}" --dist loadfile "$@"
         ;;
     serve)
         setup_python speed

@@ -19,15 +19,6 @@ settings.register_profile("mqbridge", deadline=None)
 settings.load_profile("mqbridge")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``scripts/dev.sh test`` runs ``-n 2 --dist loadgroup``): a test module stays on one
-    worker (its module-scoped gateway starts once), and every test that uses the SparkSession runs on the same
-    worker (one Spark JVM per run, not one per worker)."""
-    for item in items:
-        group = "spark" if "spark" in getattr(item, "fixturenames", ()) else item.path.name
-        item.add_marker(pytest.mark.xdist_group(group))
-
-
 @pytest.fixture
 def gateway_loop() -> str | None:
     """The event loop of the gateways ``gateway_factory`` starts (None: tests.support.gateway.DEFAULT_LOOP,
