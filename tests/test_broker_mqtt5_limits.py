@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +17,7 @@ from bridge.mqtt.properties import encode_property_items
 from tests.support.gateway import GatewayProcess, free_port, wait_for
 from tests.support.mqtt5_client import raw5
 from tests.support.mqtt_clients import RawClient
-from tests.support.shared_gateway import reset
+from tests.support.shared_gateway import reset, started
 from tests.test_broker_limits import closed_by_peer
 
 QUEUED_BYTES = 256 * 1024
@@ -31,13 +30,9 @@ LIMITS = {"max_queued_bytes": QUEUED_BYTES, "max_queued": MAX_QUEUED, "max_infli
 
 @pytest.fixture(scope="module")
 def limits_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
-    port = free_port()
-    workdir: Path = tmp_path_factory.mktemp("limits5")
-    gw = GatewayProcess(workdir, {"broker": {
-        "listeners": [{"host": "127.0.0.1", "port": port, "max_connections": MAX_CONNECTIONS}],
-        "limits": LIMITS, "sys_interval": 0}}).start()
-    yield gw
-    gw.stop()
+    yield from started(tmp_path_factory, "limits5", {"broker": {
+        "listeners": [{"host": "127.0.0.1", "port": free_port(), "max_connections": MAX_CONNECTIONS}],
+        "limits": LIMITS, "sys_interval": 0}})
 
 
 @pytest.fixture

@@ -25,18 +25,23 @@ def _rows(gw: GatewayProcess) -> tuple[int, int]:
     return groups, messages
 
 
+def _members(gw: GatewayProcess, suffix: str, qos: int) -> tuple[V5, RawClient, V5]:
+    """A persistent member (paho, acknowledging), a clean one that answers nothing (raw), and a publisher."""
+    durable = connected(gw.port, f"durable{suffix}", clean=False, expiry=3600)
+    assert durable.subscribe(GROUP, qos) == [qos]
+    clean = RawClient(gw.port)
+    clean.connect(f"clean{suffix}")
+    assert clean.subscribe(GROUP, qos).return_codes == (qos,)
+    return durable, clean, V5(gw.port, f"pub{suffix}").connect()
+
+
 @pytest.mark.parametrize("how", ["kill", "stop"])
 def test_a_clean_members_unacknowledged_deliveries_reach_a_persistent_member_after_a_restart(gateway_factory, how):
     """A persistent member and a clean one that never acknowledges share 20 QoS 1 publications, every one
     acknowledged to its publisher; the gateway is SIGKILLed (or stopped); after the restart the persistent
     member gets every one the clean member held: the group got all 20 (before: those were lost)."""
     gw = gateway_factory()
-    durable = connected(gw.port, "durable", clean=False, expiry=3600)
-    assert durable.subscribe(GROUP, 1) == [1]
-    clean = RawClient(gw.port)
-    clean.connect("clean")
-    assert clean.subscribe(GROUP, 1).return_codes == (1,)
-    pub = V5(gw.port, "pub").connect()
+    durable, clean, pub = _members(gw, "", 1)
     for i in range(N):
         pub.client.publish(f"work/{i}", str(i).encode(), 1).wait_for_publish(10)   # PUBACKed: the broker has it
     held = _take_share(clean, durable, N)
@@ -84,12 +89,7 @@ def test_a_clean_members_sent_qos2_deliveries_go_to_no_other_member_after_a_rest
     """QoS 2 publications a clean member was sent and did not answer (no PUBREC) when the gateway was SIGKILLed:
     after the restart no other member gets them [MQTT-4.8.2-5]; they are counted as shared_qos2_lost."""
     gw = gateway_factory()
-    durable = connected(gw.port, "durable3", clean=False, expiry=3600)
-    assert durable.subscribe(GROUP, 2) == [2]
-    clean = RawClient(gw.port)
-    clean.connect("clean3")
-    assert clean.subscribe(GROUP, 2).return_codes == (2,)
-    pub = V5(gw.port, "pub3").connect()
+    durable, clean, pub = _members(gw, "3", 2)
     for i in range(10):
         pub.client.publish(f"work/{i}", str(i).encode(), 2).wait_for_publish(10)
     held = _take_share(clean, durable, 10)

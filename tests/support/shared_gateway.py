@@ -18,6 +18,7 @@ import urllib.parse
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -60,12 +61,20 @@ def reset(gw: GatewayProcess, username: str | None = None, password: bytes | Non
     gw.mark_log()
 
 
+def started(tmp_path_factory: pytest.TempPathFactory, name: str = "shared-gw",
+            config: dict[str, Any] | None = None) -> Iterator[GatewayProcess]:
+    """The body of a module-scoped gateway fixture (``yield from started(...)``): started, stopped after."""
+    workdir: Path = tmp_path_factory.mktemp(name)
+    gw = GatewayProcess(workdir, config).start()
+    try:
+        yield gw
+    finally:
+        gw.stop()
+
+
 @pytest.fixture(scope="module")
 def module_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
-    workdir: Path = tmp_path_factory.mktemp("shared-gw")
-    gw = GatewayProcess(workdir).start()
-    yield gw
-    gw.stop()
+    yield from started(tmp_path_factory)
 
 
 @pytest.fixture
