@@ -165,6 +165,9 @@ def test_a_bad_jndi_name_fails_validate_and_start_naming_the_setting(
      "one of connection_factory (its javax.jms.ConnectionFactory class) or jndi"),
     (("    client_id: mqbridge-jndi-x\n", ""), "a durable subscription needs connectors.amq.client_id"),
     (("topic: prices, subscription", "queue: incoming, subscription"), "a durable subscription is on a topic"),
+    (("    client_id:", "    jvm_options: [Xmx64m]\n    client_id:"), "'Xmx64m' is not a JVM option"),
+    (("    client_id:", "    jvm_options: [-XX:+NoSuchOption]\n    client_id:"),
+     "cannot start a JVM (Unable to start JVM): check connectors.amq.jvm_options ['-XX:+NoSuchOption']"),
 ])
 def test_connector_settings_that_cannot_work_are_refused_by_validate(tmp_path: Path, change: tuple[str, str],
                                                                     named: str) -> None:

@@ -57,6 +57,9 @@ class JmsConnector(_Model):
     type: Literal["jms"]
     client: Literal["stomp", "native"] = "stomp"
     jars: tuple[str, ...] = ()                 # native: paths or globs of the provider's client jars
+    # native: options of the gateway's JVM (system properties such as -Djavax.net.ssl.trustStore=..., -Xmx256m);
+    # one JVM per process: every native connector gives the same ones
+    jvm_options: tuple[str, ...] = ()
     connection_factory: str | None = None      # native: its javax.jms.ConnectionFactory class
     # native: bean properties by their setters, e.g. brokerURL (a string), useAsyncSend (a boolean), port (an int)
     factory_properties: dict[str, str | bool | int | float] = Field(default_factory=dict)
@@ -76,9 +79,14 @@ class JmsConnector(_Model):
     @model_validator(mode="after")
     def _native(self) -> JmsConnector:
         if self.client != "native":
-            if self.jndi is not None or self.client_id is not None:
-                raise ValueError("jndi and client_id belong to client native (STOMP names its client id per route)")
+            if self.jndi is not None or self.client_id is not None or self.jvm_options:
+                raise ValueError("jndi, client_id and jvm_options belong to client native (STOMP names its client "
+                                 "id per route)")
             return self
+        bad = [o for o in self.jvm_options if not o.startswith("-")]
+        if bad:
+            raise ValueError(f"jvm_options: {', '.join(map(repr, bad))} is not a JVM option (they start with '-', "
+                             "e.g. -Djavax.net.ssl.trustStore=/etc/mqbridge/trust.jks)")
         if not self.jars or (self.connection_factory is None) == (self.jndi is None):
             raise ValueError("client native needs jars (the provider's client jars) and one of connection_factory "
                              "(its javax.jms.ConnectionFactory class) or jndi (where to look it up)")

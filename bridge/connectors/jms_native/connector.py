@@ -62,7 +62,8 @@ class _Client:
             return self.session
         if self.session is not None:
             self.drop()
-        jpype = jvm.start(jvm.expand_jars(self.conn.jars, f"{self.setting}.jars"))
+        jpype = jvm.start(jvm.expand_jars(self.conn.jars, f"{self.setting}.jars"), self.conn.jvm_options,
+                          f"{self.setting}.jvm_options")
         jvm.attach()
         from bridge.connectors.jms_native import objects  # Java types: only once the JVM runs
         self.objects = objects
@@ -403,7 +404,8 @@ def native_jvm(conn: JmsConnector, name: str) -> Any:
     Route setup starts it on the calling (the event loop's) thread: JPype's JVM stays with the thread that
     started it, and an endpoint's worker ends with its route."""
     try:
-        return jvm.start(jvm.expand_jars(conn.jars, f"connectors.{name}.jars"))
+        return jvm.start(jvm.expand_jars(conn.jars, f"connectors.{name}.jars"), conn.jvm_options,
+                         f"connectors.{name}.jvm_options")
     except jvm.JvmError as exc:
         raise RouteSetupError(f"connectors.{name}: {exc}") from None
 

@@ -41,24 +41,34 @@ def expand_jars(entries: Iterable[str], setting: str = "jars") -> list[str]:
     return list(dict.fromkeys(jars))
 
 
-def start(jars: list[str], options: Iterable[str] = ()) -> Any:
-    """The ``jpype`` module with the JVM running and ``jars`` on its class path."""
+_options: list[tuple[str, ...]] = []   # the options this process's JVM started with, once started here
+
+
+def start(jars: list[str], options: Iterable[str] = (), setting: str = "jvm_options") -> Any:
+    """The ``jpype`` module with the JVM running, ``jars`` on its class path and ``options`` (a connector's
+    ``jvm_options``, named by ``setting`` in errors) among its options."""
     jpype = _jpype()
+    wanted = tuple(options)
     with _lock:
         if not jpype.isJVMStarted():
             try:
                 # -Xrs: the JVM leaves SIGTERM, SIGINT and SIGHUP to the gateway (else its handlers replace the
                 # gateway's: SIGTERM would end the process at once, without closing routes; SIGHUP, no reload)
-                jpype.startJVM("-Xrs", *options, classpath=jars, convertStrings=False, interrupt=False)
+                jpype.startJVM("-Xrs", *wanted, classpath=jars, convertStrings=False, interrupt=False)
             except (OSError, RuntimeError) as exc:   # no libjvm, a bad option
-                raise JvmError(f"cannot start a JVM ({exc}): install a Java runtime (JAVA_HOME, or java on PATH)") \
-                    from None
+                hint = f"check {setting} {list(wanted)}" if wanted else \
+                    "install a Java runtime (JAVA_HOME, or java on PATH)"
+                raise JvmError(f"cannot start a JVM ({exc}): {hint}") from None
+            _options.append(wanted)
             return jpype
     started = set(str(jpype.java.lang.System.getProperty("java.class.path")).split(os.pathsep))
     missing = [j for j in jars if j not in started]
     if missing:
         raise JvmError(f"the JVM of this process started without {', '.join(missing)}: a process has one JVM "
                        "and its class path is fixed at start; give every native connector the same jars")
+    if _options and set(wanted) - set(_options[0]):
+        raise JvmError(f"{setting}: the JVM of this process started with {list(_options[0])}: a process has one "
+                       "JVM and its options are fixed at start; give every native connector the same jvm_options")
     return jpype
 
 
