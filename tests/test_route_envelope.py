@@ -137,6 +137,20 @@ def test_jms_source_publishes_the_envelope_with_qos_from_delivery_mode() -> None
     assert json.loads(out.message.payload)["body"] == {"type": "jms_text", "text": "q"}  # type: ignore[attr-defined]
 
 
+def test_the_envelope_names_a_jms_destination_in_mqtt_as_the_payload_form_does() -> None:
+    """``{topic}`` of a JMS source's destination: ``.`` is a level, ``%2E`` a dot inside one (the dotted naming
+    undone, as the payload form's routes do); before, the envelope route published to ``svc/plant/v1%2E2``."""
+    conv = EnvelopeConverter(route("""\
+  - name: req
+    from: {connector: amq, topic: "plant.>"}
+    to: {mqtt: "svc/{topic}"}
+    options: {mqtt_format: envelope}
+"""), "jms", "mqtt")
+    msg = JmsMessage(body=TextBody("q"))
+    out, _, _ = conv.convert(Inbound("k", "jms", msg, "TextMessage", 1, "plant.v1%2E2", time.time()))
+    assert out.destination == "svc/plant/v1.2"
+
+
 @dataclass
 class _Frame:
     headers: dict[str, str]

@@ -93,6 +93,9 @@ def test_templates_fill_mqtt_levels_and_activemq_dotted_names() -> None:
     assert render_topic("from-mq/{topic}", topic="a/b") == "from-mq/a/b"
     assert render_topic("{2}/{1}/{client}", topic="a/b", client="c1") == "b/a/c1"
     assert render_topic("x/{dest}", dest="JMS.TO.MQTT") == "x/JMS/TO/MQTT"
+    # a dot inside an MQTT level, as the dotted naming writes it (%2E), is a dot again (payload and envelope)
+    assert render_topic("x/{dest}", dest="plant.v1%2E2.temp") == "x/plant/v1.2/temp"
+    assert render_topic("{topic}", dest="plant.v1%2E2") == "plant/v1.2"
     assert render_topic("x/{3}", topic="a/b") == "x/"   # a missing level renders empty
     # ActiveMQ: MQTT levels become dot-separated; the template may be written either way
     assert render_dotted_topic("plant.{topic}", topic="a/b") == "plant.a.b"

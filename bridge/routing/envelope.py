@@ -34,7 +34,7 @@ from mappings.jms.model import Destination, DestinationKind, JavaValue, JmsMessa
 from mappings.mq import constants as C
 from mappings.mqtt.publication import MqttPublication
 from mappings.report import ConversionReport
-from mappings.rules.model import MqttEndpoint, QueueEndpoint, Route, render_dotted_topic, render_topic
+from mappings.rules.model import MqttEndpoint, QueueEndpoint, Route, dotted_to_mqtt, render_dotted_topic, render_topic
 
 
 class EnvelopeConverter:
@@ -69,7 +69,7 @@ class EnvelopeConverter:
         assert isinstance(jms, JmsMessage)
         target = self.route.target
         assert isinstance(target, MqttEndpoint)
-        topic = checked_topic(render_topic(target.mqtt, topic=item.destination.replace(".", "/"),
+        topic = checked_topic(render_topic(target.mqtt, topic=dotted_to_mqtt(item.destination),
                                            dest=item.destination))
         jms = override_jms(temporary_reply_to(jms, item), self.route.options)
         return self._publication(item, jms, topic, envelope_qos(jms)), "publish", ConversionReport()

@@ -273,7 +273,7 @@ class Route(_Model):
 def check_topic_template(template: str) -> None:
     """Target topic templates: literal text with ``{1}``.. (source topic levels, 1-based),
     ``{topic}`` (whole source topic or destination), ``{dest}`` (source destination name with
-    ``.`` -> ``/``), ``{client}`` (publishing client id)."""
+    ``.`` -> ``/``, ``dotted_to_mqtt``), ``{client}`` (publishing client id)."""
     for name in TEMPLATE_FIELD.findall(template):
         if not (name.isdigit() and int(name) >= 1) and name not in ("topic", "dest", "client"):
             raise ValueError(f"to.mqtt: unknown template field {{{name}}} in {template!r}")
@@ -291,9 +291,9 @@ def render_topic(template: str, *, topic: str = "", dest: str = "", client: str 
     def field(m: re.Match[str]) -> str:
         name = m.group(1)
         if name == "topic":
-            return topic or dest.replace(".", "/")
+            return topic or dotted_to_mqtt(dest)
         if name == "dest":
-            return dest.replace(".", "/")
+            return dotted_to_mqtt(dest)
         if name == "client":
             return client
         i = int(name) - 1
