@@ -221,3 +221,23 @@ def test_jms_to_mqtt_and_back_through_two_envelope_routes_keeps_the_message(mess
     assert dataclasses.replace(got.headers, destination=None) == dataclasses.replace(message.headers,
                                                                                      destination=None)
     assert got.properties == message.properties and got.body == message.body
+
+
+def test_payload_and_envelope_reply_to_targets_share_their_addressing_rules() -> None:
+    """A payload-form reply_to target (an MQTT 5 responder's topic is the JMSReplyTo URI) and the envelope form
+    choose alike: an allowed URI as the connector names it, else the route's fallback with a defaulted finding,
+    a templated fallback topic filled in (the payload form sent to the template's text before)."""
+    from bridge.routing.mqtt_stomp import mqtt_to_jms_message
+
+    payload = route("""\
+  - name: rep
+    from: {mqtt: "#"}
+    to: {connector: amq, reply_to: true, allow: ["queue://r."], topic: "replies.{1}"}
+""")
+    out, _, report = mqtt_to_jms_message(payload, from_mqtt(b"x", topic="queue:///r.one"))
+    assert out.destination == "r.one" and not report
+    out, _, report = mqtt_to_jms_message(payload, from_mqtt(b"x", topic="plain/topic"))
+    assert out.destination == "topic:replies.plain"
+    assert [(f.change.value, f.name) for f in report.findings] == [("defaulted", "JMSDestination")]
+    with pytest.raises(MappingError, match="not an allowed reply destination"):
+        mqtt_to_jms_message(payload, from_mqtt(b"x", topic="queue:///elsewhere"))

@@ -3,8 +3,17 @@ of plain routes, topic templates of MQTT, JMS and MQ targets, options a target k
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from mappings.rules.model import RulesError, parse_rules, render_dotted_topic, render_topic
+from mappings.rules.model import (
+    RulesError,
+    dotted_to_mqtt,
+    mqtt_to_dotted,
+    parse_rules,
+    render_dotted_topic,
+    render_topic,
+)
 
 AMQ = "connectors:\n  amq: {type: jms}\n  qm1: {type: mq, queue_manager: QM1}\nroutes:\n"
 
@@ -102,3 +111,10 @@ def test_templates_fill_mqtt_levels_and_activemq_dotted_names() -> None:
     assert render_dotted_topic("plant/{topic}", topic="a/b") == "plant.a.b"
     assert render_dotted_topic("t.{2}.{client}", topic="a/b", client="dev.1") == "t.b.dev%2E1"
     assert render_dotted_topic("{topic}", topic="v1.2/x") == "v1%2E2.x"   # a dot inside a level stays in it
+
+
+@given(st.text(alphabet=st.sampled_from("ab./%2E5"), min_size=1, max_size=12))
+def test_the_dotted_naming_gives_every_mqtt_topic_back(topic: str) -> None:
+    """MQTT -> the provider's dotted naming -> MQTT is the identity, also for a topic holding ``%2E`` or ``%25``
+    itself (before, ``x%2Ey`` came back as ``x.y``)."""
+    assert dotted_to_mqtt(mqtt_to_dotted(topic)) == topic

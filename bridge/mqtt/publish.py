@@ -323,21 +323,20 @@ class Publisher:
         """After a restart: what clean members held from shared subscriptions when the gateway stopped goes
         to the groups' members now (MQTT 5.0 §4.8.2); a group left without members drops it, logged."""
         guards = self.guards
+        recovered, lost = guards.take()
         handed = gone = 0
-        for key, msg, seq in guards.recovered:
+        for key, msg, seq in recovered:
             if self.deliver_shared(key, msg):   # True: given to a (persistent) member, which stores it
                 handed += 1
             else:
                 gone += 1
             guards.drop(key, seq, None, msg)   # after the member's row: a crash in between sends it twice
-        guards.recovered = []
-        for key, msg, seq in guards.lost:
+        for key, msg, seq in lost:
             guards.drop(key, seq, None, msg)
-        if guards.lost:
-            self.stats.shared_qos2_lost += len(guards.lost)
+        if lost:
+            self.stats.shared_qos2_lost += len(lost)
             log.warning("%d QoS 2 deliveries of shared subscriptions were sent to clean members, unacknowledged, when "
-                        "the gateway stopped: not sent to another member (MQTT 5.0 §4.8.2), lost", len(guards.lost))
-            guards.lost = []
+                        "the gateway stopped: not sent to another member (MQTT 5.0 §4.8.2), lost", len(lost))
         if handed:
             log.info("recovered %d deliveries of shared subscriptions that clean members held at the last stop: "
                      "handed to the groups' members", handed)

@@ -68,6 +68,11 @@ class SharedGuards:
         if msg.refs <= 0 and msg.store_id is not None:
             self._release(msg)
 
+    def take(self) -> tuple[list[tuple[str, Message, int]], list[tuple[str, Message, int]]]:
+        """Once, after a restart: the restored rows to hand out, and the QoS 2 ones sent (to no one else)."""
+        recovered, lost, self.recovered, self.lost = self.recovered, self.lost, [], []
+        return recovered, lost
+
     def restore(self, key: str, seq: int, msg: Message, qos: int, state: int) -> None:
         """A row the gateway left at its last stop (its message's reference counted, as a delivery's); a QoS 2
         one whose PUBLISH was sent is kept apart: it may go to no other member [MQTT-4.8.2-5]."""

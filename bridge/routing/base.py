@@ -16,7 +16,16 @@ from mappings.mq import constants as C
 from mappings.mqtt.publication import MqttPublication
 from mappings.mqtt.topics import TopicError, validate_topic_name
 from mappings.report import ConversionReport
-from mappings.rules.model import ROUTE_PAIRS, MqttEndpoint, Route, RouteOptions, dotted_to_mqtt, mqtt_to_dotted
+from mappings.rules.model import (
+    ROUTE_PAIRS,
+    MqttEndpoint,
+    QueueEndpoint,
+    Route,
+    RouteOptions,
+    dotted_to_mqtt,
+    mqtt_to_dotted,
+    render_dotted_topic,
+)
 
 Result = tuple[Outbound, str, ConversionReport]   # converted message, target type, findings
 Convert = Callable[[Inbound], Result]
@@ -111,6 +120,18 @@ def response_topic_from_provider(pub: MqttPublication, jms: JmsMessage) -> MqttP
     if pub.response_topic is None or reply is None or reply.kind is not DestinationKind.TOPIC or reply.options:
         return pub
     return dataclasses.replace(pub, response_topic=dotted_to_mqtt(reply.name))
+
+
+def fixed_destination(target: QueueEndpoint, pub: MqttPublication) -> Destination | None:
+    """A JMS or MQ target's own destination for ``pub``: its queue, or its topic with a template filled in the
+    provider's dotted naming; None for a reply_to target without a fallback."""
+    if target.queue is not None:
+        return Destination.queue(target.queue)
+    if target.topic is None:
+        return None
+    if "{" in target.topic:
+        return Destination.topic(render_dotted_topic(target.topic, topic=pub.topic, client=pub.client_id or ""))
+    return Destination.topic(target.topic)
 
 
 def checked_topic(topic: str) -> str:

@@ -11,6 +11,7 @@ from bridge.routing.base import (
     Result,
     check_pair,
     checked_topic,
+    fixed_destination,
     override_jms,
     rename_properties,
     temporary_reply_to,
@@ -19,11 +20,10 @@ from bridge.routing.convert import mq_to_publication
 from mappings.conversions.envelope import (
     DESTINATION_FIELD,
     STRUCTURE,
-    TEMPORARY,
     envelope_payload,
     envelope_qos,
-    is_temporary,
     read_envelope,
+    reply_choice,
     reply_destination,
 )
 from mappings.conversions.jms_mq import MqToJmsOptions, jms_to_mq_bytes, mq_bytes_to_jms
@@ -34,7 +34,7 @@ from mappings.jms.model import Destination, DestinationKind, JavaValue, JmsMessa
 from mappings.mq import constants as C
 from mappings.mqtt.publication import MqttPublication
 from mappings.report import ConversionReport
-from mappings.rules.model import MqttEndpoint, QueueEndpoint, Route, dotted_to_mqtt, render_dotted_topic, render_topic
+from mappings.rules.model import MqttEndpoint, QueueEndpoint, Route, dotted_to_mqtt, render_topic
 
 
 class EnvelopeConverter:
@@ -117,23 +117,12 @@ class EnvelopeConverter:
         opts = self.route.options
         return user_id_of(pub, UserIdSource(opts.user_identifier), opts.configured_user_id)[1]
 
-    def _fixed(self, pub: MqttPublication) -> Destination | None:
-        target = self.route.target
-        assert isinstance(target, QueueEndpoint)
-        if target.queue is not None:
-            return Destination.queue(target.queue)
-        if target.topic is None:
-            return None
-        if "{" in target.topic:
-            return Destination.topic(render_dotted_topic(target.topic, topic=pub.topic, client=pub.client_id or ""))
-        return Destination.topic(target.topic)
-
     def _addressed(self, pub: MqttPublication, jms: JmsMessage, report: ConversionReport) -> tuple[JmsMessage, str]:
         """Where the message goes: the envelope's allowed JMSDestination (reply_to targets), else the
         route's destination. Returns the message with JMSDestination set and the target's destination."""
         target = self.route.target
         assert isinstance(target, QueueEndpoint)
-        fixed = self._fixed(pub)
+        fixed = fixed_destination(target, pub)
         temp = False
         if target.reply_to:
             dest, temp = self._reply_destination(jms, fixed, report)
@@ -156,21 +145,12 @@ class EnvelopeConverter:
         """The allowed destination the envelope names (and whether it is temporary), else the fallback."""
         target = self.route.target
         assert isinstance(target, QueueEndpoint)
-        dest = reply_destination(jms, target.allow)
-        if dest is None:
-            if fallback is None:
-                raise MappingError("the envelope names no reply destination and the route has no fallback "
-                                   "queue or topic", structure=STRUCTURE, field=DESTINATION_FIELD)
-            report.defaulted("JMSDestination", f"none in the envelope: the route's fallback {fallback.uri}")
-            return fallback, False
-        temp = is_temporary(dest)
+        dest, temp = reply_choice(reply_destination(jms, target.allow), fallback, report,
+                                  absent="the envelope names no reply destination")
         if temp and self.target_protocol != "jms":
             raise MappingError(f"{dest.name!r} is a JMS temporary destination and the target is "
                                f"{self.target_protocol}", structure=STRUCTURE, field=DESTINATION_FIELD)
-        if dest.queue_manager or dest.options != ((TEMPORARY,) if temp else ()):
-            report.dropped("JMSDestination", f"{dest.uri}: the route's connector sends to {dest.name!r} "
-                                             "on its own queue manager, without URI options")
-        return Destination(dest.kind, dest.name), temp
+        return dest, temp
 
     def _envelope_to_jms(self, item: Inbound) -> Result:
         report = ConversionReport()

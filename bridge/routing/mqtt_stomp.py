@@ -27,14 +27,14 @@ import time
 from dataclasses import dataclass, replace
 
 from bridge.connectors.base import Inbound, Outbound
-from bridge.routing.base import Result, override_jms, rename_properties, reply_to_provider
-from mappings.conversions.envelope import TEMPORARY, allowed, is_temporary
+from bridge.routing.base import Result, fixed_destination, override_jms, rename_properties, reply_to_provider
+from mappings.conversions.envelope import admitted, reply_choice
 from mappings.conversions.mqtt_jms import ConvertMessageType, mqtt_to_jms, text_problem
 from mappings.errors import MappingError
 from mappings.jms.model import BytesBody, DestinationKind, JmsMessage, TextBody, destination_of_uri
 from mappings.mqtt.publication import MqttPublication
 from mappings.report import ConversionReport, Finding
-from mappings.rules.model import QueueEndpoint, Route, render_dotted_topic
+from mappings.rules.model import QueueEndpoint, Route
 from mappings.stomp.frames import SendFrame, jms_to_frame
 from mappings.stomp.text import encode_modified_utf8_bytes
 
@@ -53,32 +53,26 @@ def mqtt_to_jms_message(route: Route, item: Inbound) -> Result:
     assert isinstance(target, QueueEndpoint)
     dest = target.destination
     if target.reply_to:
-        dest = reply_target(target, pub.topic, report)
+        dest = reply_target(target, pub, report)
     elif target.topic is not None and "{" in target.topic:
-        dest = "topic:" + render_dotted_topic(target.topic, topic=pub.topic, client=pub.client_id or "")
+        rendered = fixed_destination(target, pub)
+        assert rendered is not None
+        dest = "topic:" + rendered.name
     return Outbound(item.key, jms, dest, len(pub.payload)), jms.body_type.java_class, report
 
 
-def reply_target(target: QueueEndpoint, topic: str, report: ConversionReport) -> str:
+def reply_target(target: QueueEndpoint, pub: MqttPublication, report: ConversionReport) -> str:
     """A payload-form ``reply_to`` target: the destination is the publication's topic, the Response Topic an
     MQTT 5 responder was given (a JMSReplyTo queue's URI, ``queue:///Q`` or ``queue:///ID:..?temporary=true``
     for a requester's TemporaryQueue), if an ``allow`` prefix admits it; else the route's fallback queue or
-    topic. Returns the route's destination text (``Q``, ``topic:T``, ``temp-queue://ID:..``)."""
-    dest = destination_of_uri(topic)
-    if dest is None:
-        if not target.destination:
-            raise MappingError(f"{topic!r} names no reply destination (a queue:// or topic:// URI, as the MQTT 5 "
-                               "Response Topic gives it) and the route has no fallback", structure="route",
-                               field="topic")
-        report.defaulted("JMSDestination", f"{topic!r} is no destination URI: the route's fallback")
-        return target.destination
-    if not allowed(dest, target.allow):
-        raise MappingError(f"{dest.uri!r} is not an allowed reply destination (allow: {', '.join(target.allow)})",
-                           structure="route", field="topic")
-    temp = is_temporary(dest)
-    if dest.queue_manager or dest.options != ((TEMPORARY,) if temp else ()):
-        report.dropped("JMSDestination", f"{dest.uri}: the route's connector sends to {dest.name!r} on its own "
-                                         "provider, without URI options")
+    topic (the envelope's rules: reply_choice). Returns the route's destination text (``Q``, ``topic:T``,
+    ``temp-queue://ID:..``)."""
+    named = destination_of_uri(pub.topic)
+    if named is not None:
+        admitted(named, target.allow, "route", "topic")
+    dest, temp = reply_choice(named, fixed_destination(target, pub), report, structure="route", field="topic",
+                              absent=f"{pub.topic!r} names no reply destination (a queue:// or topic:// URI, as "
+                                     "the MQTT 5 Response Topic gives it)")
     if temp:
         return f"temp-{dest.kind.value}://{dest.name}"
     return dest.name if dest.kind is DestinationKind.QUEUE else f"topic:{dest.name}"

@@ -94,12 +94,36 @@ def allowed(dest: Destination, prefixes: tuple[str, ...]) -> bool:
     return any(key.startswith(p) for p in prefixes)
 
 
+def admitted(dest: Destination, prefixes: tuple[str, ...], structure: str = STRUCTURE,
+             field: str = DESTINATION_FIELD) -> Destination:
+    """``dest`` when one of a reply_to target's ``allow`` prefixes admits it; else MappingError naming
+    ``structure`` and ``field`` (where the destination was read)."""
+    if not allowed(dest, prefixes):
+        raise MappingError(f"{dest.uri!r} is not an allowed reply destination (allow: {', '.join(prefixes)})",
+                           structure=structure, field=field)
+    return dest
+
+
 def reply_destination(message: JmsMessage, prefixes: tuple[str, ...]) -> Destination | None:
     """The destination a reply envelope names, if ``prefixes`` allow it; None when it names none."""
     dest = message.headers.destination
-    if dest is None:
-        return None
-    if not allowed(dest, prefixes):
-        raise _fail(f"{dest.uri!r} is not an allowed reply destination (allow: {', '.join(prefixes)})",
-                    DESTINATION_FIELD)
-    return dest
+    return None if dest is None else admitted(dest, prefixes)
+
+
+def reply_choice(named: Destination | None, fallback: Destination | None, report: ConversionReport, *,
+                 absent: str, structure: str = STRUCTURE, field: str = DESTINATION_FIELD) -> tuple[Destination, bool]:
+    """Where a reply_to target sends (the envelope's JMSDestination, or an MQTT 5 responder's topic naming a
+    JMSReplyTo URI): ``named``, already admitted, as the target's connector names it (a queue manager and URI
+    options other than ``temporary`` are dropped findings), and whether it is temporary; else the route's
+    ``fallback`` (a defaulted finding; ``absent`` says why none was named), else MappingError."""
+    if named is None:
+        if fallback is None:
+            raise MappingError(f"{absent} and the route has no fallback queue or topic", structure=structure,
+                               field=field)
+        report.defaulted("JMSDestination", f"{absent}: the route's fallback {fallback.uri}")
+        return fallback, False
+    temp = is_temporary(named)
+    if named.queue_manager or named.options != ((TEMPORARY,) if temp else ()):
+        report.dropped("JMSDestination", f"{named.uri}: the route's connector sends to {named.name!r} on its own "
+                                         "provider or queue manager, without URI options")
+    return Destination(named.kind, named.name), temp

@@ -303,13 +303,18 @@ def render_topic(template: str, *, topic: str = "", dest: str = "", client: str 
 
 
 def mqtt_to_dotted(topic: str) -> str:
-    """MQTT ``a/b/c`` -> ActiveMQ/JMS ``a.b.c`` (the topic naming of ActiveMQ's own MQTT bridge)."""
-    return topic.replace(".", "%2E").replace("/", ".")
+    """MQTT ``a/b/c`` -> ActiveMQ/JMS ``a.b.c`` (the topic naming of ActiveMQ's own MQTT bridge); a dot inside a
+    level is written ``%2E``, and a ``%`` ``%25``, so that ``dotted_to_mqtt`` gives every topic back."""
+    return topic.replace("%", "%25").replace(".", "%2E").replace("/", ".")
+
+
+_DOTTED_ESCAPE = re.compile("%(2E|25)")
 
 
 def dotted_to_mqtt(name: str) -> str:
-    """ActiveMQ/JMS ``a.b.c`` -> MQTT ``a/b/c`` (``mqtt_to_dotted`` undone: ``%2E`` is a dot inside a level)."""
-    return name.replace(".", "/").replace("%2E", ".")
+    """ActiveMQ/JMS ``a.b.c`` -> MQTT ``a/b/c``: ``mqtt_to_dotted`` undone (``%2E`` a dot inside a level, ``%25`` a
+    ``%``; decoded in one pass, so an escape never makes another)."""
+    return _DOTTED_ESCAPE.sub(lambda m: "." if m[1] == "2E" else "%", name.replace(".", "/"))
 
 
 def render_dotted_topic(template: str, *, topic: str = "", client: str = "") -> str:
