@@ -22,10 +22,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-CASES = {   # name -> (protocol level, user properties per publication)
-    "v311": (4, 0),
-    "v5": (5, 0),
-    "v5-props": (5, 2),
+CASES = {   # name -> (protocol level, user properties per publication, Topic Alias)
+    "v311": (4, 0, False),
+    "v5": (5, 0, False),
+    "v5-props": (5, 2, False),
+    "v5-alias": (5, 2, True),   # the publisher names the topic once, then sends only the alias
 }
 
 
@@ -70,7 +71,7 @@ def _one(case: str, subscribers: int, publications: int) -> dict[str, float]:
 
         def unhold(self) -> None: ...
 
-    level, nprops = CASES[case]
+    level, nprops, alias = CASES[case]
     with tempfile.TemporaryDirectory() as tmp:
         store = Store(Path(tmp) / "broker.db")
         broker = Broker(BrokerConfig(), store)
@@ -86,8 +87,11 @@ def _one(case: str, subscribers: int, publications: int) -> dict[str, float]:
         pub = Port()
         pdriver = ConnectionDriver(broker, port=pub, peer="127.0.0.1:p", listener=label, now=0.0)
         pdriver.receive(P.encode(P.Connect(level, "pub")), 0.0)
-        props = {PR.USER_PROPERTY: [(f"k{i}", f"value-{i}") for i in range(nprops)]} if nprops else None
-        one = P.encode(P.Publish("b/0", b"x" * 64, 0, properties=props), level)
+        props = {PR.USER_PROPERTY: [(f"k{i}", f"value-{i}") for i in range(nprops)]} if nprops else {}
+        if alias:
+            props[PR.TOPIC_ALIAS] = 1
+            pdriver.receive(P.encode(P.Publish("b/0", b"x" * 64, 0, properties=props), level), 0.0)
+        one = P.encode(P.Publish("" if alias else "b/0", b"x" * 64, 0, properties=props or None), level)
         chunk = one * 100
         for port in ports:
             port.packets = 0

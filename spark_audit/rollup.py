@@ -225,6 +225,14 @@ def read_files(spark: SparkSession, parquet_dir: str, files: list[DataFile]) -> 
             .parquet(*[str(f) for f in files]))
 
 
+def pending_rollups(parquet_dir: str) -> list[DataFile]:
+    """The log's data files without a current rollup."""
+    if not fs.is_remote(parquet_dir) and not Path(parquet_dir).is_dir():
+        return []
+    known = read_manifest(parquet_dir)
+    return [f for f in data_files(parquet_dir) if not is_current(f, known.get(relative(f)))]
+
+
 def build(spark: SparkSession, parquet_dir: str, per_file_groups: Callable[[DataFrame], DataFrame],
           files: list[DataFile] | None = None) -> int:
     """Aggregate and store the rollups of the given data files (default: those without a current one).
@@ -233,9 +241,8 @@ def build(spark: SparkSession, parquet_dir: str, per_file_groups: Callable[[Data
     grouped by file too); a second one reads three numeric columns of the files for each file's newest
     event time and whether every row has its key hashes. Returns the number of files rolled up.
     """
-    if files is None:  # the files without a current rollup
-        known = read_manifest(parquet_dir)
-        files = [f for f in data_files(parquet_dir) if not is_current(f, known.get(relative(f)))]
+    if files is None:
+        files = pending_rollups(parquet_dir)
     if not files:
         return 0
     stats = {relative(f): f.stat() for f in files}  # before the read: a later change shows as a mismatch

@@ -6,6 +6,7 @@ import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +22,10 @@ from spark_audit.incremental import run_incremental
 from spark_audit.ingest import Checked, IngestResult, expand_paths
 from spark_audit.parquet_log import has_rows, precheck
 from spark_audit.report import build_summary, write_outputs
+from spark_audit.rollup import pending_rollups
 from spark_audit.scope import AuditConfig
 from spark_audit.session import build_session
+from spark_audit.stream import anything_new
 
 EXIT_USAGE = 2  # "could not audit": unusable arguments, damaged input (report.EXIT_NOT_AUDITED), a failed run
 
@@ -196,29 +199,75 @@ def report(result: AuditResult, ingested: IngestResult | None, args: argparse.Na
     return int(summary["verdict"]["exit_code"])
 
 
-def incremental_once(session: SparkSession, args: argparse.Namespace, parquet_dir: str) -> int:
-    """One incremental run; after its verdict is out, the rollups of the files it wrote, so that a full
-    audit of the Parquet log (--parquet DIR) reads them instead of their rows (spark_audit/rollup.py)."""
+def incremental_once(session: SparkSession, args: argparse.Namespace, parquet_dir: str,
+                     timings: dict[str, float] | None = None, rollups: bool = True) -> int:
+    """One incremental run; after its verdict is out, the rollups of the files it wrote (unless ``rollups``
+    is False: a later run builds them), so that a full audit of the Parquet log (--parquet DIR) reads them
+    instead of their rows (spark_audit/rollup.py). ``timings`` gets each phase's wall seconds."""
     checkpoint = str(Path(args.out) / "checkpoint")
-    ingested, result = run_incremental(session, args.logs[0], parquet_dir, checkpoint, config_from(args))
+    phases: dict[str, float] = {}
+    ingested, result = run_incremental(session, args.logs[0], parquet_dir, checkpoint, config_from(args), phases)
+    started = time.perf_counter()
     code = report(result, ingested, args)
+    if timings is not None:
+        timings.update(read=phases.get("stream", 0.0), audit=phases.get("audit", 0.0),
+                       outputs=time.perf_counter() - started)
+    if rollups:
+        roll_up(session, parquet_dir, timings)
+    return code
+
+
+def roll_up(session: SparkSession, parquet_dir: str, timings: dict[str, float] | None = None) -> None:
+    """The rollups of the log's files that have none (spark_audit/rollup.py)."""
+    started = time.perf_counter()
     if has_partitions(parquet_dir):
         build_rollups(session, parquet_dir)
-    return code
+    if timings is not None:
+        timings["rollups"] = time.perf_counter() - started
+
+
+# --every: the rollups of a run's files are built at once when the next run is at least this far off (idle
+# time); sooner, they wait until this many files lack one, so that a busy loop (new lines at every tick)
+# does not make each run wait for the last one's rollups (docs/audit.md)
+ROLLUP_IDLE_SECONDS = 5.0
+ROLLUP_FILES = 8
 
 
 def follow(session: SparkSession, args: argparse.Namespace, parquet_dir: str, every: float,
            sleep: Callable[[float], None] = time.sleep) -> int:
     """An incremental run every `every` seconds in this one session (a run that takes longer is followed
-    at once); after --max-runs runs, the last run's exit code (else until stopped)."""
+    at once); after --max-runs ticks, the last run's exit code (else until stopped).
+
+    A tick that finds nothing new (no line unread, nothing staged or committed unaudited) starts no Spark
+    job once a report exists: that report stands, and the tick only says so (the first time)."""
     max_runs = getattr(args, "max_runs", None)
+    checkpoint = str(Path(args.out) / "checkpoint")
     runs = 0
+    code = 0
+    idle_said = False
     while True:
         started = time.monotonic()
-        code = guarded(lambda: incremental_once(session, args, parquet_dir))  # the next run may succeed
-        runs += 1
+        if runs and (Path(args.out) / "summary.json").exists() and not anything_new(checkpoint, args.logs[0]):
+            runs += 1
+            if not idle_said:
+                print(f"audit run {runs}: no new lines; the last report stands", flush=True)
+                idle_said = True
+        else:
+            timings: dict[str, float] = {}
+            code = guarded(partial(incremental_once, session, args, parquet_dir, timings, rollups=False))
+            runs += 1   # (a failed run is reported; the next may succeed)
+            idle_said = False
+            last = max_runs is not None and runs >= max_runs
+            if last or started + every - time.monotonic() >= ROLLUP_IDLE_SECONDS \
+                    or len(pending_rollups(parquet_dir)) >= ROLLUP_FILES:
+                try:   # only a speed-up for later full audits: a failure is said, and tried again later
+                    roll_up(session, parquet_dir, timings)
+                except Exception as e:  # noqa: BLE001
+                    print(f"audit: rollups not stored: {failure_text(e)}", file=sys.stderr, flush=True)
+            wait = max(0.0, started + every - time.monotonic())
+            spent = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in timings.items())
+            print(f"audit run {runs} exit {code}{f' ({spent})' if spent else ''}; next run in {wait:.0f} s",
+                  flush=True)
         if max_runs is not None and runs >= max_runs:
             return code
-        wait = max(0.0, started + every - time.monotonic())
-        print(f"audit run {runs} exit {code}; next run in {wait:.0f} s", flush=True)
-        sleep(wait)
+        sleep(max(0.0, started + every - time.monotonic()))

@@ -534,6 +534,24 @@ def stage_new(checkpoint_dir: str, paths: list[str]) -> Staged:
     return staged
 
 
+def unread_input(checkpoint_dir: str, paths: list[str]) -> bool:
+    """Whether ``stage_new`` would stage anything of ``paths``, by stat calls alone: a file the ledger does
+    not know (by device and inode), or one whose size, mtime or compression changed since it was read."""
+    if not (Path(checkpoint_dir) / LEDGER_FILE).exists():
+        return True
+    by_id = {(t.dev, t.ino): t for t in Ledger.read(checkpoint_dir).files}
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue  # gone since the listing
+        known = by_id.get((st.st_dev, st.st_ino))
+        if known is None or (st.st_size, st.st_mtime_ns) != (known.size, known.mtime_ns) \
+                or is_gzip(known.path) != is_gzip(path):
+            return True
+    return False
+
+
 def slices_now(checkpoint_dir: str) -> list[Path]:
     """The slices waiting in the stream's directory (the stream reads each once)."""
     directory = slice_dir(checkpoint_dir)

@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from spark_audit.carry import Carried, TailFile
 from spark_audit.ingest import IngestResult, checksum_path, expand_paths, ingest_batch, stream_logs
-from spark_audit.sources import remove_slices, slice_dir, slices_now, stage_new
+from spark_audit.sources import remove_slices, slice_dir, slices_now, stage_new, unread_input
 
 STAGING_DIR = "_incoming"  # inside the Parquet log; "_": never read as a partition
 STREAM_DIR = "stream"  # in the checkpoint directory: Structured Streaming's own checkpoint
@@ -112,6 +112,15 @@ def unaudited_batches(checkpoint_dir: str, carried: Carried) -> list[BatchRecord
         elif (commits / str(batch_id)).is_file():
             records.append(read_record(path))
     return sorted(records, key=lambda r: r.batch_id)
+
+
+def anything_new(checkpoint_dir: str, logs_dir: str) -> bool:
+    """Whether an incremental run would read anything: lines not read before, slices staged and not yet
+    read, or committed batches the audit state does not include (a run died in between)."""
+    records = Path(checkpoint_dir) / BATCHES_DIR
+    if records.is_dir() and any(f.suffix == ".json" and f.stem.isdigit() for f in records.iterdir()):
+        return True
+    return bool(slices_now(checkpoint_dir)) or unread_input(checkpoint_dir, expand_paths([logs_dir]))
 
 
 def remove_records(checkpoint_dir: str, batch_ids: list[int]) -> None:

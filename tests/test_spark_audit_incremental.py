@@ -19,6 +19,7 @@ except ImportError:  # tests/ is not a package: pytest puts this directory on sy
     from spark_fixtures import FIXTURE_LOGS, generated_log, spark  # noqa: F401
 
 from spark_audit import rollup  # noqa: E402
+from spark_audit import run as run_module  # noqa: E402
 from spark_audit.aggregates import build_rollups  # noqa: E402
 from spark_audit.audit import ingest, load, run_audit  # noqa: E402
 from spark_audit.incremental import run_incremental  # noqa: E402
@@ -100,6 +101,52 @@ def test_every_audits_each_tick_in_one_session(spark, tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["input"]["rows_read"] == 15  # the third run read gateway-b only
     assert summary["verdict"]["dropped"] == 1 and summary["verdict"]["losses"] == 0
+
+
+def test_every_starts_no_run_when_nothing_is_new(spark, tmp_path, capsys):
+    """A tick with no unread line runs no Spark job once a report exists: the report (and the stream's
+    checkpoint) stay as they were, and the loop says so once; new lines are read by the next tick."""
+    logs, out = tmp_path / "logs", tmp_path / "out"
+    logs.mkdir()
+    shutil.copy(FIXTURE_LOGS / "gateway-a.jsonl", logs)
+    args = build_parser().parse_args([str(logs), "--every", "300", "--max-runs", "4", "--out", str(out),
+                                      "--grace", "60", "--no-parquet-tables"])
+    seen: list[tuple[int, int]] = []
+
+    def next_tick(_seconds: float) -> None:
+        commits = out / "checkpoint" / "stream" / "commits"
+        seen.append(((out / "summary.json").stat().st_mtime_ns, len(list(commits.iterdir()))))
+        if len(seen) == 3:
+            shutil.copy(FIXTURE_LOGS / "gateway-b.jsonl", logs)
+
+    assert follow(spark, args, str(out / "parquet"), args.every, sleep=next_tick) == 0  # gateway-b: clean
+    assert seen[0] == seen[1] == seen[2]  # ticks 2 and 3: nothing written, no micro-batch
+    printed = capsys.readouterr().out
+    assert printed.count("no new lines") == 1 and "audit run 4 exit 0" in printed
+    assert json.loads((out / "summary.json").read_text())["input"]["rows_read"] == 15  # gateway-b, once
+
+
+@pytest.mark.parametrize("threshold", [1, 100])
+def test_every_defers_rollups_while_the_next_tick_is_near(spark, tmp_path, monkeypatch, threshold):
+    """With the next tick less than ROLLUP_IDLE_SECONDS away, a run's rollups wait until ROLLUP_FILES files
+    lack one (or the last run): the verdict of the next run does not wait for them."""
+    monkeypatch.setattr(run_module, "ROLLUP_FILES", threshold)
+    logs, out = tmp_path / "logs", tmp_path / "out"
+    logs.mkdir()
+    shutil.copy(FIXTURE_LOGS / "gateway-a.jsonl", logs)
+    args = build_parser().parse_args([str(logs), "--every", "0.5", "--max-runs", "2", "--out", str(out),
+                                      "--grace", "60", "--no-parquet-tables"])
+    parquet = str(out / "parquet")
+    rolled: list[tuple[int, int]] = []
+
+    def next_tick(_seconds: float) -> None:   # after the first run: its files, and the rollups stored
+        rolled.append((len(rollup.data_files(parquet)), len(rollup.read_manifest(parquet))))
+        shutil.copy(FIXTURE_LOGS / "gateway-b.jsonl", logs)
+
+    follow(spark, args, parquet, args.every, sleep=next_tick)
+    [(files, stored)] = rolled
+    assert files > 0 and stored == (files if threshold == 1 else 0)
+    assert rollup.pending_rollups(parquet) == []  # the last run stored every file's rollup
 
 
 def test_every_rolls_up_the_files_it_writes_for_later_full_audits(spark, tmp_path):
@@ -279,7 +326,9 @@ def test_a_growing_file_is_audited_exactly_once_while_every_runs(spark, tmp_path
                 f.write(pieces[len(summaries)])
 
     follow(spark, args, str(out / "parquet"), args.every, sleep=next_tick)
-    summaries.append(json.loads((out / "summary.json").read_text()))
+    # the last tick found nothing new: no run, the last report stands (and nothing was read twice)
+    assert len(summaries) == len(pieces)
+    assert json.loads((out / "summary.json").read_text()) == summaries[-1]
 
     full_parquet = str(tmp_path / "full")
     full_input = ingest(spark, [str(live)], full_parquet)
@@ -294,6 +343,5 @@ def test_a_growing_file_is_audited_exactly_once_while_every_runs(spark, tmp_path
     malformed = [int(s["input"]["problems"].get("malformed", 0)) for s in summaries]
     assert sum(malformed) == full_input.problems["malformed"] == content.count(b"this is not json\n")
     assert sum(int(s["input"]["rows_read"]) for s in summaries) == full_input.rows_read
-    assert summaries[-1]["input"]["rows_read"] == 0  # and nothing is read twice
     assert spark.read.parquet(str(out / "parquet")).count() == full_input.valid
     assert all(s["verdict"]["damaged_files"] == 0 and not s["input"]["notes"] for s in summaries)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_audit.sources import LEDGER_FILE, Ledger, prepare, stage_new
+from spark_audit.sources import LEDGER_FILE, Ledger, prepare, stage_new, unread_input
 
 
 def staged_text(checkpoint: Path) -> list[tuple[str, bytes]]:
@@ -34,6 +34,30 @@ def test_only_complete_lines_are_staged_each_once(tmp_path):
         f.write(b'\n{"n":5}\n')
     stage_new(str(ckpt), [str(log)])
     assert all_lines(ckpt) == [b'{"n":%d}' % i for i in range(1, 6)]
+
+
+def test_unread_input_says_whether_stage_new_would_stage_anything(tmp_path):
+    """What an idle --every tick checks without staging: every change stage_new reads makes it True."""
+    log, ckpt = tmp_path / "a.jsonl", tmp_path / "ckpt"
+    log.write_bytes(b'{"n":1}\n')
+    assert unread_input(str(ckpt), [str(log)])  # no ledger yet
+    stage_new(str(ckpt), [str(log)])
+    assert not unread_input(str(ckpt), [str(log)])
+    renamed = tmp_path / "b.jsonl"
+    os.replace(log, renamed)
+    assert not unread_input(str(ckpt), [str(renamed)])  # a rename reads on where it stopped: nothing new
+    with renamed.open("ab") as f:
+        f.write(b'{"n":2}')  # even half a line: stage_new looks, and stages nothing yet
+    assert unread_input(str(ckpt), [str(renamed)])
+    stage_new(str(ckpt), [str(renamed)])
+    assert not unread_input(str(ckpt), [str(renamed)])
+    os.utime(renamed, ns=(1, 1))  # the same size, another mtime (rewritten in place)
+    assert unread_input(str(ckpt), [str(renamed)])
+    stage_new(str(ckpt), [str(renamed)])
+    other = tmp_path / "c.jsonl"
+    other.write_bytes(b"")
+    assert unread_input(str(ckpt), [str(renamed), str(other)])  # a file the ledger does not know
+    assert not unread_input(str(ckpt), [str(renamed), str(tmp_path / "gone.jsonl")])
 
 
 def test_a_truncated_or_replaced_file_is_read_again_and_said_so(tmp_path):
