@@ -231,6 +231,7 @@ def roll_up(session: SparkSession, parquet_dir: str, timings: dict[str, float] |
 # does not make each run wait for the last one's rollups (docs/audit.md)
 ROLLUP_IDLE_SECONDS = 5.0
 ROLLUP_FILES = 8
+IDLE_SAID_EVERY = 60.0   # --every at least this: every tick with nothing new says so (a sign of life)
 
 
 def follow(session: SparkSession, args: argparse.Namespace, parquet_dir: str, every: float,
@@ -239,7 +240,8 @@ def follow(session: SparkSession, args: argparse.Namespace, parquet_dir: str, ev
     at once); after --max-runs ticks, the last run's exit code (else until stopped).
 
     A tick that finds nothing new (no line unread, nothing staged or committed unaudited) starts no Spark
-    job once a report exists: that report stands, and the tick only says so (the first time)."""
+    job once a report exists: that report stands, and the tick says so (with ticks under a minute apart,
+    only the first of a quiet spell)."""
     max_runs = getattr(args, "max_runs", None)
     checkpoint = str(Path(args.out) / "checkpoint")
     runs = 0
@@ -249,7 +251,7 @@ def follow(session: SparkSession, args: argparse.Namespace, parquet_dir: str, ev
         started = time.monotonic()
         if runs and (Path(args.out) / "summary.json").exists() and not anything_new(checkpoint, args.logs[0]):
             runs += 1
-            if not idle_said:
+            if not idle_said or every >= IDLE_SAID_EVERY:   # a fast loop says it once per quiet spell
                 print(f"audit run {runs}: no new lines; the last report stands", flush=True)
                 idle_said = True
         else:

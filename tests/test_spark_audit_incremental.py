@@ -28,6 +28,7 @@ from spark_audit.options import build_parser  # noqa: E402
 from spark_audit.report import build_summary  # noqa: E402
 from spark_audit.run import follow, run  # noqa: E402
 from spark_audit.scope import AuditConfig  # noqa: E402
+from spark_audit.sources import remove_slices, slices_now, stage_new  # noqa: E402
 from spark_audit.stream import BATCHES_DIR, TEST_CRASH_EXIT  # noqa: E402
 
 pytestmark = pytest.mark.spark
@@ -122,8 +123,43 @@ def test_every_starts_no_run_when_nothing_is_new(spark, tmp_path, capsys):
     assert follow(spark, args, str(out / "parquet"), args.every, sleep=next_tick) == 0  # gateway-b: clean
     assert seen[0] == seen[1] == seen[2]  # ticks 2 and 3: nothing written, no micro-batch
     printed = capsys.readouterr().out
-    assert printed.count("no new lines") == 1 and "audit run 4 exit 0" in printed
+    assert [line.split(":")[0] for line in printed.splitlines() if "no new lines" in line] == \
+        ["audit run 2", "audit run 3"]  # every idle tick says so at --every 300 (a fast loop: the first)
+    assert "audit run 4 exit 0" in printed
     assert json.loads((out / "summary.json").read_text())["input"]["rows_read"] == 15  # gateway-b, once
+
+
+def test_a_fast_loop_says_nothing_new_once_per_quiet_spell(tmp_path, monkeypatch, capsys):
+    """Ticks under a minute apart: the first idle tick of a quiet spell says so, the next ones are silent;
+    new lines end the spell. The runs are stood in for (what the idle check reads is real: the ledger)."""
+    logs, out = tmp_path / "logs", tmp_path / "out"
+    logs.mkdir()
+    log = logs / "convlog-20260301-10-000.jsonl"
+    log.write_text('{"n":1}\n')
+    checkpoint = str(out / "checkpoint")
+    ran: list[int] = []
+
+    def a_run(_session, _args, _parquet, timings=None, rollups=True) -> int:
+        staged = stage_new(checkpoint, expand_paths([logs]))  # what the stream does with the lines
+        remove_slices(slices_now(checkpoint))
+        (out / "summary.json").write_text(json.dumps({"read": len(staged.origins)}))
+        ran.append(len(ran) + 1)
+        return 0
+
+    monkeypatch.setattr(run_module, "incremental_once", a_run)
+    ticks: list[int] = []
+
+    def next_tick(_seconds: float) -> None:
+        ticks.append(len(ticks) + 1)
+        if len(ticks) == 3:
+            with log.open("a") as f:
+                f.write('{"n":2}\n')
+
+    args = build_parser().parse_args([str(logs), "--every", "0.5", "--max-runs", "5", "--out", str(out)])
+    assert follow(None, args, str(out / "parquet"), args.every, sleep=next_tick) == 0  # type: ignore[arg-type]
+    assert len(ran) == 2  # ticks 1 and 4
+    said = [line.split(":")[0] for line in capsys.readouterr().out.splitlines() if "no new lines" in line]
+    assert said == ["audit run 2", "audit run 5"]
 
 
 @pytest.mark.parametrize("threshold", [1, 100])
