@@ -193,6 +193,29 @@ def test_source_gets_under_syncpoint_rebuilds_bytes_and_commits(qm: FakeQueueMan
     assert qm.depth("IN") == 0 and qm.commits == 2
 
 
+def test_source_ends_a_batch_at_batch_bytes(qm: FakeQueueManager, fake: types.ModuleType,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """However many messages the router asks for, a batch stops once it holds BATCH_BYTES (the one that
+    crosses it included): large messages are not read into memory 128 at a time."""
+    message = msg_file("mq_plain_string")
+    for _ in range(5):
+        qm.preload("IN", message)
+    monkeypatch.setattr(mq_connection, "BATCH_BYTES", len(mqi.split_message(message)[1]) + 1)
+    source = MqSource(fake_conn(fake), MqSourceSpec("IN", None, "", {}))
+
+    async def go() -> list[int]:
+        sizes = []
+        while sum(sizes) < 5:
+            items = await source.receive(128)
+            sizes.append(len(items))
+            await source.confirm(items)
+        await source.close()
+        return sizes
+
+    assert run_async(go()) == [2, 2, 1]
+    assert qm.depth("IN") == 0 and qm.commits == 3
+
+
 def test_backout_raises_backout_count_and_redelivers(qm: FakeQueueManager, fake: types.ModuleType) -> None:
     qm.preload("IN", msg_file())
     source = MqSource(fake_conn(fake), MqSourceSpec("IN", None, "", {}))

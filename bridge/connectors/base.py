@@ -8,6 +8,11 @@ from dataclasses import dataclass, field
 
 from mappings.report import Finding
 
+# A source that reads stored messages into memory for a batch (the embedded queue store, an MQ queue) ends
+# the batch once it holds this many bytes, however few messages that is (always at least one): a batch of
+# the router's 128 messages of 10 MiB each, with 4 batches in flight, would otherwise hold 5 GiB.
+BATCH_BYTES = 16 * 1024 * 1024
+
 
 @dataclass(slots=True)
 class Inbound:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 
-from bridge.connectors.base import ConnectorError, Inbound, Outbound, Source, Target
+from bridge.connectors.base import BATCH_BYTES, ConnectorError, Inbound, Outbound, Source, Target
 from mappings.errors import MappingError
 from mappings.mq import constants as C
 from mappings.selector.views import SourceSelector
@@ -216,9 +216,11 @@ class QueueStore:
                     return msg
                 log.info("queue %s: discarded an expired message (seq %d)", queue, row[0])
 
-    def get_locked(self, queue: str, limit: int = 64, select: Selection | None = None) -> list[StoredQueueMessage]:
+    def get_locked(self, queue: str, limit: int = 64, select: Selection | None = None,
+                   max_bytes: int | None = None) -> list[StoredQueueMessage]:
         """Get under syncpoint: the oldest messages not already handed out, kept in the store until
-        ``confirm`` (commit) or ``backout``. A crash before confirm leaves them for the next run.
+        ``confirm`` (commit) or ``backout``. A crash before confirm leaves them for the next run. At most
+        ``limit`` messages, and none more once they hold ``max_bytes`` (the first is always taken).
 
         With ``select`` (a route's selector), a message it refuses is skipped: it stays where it is, in
         its place, for other consumers, and the ones after it are still handed out in order. ``select``
@@ -231,16 +233,17 @@ class QueueStore:
                 rows = self._db.execute(   # read lazily: only as far as ``limit`` rows not handed out
                     "SELECT seq, queue, msg_id, data, put_time, backout_count FROM queue_messages "
                     "WHERE queue=? AND seq>? ORDER BY seq LIMIT ?", (queue, after, limit + len(self._locked)))
-                out = self._lock_rows(rows, limit)
+                out = self._lock_rows(rows, limit, max_bytes)
                 if out:
                     self._after[queue] = max(after, out[-1].seq)
                 return out
         out: list[StoredQueueMessage] = []
         page = max(limit, 256)
         after = 0
+        held = 0
         with self._lock:
             db = self._db
-            while len(out) < limit:
+            while len(out) < limit and (max_bytes is None or held < max_bytes):
                 heads = db.execute("SELECT seq, backout_count FROM queue_messages WHERE queue=? AND seq>? "
                                    "ORDER BY seq LIMIT ?", (queue, after, page)).fetchall()
                 for seq, backout_count in heads:
@@ -257,16 +260,19 @@ class QueueStore:
                         continue
                     self._locked.add(seq)
                     out.append(msg)
-                    if len(out) >= limit:
+                    held += len(msg.data)
+                    if len(out) >= limit or (max_bytes is not None and held >= max_bytes):
                         break
                 if len(heads) < page:
                     break
         return out
 
-    def _lock_rows(self, rows: Iterable[tuple[Any, ...]], limit: int) -> list[StoredQueueMessage]:
+    def _lock_rows(self, rows: Iterable[tuple[Any, ...]], limit: int,
+                   max_bytes: int | None = None) -> list[StoredQueueMessage]:
         out = []
         expired = []
         now = time.time()
+        held = 0
         for r in rows:
             if r[0] in self._locked:
                 continue
@@ -276,7 +282,8 @@ class QueueStore:
                 continue
             self._locked.add(r[0])
             out.append(msg)
-            if len(out) >= limit:
+            held += len(msg.data)
+            if len(out) >= limit or (max_bytes is not None and held >= max_bytes):
                 break
         if expired:
             _discard_expired(self._db, expired)
@@ -490,9 +497,10 @@ class EmbeddedSource(Source):
         while True:
             if self.selection is not None:
                 self.selection.begin_scan()
-            rows = await self._run(self.store.get_locked, self.queue, max_items, self.selection)
-            if self.selection is not None:   # fewer than asked: the get read the whole queue
-                self.selection.end_scan(complete=len(rows) < max_items)
+            rows = await self._run(self.store.get_locked, self.queue, max_items, self.selection, BATCH_BYTES)
+            if self.selection is not None:   # fewer than asked and not cut by bytes: the get read the whole queue
+                self.selection.end_scan(complete=len(rows) < max_items
+                                        and sum(len(r.data) for r in rows) < BATCH_BYTES)
             if rows:
                 break
             await asyncio.sleep(delay)   # another process may put: poll, backing off while idle

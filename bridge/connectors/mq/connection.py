@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, TypeVar
 
-from bridge.connectors.base import ConnectorError
+from bridge.connectors.base import BATCH_BYTES, ConnectorError
 from bridge.connectors.mq.mqi import (
     MQCD_VERSION_7,
     MQCHT_CLNTCONN,
@@ -320,13 +320,15 @@ class MqConnection:
 
     def _sync_get(self, source: MqSourceSpec, max_items: int) -> tuple[int, list[tuple[Mqmd, bytes]]]:
         """MQGET under syncpoint: wait briefly for the first message, then take what is there, up to
-        ``max_items``. Returns (connection generation, [(MQMD, data)]); nothing is committed."""
+        ``max_items`` messages or BATCH_BYTES. Returns (connection generation, [(MQMD, data)]); nothing is
+        committed."""
         mqi = self.mqi
         self._sync_connect()
         out: list[tuple[Mqmd, bytes]] = []
+        held = 0
         try:
             obj = self._input(source)
-            while len(out) < max_items:
+            while len(out) < max_items and held < BATCH_BYTES:
                 md = mqi.MD()
                 gmo = mqi.GMO()
                 gmo.Options = (MQGMO_SYNCPOINT | MQGMO_FAIL_IF_QUIESCING | MQGMO_PROPERTIES_FORCE_MQRFH2
@@ -339,6 +341,7 @@ class MqConnection:
                         break
                     raise
                 out.append((read_md(md), bytes(data)))
+                held += len(data)
         except Exception as exc:
             if not is_mqi_error(mqi, exc):
                 raise
