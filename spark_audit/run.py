@@ -16,6 +16,7 @@ from pyspark.sql import SparkSession
 from spark_audit import fs
 from spark_audit.aggregates import build_rollups
 from spark_audit.audit import has_partitions, ingest, load, run_audit
+from spark_audit.cds import missing_note
 from spark_audit.charts import visible
 from spark_audit.findings import AuditResult
 from spark_audit.incremental import run_incremental
@@ -24,7 +25,7 @@ from spark_audit.parquet_log import has_rows, precheck
 from spark_audit.report import build_summary, write_outputs
 from spark_audit.rollup import pending_rollups
 from spark_audit.scope import AuditConfig
-from spark_audit.session import build_session
+from spark_audit.session import build_session, driver_java_options, resolve_master
 from spark_audit.stream import anything_new
 
 EXIT_USAGE = 2  # "could not audit": unusable arguments, damaged input (report.EXIT_NOT_AUDITED), a failed run
@@ -96,6 +97,10 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> int:
     # A one-shot audit of local logs checks their Parquet sidecars (pyarrow) while the JVM starts.
     prechecked = (None if remote or not paths or args.incremental or every is not None
                   else in_thread(lambda: precheck(paths)))
+    if own_session and resolve_master(args.master) is not None:   # (under spark-submit: its JVM, not ours)
+        note = missing_note(driver_java_options(full_jit=every is not None))
+        if note is not None:
+            print(note, file=sys.stderr, flush=True)
     session = spark or build_session(args.master, full_jit=every is not None)
     try:
         if remote:  # listed through Hadoop's FileSystem API, which needs the session

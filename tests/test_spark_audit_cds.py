@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_audit import cds
+from spark_audit import cds, session
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE_LOGS = ROOT / "fixtures" / "logs"
@@ -41,6 +41,52 @@ def test_the_archive_name_changes_with_the_jars_and_the_options(fake_spark):
     assert second != first
     (fake_spark / "c.jar").write_bytes(b"c")  # an added jar
     assert cds.archive_key(OPTIONS) not in (first, second)
+
+
+def test_the_one_shot_and_the_every_jvm_share_one_archive(fake_spark):
+    """JIT options (C1 only for a one-shot audit, full tiered JIT for --every) do not change which classes
+    load: one archive serves both. Any other option does."""
+    one_shot, every = session.driver_java_options(), session.driver_java_options(full_jit=True)
+    assert one_shot != every and cds.archive_key(one_shot) == cds.archive_key(every)
+    assert cds.archive_key(one_shot.replace("UseSerialGC", "UseParallelGC")) != cds.archive_key(one_shot)
+
+
+def test_a_jvm_without_its_archive_gets_a_note_saying_how_to_make_it(fake_spark, monkeypatch, tmp_path):
+    note = cds.missing_note(OPTIONS)
+    assert note is not None and "python -m spark_audit.cds" in note and "MQB_SPARK_CDS=off" in note
+    path = cds.archive_path(OPTIONS)
+    assert path is not None
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"archive")
+    assert cds.missing_note(OPTIONS) is None              # it has one
+    assert cds.missing_note(OPTIONS + " -Xmx1g") is not None  # (another option: another archive)
+    monkeypatch.setenv("MQB_SPARK_CDS", "off")
+    assert cds.missing_note(OPTIONS + " -Xmx1g") is None  # switched off: no note
+    monkeypatch.delenv("MQB_SPARK_CDS")
+    monkeypatch.setenv(cds.CREATE_ENV, str(tmp_path / "x.partial"))
+    assert cds.missing_note(OPTIONS + " -Xmx1g") is None  # the setup run itself
+
+
+def test_an_audit_starting_its_jvm_without_an_archive_says_so_first(fake_spark, monkeypatch, capsys, tmp_path):
+    """The note goes to stderr before the JVM starts, for a one-shot audit and for --every."""
+    from pyspark import SparkContext
+
+    from spark_audit import run as run_module
+    from spark_audit.options import build_parser
+
+    class Started(Exception):
+        pass
+
+    def no_jvm(*_args, **_kwargs):
+        raise Started
+
+    monkeypatch.setattr(run_module, "build_session", no_jvm)
+    monkeypatch.setattr(SparkContext, "_active_spark_context", None)   # (another test's session: not ours)
+    for extra in ([], ["--every", "60"]):
+        args = build_parser().parse_args([str(FIXTURE_LOGS), "--out", str(tmp_path / "out"), *extra])
+        with pytest.raises(Started):
+            run_module.run(args)
+        assert "python -m spark_audit.cds" in capsys.readouterr().err
 
 
 def test_options_use_an_existing_archive_only(fake_spark, monkeypatch):
@@ -79,5 +125,6 @@ def test_an_archive_is_created_once_and_the_audit_runs_with_it(tmp_path):
     audit = subprocess.run([sys.executable, "-m", "spark_audit", str(FIXTURE_LOGS), "--out", str(out),
                             "--grace", "60"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=280)
     assert audit.returncode == 1, audit.stderr[-2000:]
+    assert "python -m spark_audit.cds" not in audit.stderr   # it has its archive: no note
     verdict = json.loads((out / "summary.json").read_text())["verdict"]
     assert (verdict["losses"], verdict["duplicates_suspicious"], verdict["bad_input_lines"]) == (1, 2, 6)
