@@ -239,6 +239,14 @@ ROLLUP_FILES = 8
 IDLE_SAID_EVERY = 60.0   # --every at least this: every tick with nothing new says so (a sign of life)
 
 
+def _anything_new(checkpoint: str, logs_dir: str) -> bool:
+    """``anything_new``, True when it cannot tell (an unreadable ledger, say): the run then says what is wrong."""
+    try:
+        return anything_new(checkpoint, logs_dir)
+    except Exception:  # noqa: BLE001 - the run reports it (guarded) and the loop goes on
+        return True
+
+
 def follow(session: SparkSession, args: argparse.Namespace, parquet_dir: str, every: float,
            sleep: Callable[[float], None] = time.sleep) -> int:
     """An incremental run every `every` seconds in this one session (a run that takes longer is followed
@@ -254,7 +262,7 @@ def follow(session: SparkSession, args: argparse.Namespace, parquet_dir: str, ev
     idle_said = False
     while True:
         started = time.monotonic()
-        if runs and (Path(args.out) / "summary.json").exists() and not anything_new(checkpoint, args.logs[0]):
+        if runs and (Path(args.out) / "summary.json").exists() and not _anything_new(checkpoint, args.logs[0]):
             runs += 1
             if not idle_said or every >= IDLE_SAID_EVERY:   # a fast loop says it once per quiet spell
                 print(f"audit run {runs}: no new lines; the last report stands", flush=True)

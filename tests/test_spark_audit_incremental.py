@@ -161,6 +161,17 @@ def test_a_fast_loop_says_nothing_new_once_per_quiet_spell(tmp_path, monkeypatch
     said = [line.split(":")[0] for line in capsys.readouterr().out.splitlines() if "no new lines" in line]
     assert said == ["audit run 2", "audit run 5"]
 
+    # a ledger that cannot be read: the idle check cannot tell, so each tick runs, and the run says what is
+    # wrong (as before the idle check existed); the loop goes on
+    (out / "checkpoint" / "sources.json").write_text("{not json")
+    ran.clear()
+    monkeypatch.setattr(run_module, "incremental_once",
+                        lambda *_a, **_k: run_module.guarded(lambda: stage_new(checkpoint, [str(log)]) and 0))
+    args = build_parser().parse_args([str(logs), "--every", "0.5", "--max-runs", "3", "--out", str(out)])
+    assert follow(None, args, str(out / "parquet"), args.every, sleep=lambda _s: None) == 2  # type: ignore[arg-type]
+    err = capsys.readouterr().err
+    assert err.count("could not audit") == 3 and "unreadable ledger" in err
+
 
 @pytest.mark.parametrize("threshold", [1, 100])
 def test_every_defers_rollups_while_the_next_tick_is_near(spark, tmp_path, monkeypatch, threshold):
