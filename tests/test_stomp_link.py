@@ -254,6 +254,23 @@ def test_reconnects_after_broker_crash_and_resubscribes(
     assert kinds[kinds.index(LinkState.DOWN) :].count(LinkState.UP) == 1
 
 
+def _stopped(pid: int, timeout: float = 10.0) -> bool:
+    """Every thread of ``pid`` is stopped (state T): a SIGSTOP takes effect a little after kill() returns,
+    and a thread still running meanwhile can answer (seen once on a loaded CI machine)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        states = []
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            try:
+                states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
+            except (OSError, IndexError):
+                continue   # a thread that just ended
+        if states and all(state in ("T", "t") for state in states):
+            return True
+        time.sleep(0.01)
+    return False
+
+
 @pytest.mark.activemq
 def test_heartbeat_timeout_detects_a_frozen_broker(own_activemq: ActiveMQ) -> None:
     ep = own_activemq.endpoints
@@ -265,6 +282,7 @@ def test_heartbeat_timeout_detects_a_frozen_broker(own_activemq: ActiveMQ) -> No
         assert lk.server_heartbeat == (300, 300)
         os.kill(pid, signal.SIGSTOP)  # the broker stops answering but its sockets stay open
         try:
+            assert _stopped(pid), "the broker's threads did not stop"
             t0 = time.monotonic()
             with pytest.raises(LinkDown):  # no receipt can come; the drop ends the wait, not the timeout
                 lk.send("/queue/frozen", b"x", timeout=30)
