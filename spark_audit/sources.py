@@ -502,8 +502,7 @@ def stage_new(checkpoint_dir: str, paths: list[str]) -> Staged:
             if seeded is not None:
                 kept.append(seeded)
                 continue
-        if known is not None and (st.st_size, st.st_mtime_ns) == (known.size, known.mtime_ns) \
-                and is_gzip(known.path) == is_gzip(path):
+        if known is not None and _unchanged(known, path, st):
             kept.append(replace(known, path=path))
             continue
         start = _start(path, st, known, by_path, staged)
@@ -546,10 +545,14 @@ def unread_input(checkpoint_dir: str, paths: list[str]) -> bool:
         except OSError:
             continue  # gone since the listing
         known = by_id.get((st.st_dev, st.st_ino))
-        if known is None or (st.st_size, st.st_mtime_ns) != (known.size, known.mtime_ns) \
-                or is_gzip(known.path) != is_gzip(path):
+        if known is None or not _unchanged(known, path, st):
             return True
     return False
+
+
+def _unchanged(known: Tracked, path: str, st: os.stat_result) -> bool:
+    """A file the ledger knows that has nothing new: its size and mtime as read, compressed as it was."""
+    return (st.st_size, st.st_mtime_ns) == (known.size, known.mtime_ns) and is_gzip(known.path) == is_gzip(path)
 
 
 def slices_now(checkpoint_dir: str) -> list[Path]:

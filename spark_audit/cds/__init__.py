@@ -74,10 +74,14 @@ def archive_path(java_options: str) -> Path | None:
     return None if key is None else cache_dir() / f"{ARCHIVE_PREFIX}{key}.jsa"
 
 
+def _switched_off() -> bool:
+    return os.environ.get("MQB_SPARK_CDS", "").lower() in ("off", "0", "no", "false")
+
+
 def missing_note(java_options: str) -> str | None:
     """What to tell a user whose JVM starts without an archive it could use (None: it has one, or the archive
     is off, being made, or impossible here)."""
-    if os.environ.get("MQB_SPARK_CDS", "").lower() in ("off", "0", "no", "false") or os.environ.get(CREATE_ENV):
+    if _switched_off() or os.environ.get(CREATE_ENV):
         return None
     path = archive_path(java_options)
     if path is None or path.is_file():
@@ -90,7 +94,7 @@ def missing_note(java_options: str) -> str | None:
 
 def cds_options(java_options: str) -> str:
     """The JVM options that create (setup run) or use (when present) the archive; "" otherwise."""
-    if os.environ.get("MQB_SPARK_CDS", "").lower() in ("off", "0", "no", "false"):
+    if _switched_off():
         return ""
     creating = os.environ.get(CREATE_ENV)
     if creating:
