@@ -9,7 +9,7 @@ folder): its JMSMessageID and JMSTimestamp user properties come from the MsgId a
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import fields
 
 from bridge.connectors.base import Inbound, Outbound
 from bridge.routing.base import Result
@@ -70,13 +70,21 @@ def header_end(raw: bytes) -> tuple[int, str] | None:
 
 
 class _Entry:
-    __slots__ = ("fields", "topic", "qos", "findings")
+    __slots__ = ("head", "tail", "topic", "qos", "findings")
 
     def __init__(self, pub: MqttPublication, findings: list[Finding]) -> None:
-        self.fields = asdict(pub)
+        # the publication's fields in order, around payload (1) and packet_id (5), which each message sets:
+        # a positional call builds the next one (a dict of 15 keywords cost about 3 µs more a message)
+        values = tuple(getattr(pub, f.name) for f in fields(MqttPublication))
+        self.head = values[0], values[2], values[3], values[4]   # topic, qos, retain, dup
+        self.tail = values[6:]
         self.topic = pub.topic
         self.qos = pub.qos
         self.findings = findings
+
+    def publication(self, payload: bytes, packet_id: int | None) -> MqttPublication:
+        topic, qos, retain, dup = self.head
+        return MqttPublication(topic, payload, qos, retain, dup, packet_id, *self.tail)
 
 
 class MqToMqttMemo:
@@ -119,7 +127,7 @@ class MqToMqttMemo:
             return out, target_type, report
         self.hits += 1
         packet_id = msg_id_packet if entry.qos and not zero_id else None
-        pub = MqttPublication(**{**entry.fields, "payload": body, "packet_id": packet_id})
+        pub = entry.publication(body, packet_id)
         return Outbound(item.key, pub, entry.topic, len(body)), "publish", ConversionReport(list(entry.findings))
 
 

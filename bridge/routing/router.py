@@ -83,6 +83,16 @@ class RouteWorker:
         self._stopping = False
         self.intake: DirectIntake | None = None   # takes clients' publications directly (direct.py)
 
+    @property
+    def target(self) -> Target:
+        return self._target
+
+    @target.setter
+    def target(self, target: Target) -> None:
+        self._target = target
+        # the broker's ACL check of a route into MQTT (MqttTarget.refusal), looked up here: classify runs per message
+        self._refusal = target.refusal if isinstance(target, MqttTarget) else None
+
     async def start(self) -> None:
         await self.target.start()
         await self.backout.start()
@@ -194,7 +204,8 @@ class RouteWorker:
             out, target_type, report = self.converter.convert(item)
         except MappingError as exc:
             return Poison(item, f"conversion failed: {exc}", False)
-        refused = self.target.refusal(out.destination) if isinstance(self.target, MqttTarget) else None
+        refusal = self._refusal
+        refused = refusal(out.destination) if refusal is not None else None
         if refused is not None:   # the broker's ACL, under the route's acl_user
             return Poison(item, refused, False)
         if item.findings:   # losses of the source's own reading (e.g. JMS over STOMP) come first
