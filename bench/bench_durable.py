@@ -59,7 +59,7 @@ from mappings.mq.rfh2 import Rfh2, RfhElement, RfhFolder  # noqa: E402
 
 PAYLOAD = 256
 QUEUE_IN, QUEUE_OUT = "MQTT.IN", "MQTT.OUT"
-BROKERS = {"broker": ["mqbridge-FULL", "mosquitto+persist", "mosquitto"],
+BROKERS = {"broker": ["mqbridge-FULL", "mosquitto+persist", "mosquitto+persist+unbounded", "mosquitto"],
            "route-in": ["mqbridge-FULL"], "route-out": ["mqbridge-FULL"]}
 
 

@@ -38,8 +38,15 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(1, str(ROOT))
 
 from mqtt_load import Spec, ceiling, run_scenario  # noqa: E402
+
+from bridge.config import LimitsConfig  # noqa: E402
+
+# the tuned mosquitto peers take mqbridge's own default limits (until 2026-11-28 they had 32 in flight and
+# 100,000 queued, mqbridge's limits of an older day: mqbridge has had 128 in flight and 1,000 queued since)
+_LIMITS = LimitsConfig()
 
 VENV_PY = ROOT / ".venv" / "bin" / "python"
 MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
@@ -141,13 +148,17 @@ class Mosquitto(Broker):
     anonymous clients on that listener, a log file); otherwise tuned to mqbridge's limits (below).
     ``acl``: with BENCH_ACL as its acl_file."""
 
-    def __init__(self, workdir: Path, persistence: bool, default: bool = False, acl: bool = False) -> None:
+    def __init__(self, workdir: Path, persistence: bool, default: bool = False, acl: bool = False,
+                 unbounded: bool = False) -> None:
+        """``unbounded``: no limit on a session's queued messages (``max_queued_messages 0``): nothing accepted
+        is dropped, as mqbridge's durable path drops nothing (its publishers wait for the commit instead)."""
         super().__init__(workdir)
         self.persistence = persistence
         self.default = default
         self.acl = acl
+        self.unbounded = unbounded
         self.label = "mosquitto-default" if default else "mosquitto+persist" if persistence else "mosquitto"
-        self.label += "+acl" if acl else ""
+        self.label += ("+unbounded" if unbounded else "") + ("+acl" if acl else "")
 
     def start(self) -> None:
         conf = self.dir / "mosquitto.conf"
@@ -165,8 +176,8 @@ class Mosquitto(Broker):
             "max_connections -1",
             "user root",                      # stay root so the temp dir stays writable
             "set_tcp_nodelay true",           # as mqbridge does
-            "max_inflight_messages 32",       # = mqbridge limits.max_inflight
-            "max_queued_messages 100000",     # = mqbridge limits.max_queued
+            f"max_inflight_messages {_LIMITS.max_inflight}",   # = mqbridge limits.max_inflight
+            f"max_queued_messages {0 if self.unbounded else _LIMITS.max_queued}",   # = mqbridge limits.max_queued
             "sys_interval 0",
             f"log_dest file {self.dir / 'broker.log'}",
             "log_type error", "log_type warning",
@@ -315,7 +326,10 @@ def make_broker(label: str, workdir: Path) -> Broker:
     acl = label.endswith("+acl") or "+acl@" in label
     if label.startswith("mosquitto"):
         base = label.removesuffix("+acl")
-        return Mosquitto(workdir, persistence=base.endswith("+persist"), default=base == "mosquitto-default", acl=acl)
+        unbounded = base.endswith("+unbounded")
+        base = base.removesuffix("+unbounded")
+        return Mosquitto(workdir, persistence=base.endswith("+persist"), default=base == "mosquitto-default", acl=acl,
+                         unbounded=unbounded)
     mode, _, code = label.split("-", 1)[1].partition("@")
     broker = Mqbridge(workdir, synchronous=mode.removesuffix("+acl"), code=CODE_TREES[code] if code else ROOT,
                       acl=acl)
