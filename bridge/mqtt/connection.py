@@ -197,7 +197,8 @@ class ClientConnection:
 
     def send_qos0(self, data: bytes) -> bool:
         """A QoS 0 delivery: dropped (False) when the client's unsent output holds ``qos0_buffer_limit`` bytes.
-        One call to the port for the check and the write: the fan-out's hot path."""
+        One call to the port for the check and the write. (A QoS 0 publication's fan-out does the same inline:
+        Publisher._fan_out_qos0; keep the two in step.)"""
         if self._held or self.trace or self.closed:
             if self.port.buffered() >= self._qos0_limit:
                 return False
