@@ -44,8 +44,8 @@ from mqtt_load import Spec, ceiling, run_scenario  # noqa: E402
 
 from bridge.config import LimitsConfig  # noqa: E402
 
-# the tuned mosquitto peers take mqbridge's own default limits (until 2026-11-28 they had 32 in flight and
-# 100,000 queued, mqbridge's limits of an older day: mqbridge has had 128 in flight and 1,000 queued since)
+# the tuned mosquitto peers take mqbridge's own default limits (until session 18, 2026-11-27, they had 32 in
+# flight and 100,000 queued, mqbridge's limits of an older day: mqbridge has had 128 and 1,000 since)
 _LIMITS = LimitsConfig()
 
 VENV_PY = ROOT / ".venv" / "bin" / "python"
