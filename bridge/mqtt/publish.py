@@ -294,8 +294,9 @@ class Publisher:
     def _fan_out_qos0(self, msg: Message, matches: dict[str, int]) -> bool:
         """A QoS 0 publication (no Subscription Identifiers matched) to its subscribers. For a plain subscriber
         whose connection is not held, traced or closed, what ``Session.deliver(msg, 0)`` and
-        ``ClientConnection.send_qos0`` do is done here, inline: those two calls per subscriber cost about a
-        sixth of the fan-out's throughput (bench/HISTORY.md, session 18). Any other subscriber (absent, a
+        ``ClientConnection.send_qos0`` do is done here, inline: those two calls per subscriber (and asking the
+        transport each time, queue_qos0) were about a fifth of the fan-out's time on asyncio's loop
+        (bench/HISTORY.md, session 18). Any other subscriber (absent, a
         route, a Topic Alias or a Maximum Packet Size to consider, a held connection) goes the general way.
         tests/test_fanout_qos0.py holds the two ways to the same bytes and counters."""
         writes = False
