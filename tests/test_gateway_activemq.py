@@ -193,7 +193,8 @@ def test_jms_messages_of_every_type_reach_mqtt_subscriber(
     assert all(r["status"] == "ok" for r in recs)
     # the QoS the route published at (persistent 2, non-persistent 0, as MQ Telemetry Table 4 has it for MQ),
     # delivered as the subscription granted (at most 1)
-    assert [r["qos"] for r in recs if r["source_type"] == "BytesMessage"] == [0] and got[1].qos == 0
+    assert [r["qos"] for r in recs if r["source_type"] == "BytesMessage"] == [0]
+    assert [m.qos for m in got if m.payload == b"\x00\xff\x10"] == [0]   # found by payload: its place varies
     assert {r["qos"] for r in recs if r["source_type"] != "BytesMessage"} == {2}
     assert {m.qos for i, m in enumerate(got) if i != 1} == {1}
 
