@@ -182,13 +182,18 @@ def test_source_selector_moves_only_matching(link_config: StompLinkConfig, jmsto
 
 @activemq
 def test_unconfirmed_messages_come_again_marked_redelivered(link_config: StompLinkConfig, jmstool: JmsTool,
-                                                            unique_name: str) -> None:
+                                                            unique_name: str, caplog: pytest.LogCaptureFixture) -> None:
     q = f"redeliver.{unique_name}"
     jmstool.send(f"queue://{q}", {"type": "Text", "body": "once"})
     (first,) = run(_receive(link_config, q, 1, confirm=False))
     assert first.redelivery_count == 0
     (again,) = run(_receive(link_config, q, 1))
     assert again.key == first.key and again.redelivery_count == 1
+    if "confirmed messages not acknowledged" in caplog.text:
+        # the link dropped between the receive and the confirm (seen once on a loaded CI machine): the source
+        # said so, and at least once means the message comes once more, marked redelivered again
+        (third,) = run(_receive(link_config, q, 1))
+        assert third.key == first.key and third.redelivery_count == 2
     with pytest.raises(Exception, match="received 0 of 1"):
         jmstool.receive(f"queue://{q}", 1, timeout=1)
 
