@@ -30,6 +30,7 @@ log = logging.getLogger("mqbridge.server")
 
 SWEEP_INTERVAL = 0.5
 FLUSH_BYTES = 64 * 1024    # coalesced output is written at the latest when this much is queued
+_UNASKED = 1 << 62         # MqttProtocol._base before queue_qos0 asked the transport (larger than any limit)
 BACKLOG = 1024
 
 
@@ -96,10 +97,10 @@ class MqttProtocol(asyncio.Protocol):
         self.conn: ClientConnection | None = None
         self._out: list[bytes] | tuple[()] = ()   # a list while output waits for the flush
         self._out_bytes = 0
-        # the transport's unsent bytes when the list began: until the next write (flush) they can only fall, so
-        # "our bytes + _base below the limit" proves what "our bytes + the transport's below it" asks, without
-        # asking the transport for every QoS 0 delivery (queue_qos0)
-        self._base = 0
+        # the transport's unsent bytes when queue_qos0 last asked: until the next write (flush) they can only
+        # fall, so "our bytes + _base below the limit" proves what "our bytes + the transport's below it" asks,
+        # without asking the transport for every QoS 0 delivery; _UNASKED while the list has not asked
+        self._base = _UNASKED
         self._reading_paused = False
         self._handshake: asyncio.Task[None] | None = None
 
@@ -197,8 +198,7 @@ class MqttProtocol(asyncio.Protocol):
     def queue_write(self, data: bytes) -> None:
         out = self._out
         if not out:
-            transport = self.transport
-            self._base = transport.get_write_buffer_size() if transport is not None else 0
+            self._base = _UNASKED   # a QoS 0 delivery into this list asks the transport first
             out = self._out = []
             self.server.schedule_flush(self)
         out.append(data)
@@ -212,18 +212,12 @@ class MqttProtocol(asyncio.Protocol):
         is asked only when the list begins, or when the bound ``_base`` gives is not enough."""
         queued = self._out_bytes
         out = self._out
-        if out:
-            if queued + self._base >= limit:
-                transport = self.transport
-                base = self._base = transport.get_write_buffer_size() if transport is not None else 0
-                if queued + base >= limit:
-                    return False
-        else:
+        if not out or queued + self._base >= limit:
             transport = self.transport
-            base = transport.get_write_buffer_size() if transport is not None else 0
+            base = self._base = transport.get_write_buffer_size() if transport is not None else 0
             if queued + base >= limit:
                 return False
-            self._base = base
+        if not out:
             out = self._out = []
             self.server.schedule_flush(self)
         out.append(data)
