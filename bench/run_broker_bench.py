@@ -8,6 +8,7 @@ scenario by scenario so that background load on the machine hits both alike.
     .venv/bin/python bench/run_broker_bench.py                  # everything, ~3-4 minutes
     .venv/bin/python bench/run_broker_bench.py -s qos0-64 -s qos1 --duration 3
     .venv/bin/python bench/run_broker_bench.py -s qos0-64 --profile   # py-spy on mqbridge
+    .venv/bin/python bench/run_broker_bench.py -s idle -b mqbridge-FULL -b mqbridge-FULL+compact   # listener transport
 
 Results: a table on stdout and bench/results/broker-latest.json.
 """
@@ -194,11 +195,13 @@ class Mosquitto(Broker):
 
 
 class Mqbridge(Broker):
-    def __init__(self, workdir: Path, synchronous: str = "FULL", code: Path = ROOT, acl: bool = False) -> None:
+    def __init__(self, workdir: Path, synchronous: str = "FULL", code: Path = ROOT, acl: bool = False,
+                 transport: str | None = None) -> None:
         super().__init__(workdir)
         self.synchronous = synchronous
         self.code = code          # the source tree the broker runs from (--code: A/B of two commits)
         self.acl = acl
+        self.transport = transport
         self.label = f"mqbridge-{synchronous}" + ("+acl" if acl else "")
         self.admin_port = free_port()
 
@@ -229,7 +232,8 @@ class Mqbridge(Broker):
         cfg = self.dir / "mqbridge.yaml"
         cfg.write_text(json.dumps({   # JSON is YAML
             "data_dir": str(data),
-            "broker": {"listeners": [{"host": "127.0.0.1", "port": self.port, "max_connections": 0}],  # idle: 10,000
+            "broker": {"listeners": [{"host": "127.0.0.1", "port": self.port, "max_connections": 0,  # idle: 10,000
+                                      **({"transport": self.transport} if self.transport else {})}],
                        "sys_interval": 0,
                        "durability": {"synchronous": self.synchronous},
                        **({"acl_file": str(_acl_file(self.dir))} if self.acl else {})},
@@ -320,6 +324,8 @@ HEADLINE = {
 
 
 CODE_TREES: dict[str, Path] = {}   # --code NAME=TREE: label suffix "@NAME" -> source tree
+# mqbridge-MODE+compact / +loop: the listener's `transport` (docs/broker.md "listeners[].transport"), any scenario
+TRANSPORTS = ("compact", "loop")
 
 
 def make_broker(label: str, workdir: Path) -> Broker:
@@ -331,8 +337,10 @@ def make_broker(label: str, workdir: Path) -> Broker:
         return Mosquitto(workdir, persistence=base.endswith("+persist"), default=base == "mosquitto-default", acl=acl,
                          unbounded=unbounded)
     mode, _, code = label.split("-", 1)[1].partition("@")
-    broker = Mqbridge(workdir, synchronous=mode.removesuffix("+acl"), code=CODE_TREES[code] if code else ROOT,
-                      acl=acl)
+    synchronous, *extras = mode.split("+")
+    transport = next((e for e in extras if e in TRANSPORTS), None)
+    broker = Mqbridge(workdir, synchronous=synchronous, code=CODE_TREES[code] if code else ROOT, acl=acl,
+                      transport=transport)
     broker.label = label
     return broker
 
@@ -561,6 +569,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(gen_ceiling))
     for name in names:
         spec, brokers = table[name]
+        brokers = brokers + [b for b in a.broker or () if b.startswith("mqbridge")
+                             and any(f"+{t}" in b for t in TRANSPORTS) and b not in brokers]
         brokers = [v for b in brokers for v in [b, *(f"{b}@{n}" for n in CODE_TREES if b.startswith("mqbridge"))]]
         for rep in range(a.repeat):
             for label in brokers:

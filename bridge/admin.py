@@ -165,7 +165,7 @@ class AdminServer:
                 {"name": lst.label(), "host": lst.config.host, "port": lst.port or lst.config.port,
                  "tls": lst.config.tls is not None, "running": lst.running,
                  "connections": len(lst.connections), "accepted": lst.accepted, "refused": lst.refused,
-                 "max_connections": lst.config.max_connections}
+                 "max_connections": lst.config.max_connections, "transport": lst.transport or None}
                 for lst in self.server.listeners
             ],
             "connections": len(b.connections),

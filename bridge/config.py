@@ -76,6 +76,17 @@ class ListenerConfig(_Model):
     deny: list[str] = Field(default_factory=list)
     start: bool = True                         # started at boot (listener control can change it)
     allow_anonymous: bool | None = None        # None: the broker's setting (BrokerConfig.anonymous_allowed)
+    # what holds a plain TCP connection: "compact" (rawtcp.py, ~1.6 KiB an idle connection), "loop" (the event
+    # loop's transports: uvloop's are faster on QoS 1 and cost ~2.7 KiB), "auto" (compact on asyncio's loop,
+    # the loop's on uvloop); docs/broker.md "Memory per connection"
+    transport: Literal["auto", "compact", "loop"] = "auto"
+
+    @model_validator(mode="after")
+    def _transport_of_tls(self) -> ListenerConfig:
+        if self.tls is not None and self.transport == "compact":
+            raise ValueError("transport: compact is for plain TCP; a TLS listener uses the event loop's transports "
+                             "(remove transport, or set it to auto or loop)")
+        return self
 
     @field_validator("allow", "deny")
     @classmethod

@@ -1,14 +1,17 @@
 """bridge.mqtt.rawtcp's transport over a real socket pair: what is not taken at once is written later in
 order, close waits for it, abort does not, pause/resume reading, the peer's EOF and reset, and
-connection_lost exactly once (the broker's tests cover it with real clients; these cover the edges)."""
+connection_lost exactly once, many connections on one epoll set, on asyncio's loop and on uvloop (the broker's
+tests cover it with real clients; these cover the edges)."""
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 
 import pytest
 
-from bridge.mqtt.rawtcp import RawServer, RawTransport, listen, raw_transports
+from bridge.mqtt.rawtcp import Poller, RawServer, RawTransport, listen, raw_transports
+from tests.support.gateway import LOOPS
 
 
 class Recorder(asyncio.Protocol):
@@ -43,6 +46,14 @@ async def _until(cond, what: str, timeout: float = 10.0) -> None:  # noqa: ANN00
         await asyncio.sleep(0.005)
 
 
+def _run(main, loop_name: str) -> None:  # noqa: ANN001
+    if loop_name == "uvloop":
+        import uvloop
+        uvloop.run(main)
+    else:
+        asyncio.run(main)
+
+
 def _pair() -> tuple[socket.socket, socket.socket]:
     ours, theirs = socket.socketpair()
     ours.setblocking(False)
@@ -61,11 +72,12 @@ async def _drain(sock: socket.socket, want: int) -> bytes:
     return bytes(got)
 
 
-def test_unsent_bytes_go_later_in_order_and_close_waits_for_them() -> None:
+@pytest.mark.parametrize("loop_name", LOOPS)
+def test_unsent_bytes_go_later_in_order_and_close_waits_for_them(loop_name: str) -> None:
     async def main() -> None:
         ours, theirs = _pair()
         proto = Recorder()
-        t = RawTransport(asyncio.get_running_loop(), ours.detach(), proto, ("peer", 1))
+        t = RawTransport(Poller(asyncio.get_running_loop()), ours.detach(), proto, ("peer", 1))
         t.start()
         payload = bytes(range(256)) * (32 * 1024)     # 8 MiB: more than the socket buffers take
         t.write(payload[:1000])
@@ -77,14 +89,15 @@ def test_unsent_bytes_go_later_in_order_and_close_waits_for_them() -> None:
         assert got == payload                           # all of it, in order, then EOF
         await _until(lambda: proto.lost == [None], "connection_lost")
         theirs.close()
-    asyncio.run(main())
+    _run(main(), loop_name)
 
 
-def test_abort_discards_and_the_peer_sees_the_end() -> None:
+@pytest.mark.parametrize("loop_name", LOOPS)
+def test_abort_discards_and_the_peer_sees_the_end(loop_name: str) -> None:
     async def main() -> None:
         ours, theirs = _pair()
         proto = Recorder()
-        t = RawTransport(asyncio.get_running_loop(), ours.detach(), proto, ("peer", 1))
+        t = RawTransport(Poller(asyncio.get_running_loop()), ours.detach(), proto, ("peer", 1))
         t.start()
         t.write(b"x" * (8 << 20))
         t.abort()
@@ -93,14 +106,15 @@ def test_abort_discards_and_the_peer_sees_the_end() -> None:
         await _until(lambda: proto.lost == [None], "connection_lost")
         assert len(await _drain(theirs, 9 << 20)) < 8 << 20   # the buffered rest was not sent
         theirs.close()
-    asyncio.run(main())
+    _run(main(), loop_name)
 
 
-def test_reading_pauses_and_resumes_and_eof_closes() -> None:
+@pytest.mark.parametrize("loop_name", LOOPS)
+def test_reading_pauses_and_resumes_and_eof_closes(loop_name: str) -> None:
     async def main() -> None:
         ours, theirs = _pair()
         proto = Recorder()
-        t = RawTransport(asyncio.get_running_loop(), ours.detach(), proto, ("peer", 1))
+        t = RawTransport(Poller(asyncio.get_running_loop()), ours.detach(), proto, ("peer", 1))
         t.start()
         theirs.send(b"one")
         await _until(lambda: proto.data == b"one", "the first bytes")
@@ -114,10 +128,11 @@ def test_reading_pauses_and_resumes_and_eof_closes() -> None:
         await _until(lambda: proto.lost == [None], "connection_lost after the peer's EOF")
         assert proto.eof == 1
         theirs.close()
-    asyncio.run(main())
+    _run(main(), loop_name)
 
 
-def test_a_reset_by_the_peer_ends_the_connection_with_the_error() -> None:
+@pytest.mark.parametrize("loop_name", LOOPS)
+def test_a_reset_by_the_peer_ends_the_connection_with_the_error(loop_name: str) -> None:
     async def main() -> None:
         server_sock = listen("127.0.0.1", 0, 8)
         protos: list[Recorder] = []
@@ -127,7 +142,7 @@ def test_a_reset_by_the_peer_ends_the_connection_with_the_error() -> None:
             return protos[-1]
 
         loop = asyncio.get_running_loop()
-        server = RawServer(loop, server_sock, raw_transports(loop, factory))
+        server = RawServer(loop, server_sock, raw_transports(Poller(loop), factory))
         port = server.sockets[0].getsockname()[1]
         client = socket.create_connection(("127.0.0.1", port))
         await _until(lambda: protos and protos[0].made == 1, "the accepted connection")
@@ -139,7 +154,7 @@ def test_a_reset_by_the_peer_ends_the_connection_with_the_error() -> None:
         server.close()
         with pytest.raises(OSError):
             socket.create_connection(("127.0.0.1", port), timeout=1)
-    asyncio.run(main())
+    _run(main(), loop_name)
 
 
 def test_a_taken_port_names_the_address() -> None:
@@ -153,7 +168,8 @@ def test_a_taken_port_names_the_address() -> None:
         taken[0].close()
 
 
-def test_a_protocol_that_fails_on_its_input_ends_only_its_connection() -> None:
+@pytest.mark.parametrize("loop_name", LOOPS)
+def test_a_protocol_that_fails_on_its_input_ends_only_its_connection(loop_name: str) -> None:
     class Failing(Recorder):
         def data_received(self, data: bytes) -> None:
             raise ValueError("bad input")
@@ -161,11 +177,153 @@ def test_a_protocol_that_fails_on_its_input_ends_only_its_connection() -> None:
     async def main() -> None:
         ours, theirs = _pair()
         proto = Failing()
-        t = RawTransport(asyncio.get_running_loop(), ours.detach(), proto, ("peer", 1))
+        t = RawTransport(Poller(asyncio.get_running_loop()), ours.detach(), proto, ("peer", 1))
         t.start()
         theirs.send(b"x")
         await _until(lambda: proto.lost, "connection_lost")
         assert isinstance(proto.lost[0], ValueError) and t.is_closing()
         assert await _drain(theirs, 1) == b""            # the peer sees the end
         theirs.close()
-    asyncio.run(main())
+    _run(main(), loop_name)
+
+
+@pytest.mark.parametrize("loop_name", LOOPS)
+def test_a_paused_connection_whose_peer_hung_up_leaves_the_set_and_ends_on_resume(loop_name: str) -> None:
+    """epoll reports a hang-up whatever the mask: a paused descriptor must not stay in the set (it would be
+    reported on every poll, a busy loop)."""
+    async def main() -> None:
+        ours, theirs = _pair()
+        fd = ours.fileno()
+        poller = Poller(asyncio.get_running_loop())
+        proto = Recorder()
+        t = RawTransport(poller, ours.detach(), proto, ("peer", 1))
+        t.start()
+        assert fd in poller
+        t.pause_reading()
+        assert fd not in poller and len(poller) == 0
+        theirs.close()                                   # hang-up while paused
+        await asyncio.sleep(0.05)                        # an event that must not happen, for a bounded time
+        assert not proto.lost and proto.eof == 0
+        t.resume_reading()
+        await _until(lambda: proto.lost == [None], "connection_lost after resuming")
+        assert proto.eof == 1 and fd not in poller
+        poller.close()
+    _run(main(), loop_name)
+
+
+@pytest.mark.parametrize("loop_name", LOOPS)
+def test_many_connections_share_one_set_and_each_gets_its_own_bytes(loop_name: str) -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        poller = Poller(loop)
+        protos: list[Recorder] = []
+
+        def factory() -> Recorder:
+            protos.append(Recorder())
+            return protos[-1]
+
+        server = RawServer(loop, listen("127.0.0.1", 0, 64), raw_transports(poller, factory))
+        port = server.sockets[0].getsockname()[1]
+        clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(40)]
+        await _until(lambda: len(protos) == 40 and len(poller) == 40, "40 accepted connections")
+        for i, client in enumerate(clients):
+            client.sendall(f"c{i};".encode())
+        await _until(lambda: sorted(bytes(p.data) for p in protos) == sorted(f"c{i};".encode() for i in range(40)),
+                     "every client's bytes")
+        for proto in protos:                             # and back, each on its own socket
+            assert proto.transport is not None
+            proto.transport.write(b"echo:" + bytes(proto.data))
+        for i, client in enumerate(clients):
+            client.settimeout(10)
+            assert client.recv(64) == f"echo:c{i};".encode()
+        server.close()                                   # connections made stay
+        for client in clients[:20]:
+            client.close()
+        await _until(lambda: sum(1 for p in protos if p.lost == [None]) == 20 and len(poller) == 20,
+                     "20 ended connections gone from the set")
+        for proto in protos:
+            if not proto.lost:
+                assert proto.transport is not None
+                proto.transport.abort()
+        await _until(lambda: all(p.lost for p in protos) and len(poller) == 0, "every connection_lost")
+        poller.close()
+        for client in clients[20:]:
+            client.close()
+    _run(main(), loop_name)
+
+
+@pytest.mark.parametrize("loop_name", LOOPS)
+def test_a_failure_in_one_connections_event_ends_only_that_connection(loop_name: str) -> None:
+    class Broken(RawTransport):
+        __slots__ = ()
+
+        def _read_ready(self) -> None:
+            raise RuntimeError("a bug in the transport")
+
+    async def main() -> None:
+        poller = Poller(asyncio.get_running_loop())
+        (bad_ours, bad_theirs), (ours, theirs) = _pair(), _pair()
+        bad, good = Recorder(), Recorder()
+        Broken(poller, bad_ours.detach(), bad, ("bad", 1)).start()
+        RawTransport(poller, ours.detach(), good, ("good", 1)).start()
+        bad_theirs.send(b"x")
+        theirs.send(b"y")
+        await _until(lambda: bad.lost and good.data == b"y", "the broken connection's end and the other's bytes")
+        assert isinstance(bad.lost[0], RuntimeError) and not good.lost
+        theirs.send(b"z")
+        await _until(lambda: good.data == b"yz", "more bytes on the connection that works")
+        poller.close()
+        bad_theirs.close()
+        theirs.close()
+    _run(main(), loop_name)
+
+
+@pytest.mark.parametrize("loop_name", LOOPS)
+def test_a_connection_that_ends_after_its_poller_closed_still_closes_its_socket(loop_name: str) -> None:
+    async def main() -> None:
+        poller = Poller(asyncio.get_running_loop())
+        ours, theirs = _pair()
+        proto = Recorder()
+        t = RawTransport(poller, ours.detach(), proto, ("peer", 1))
+        t.start()
+        poller.close()                                   # the server's shutdown, before connection_lost
+        t.abort()
+        await _until(lambda: proto.lost == [None], "connection_lost")
+        assert await _drain(theirs, 1) == b""            # the peer sees the end: the descriptor was closed
+        theirs.close()
+    _run(main(), loop_name)
+
+
+@pytest.mark.parametrize("loop_name", LOOPS)
+def test_input_larger_than_one_read_arrives_whole_and_each_connection_keeps_its_own(loop_name: str) -> None:
+    """Reads go through one buffer per poller and are copied out: nothing a protocol holds may change."""
+    async def main() -> None:
+        poller = Poller(asyncio.get_running_loop())
+        pairs = [_pair() for _ in range(3)]
+        protos = [Recorder() for _ in pairs]
+
+        class Keeping(Recorder):
+            def __init__(self, into: Recorder) -> None:
+                super().__init__()
+                self.chunks: list[bytes] = []
+                self.into = into
+
+            def data_received(self, data: bytes) -> None:
+                self.chunks.append(data)     # kept as received, compared at the end
+                self.into.data += data
+
+        keepers = [Keeping(p) for p in protos]
+        for (ours, _), keeper in zip(pairs, keepers, strict=True):
+            RawTransport(poller, ours.detach(), keeper, ("peer", 1)).start()
+        payloads = [os.urandom(700_000) for _ in pairs]   # more than one 256 KiB read each
+        loop = asyncio.get_running_loop()
+        await asyncio.gather(*(loop.sock_sendall(theirs, data)
+                               for (_, theirs), data in zip(pairs, payloads, strict=True)))
+        await _until(lambda: all(len(p.data) == len(d) for p, d in zip(protos, payloads, strict=True)),
+                     "every payload")
+        for proto, keeper, data in zip(protos, keepers, payloads, strict=True):
+            assert bytes(proto.data) == data and b"".join(keeper.chunks) == data and len(keeper.chunks) > 1
+        poller.close()
+        for _, theirs in pairs:
+            theirs.close()
+    _run(main(), loop_name)

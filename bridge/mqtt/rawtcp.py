@@ -1,18 +1,20 @@
-"""Plain TCP listeners and connections on the event loop's selector, without asyncio's transport objects.
+"""Plain TCP listeners and connections on one epoll set, without asyncio's transport objects.
 
 An idle MQTT connection is mostly the memory of what holds it: asyncio's socket transport (an object with a
 __dict__, its extra-info dict, a write-buffer deque, the accept task and its weak reference) costs about
-1.6 KiB per connection, this module's slotted ``RawTransport`` about 0.65 KiB (measured with tracemalloc,
-4,000 connections; docs/broker.md "Memory per connection"). The transport keeps the part of asyncio's
-Transport contract that ``MqttProtocol`` uses: ``write`` (sent at once when nothing waits, the rest buffered
-until the socket takes it), ``close`` (after the buffer is written), ``abort``, ``pause_reading`` /
-``resume_reading``, ``is_closing``, ``get_write_buffer_size``, ``get_extra_info("peername")`` (until
-``connection_made`` returns), and it calls ``connection_made``, ``data_received``, ``eof_received`` and
-``connection_lost`` (from the loop, never from inside a call of the protocol's) as asyncio does.
+1.6 KiB per connection, uvloop's about 2 KiB, and even registering a descriptor with the loop costs a selector
+key and a handle (asyncio, ~0.35 KiB) or a libuv poll handle (uvloop, ~0.65 KiB). Here the connections'
+descriptors sit in one ``select.epoll`` of their own (``Poller``), which the loop watches as one descriptor:
+a connection costs a slotted ``RawTransport`` and one dict entry (docs/broker.md "Memory per connection").
+The transport keeps the part of asyncio's Transport contract that ``MqttProtocol`` uses: ``write`` (sent at
+once when nothing waits, the rest buffered until the socket takes it), ``close`` (after the buffer is
+written), ``abort``, ``pause_reading`` / ``resume_reading``, ``is_closing``, ``get_write_buffer_size``,
+``get_extra_info("peername")`` (until ``connection_made`` returns), and it calls ``connection_made``,
+``data_received``, ``eof_received`` and ``connection_lost`` (from the loop, never from inside a call of the
+protocol's) as asyncio does. The same on asyncio's loop and on uvloop.
 
-``RawServer`` accepts on the loop's ``add_reader`` (asyncio's selector; uvloop polls a socket's descriptor
-with libuv's uv_poll the same way) and hands each accepted socket to a callable: a ``RawTransport`` for
-plain TCP (``raw_transports``), or, for TLS listeners, the broker's admission and
+``RawServer`` accepts on the loop's ``add_reader`` and hands each accepted socket to a callable: a
+``RawTransport`` for plain TCP (``raw_transports``), or, for TLS listeners, the broker's admission and
 ``loop.connect_accepted_socket`` (server.py), whose TLS protocol reads the socket's first byte.
 """
 from __future__ import annotations
@@ -21,28 +23,103 @@ import asyncio
 import errno
 import logging
 import os
+import select
 import socket
 from collections.abc import Callable
 
 log = logging.getLogger("mqbridge.server")
 
-READ_SIZE = 256 * 1024     # what one recv asks for (asyncio's max_size)
+READ_SIZE = 256 * 1024     # what one read takes at most (asyncio's max_size), into the poller's buffer
 ACCEPT_BURST = 128         # connections accepted per readiness event of a listening socket
 ACCEPT_RETRY = 1.0         # seconds without accepting after the process ran out of file descriptors
+POLL_EVENTS = 1024         # ready connections handled per readiness of the epoll set (the rest: next time)
 _RESOURCE_ERRORS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+HAVE_EPOLL = hasattr(select, "epoll")   # Linux; elsewhere the server uses the loop's own transports
+if HAVE_EPOLL:
+    _IN, _OUT = select.EPOLLIN, select.EPOLLOUT
+    # an error or hang-up is reported whatever was asked for: to the reader and the writer, as asyncio's selector
+    _READ_EVENTS = _IN | select.EPOLLERR | select.EPOLLHUP
+    _WRITE_EVENTS = _OUT | select.EPOLLERR | select.EPOLLHUP
+
+
+class Poller:
+    """One level-triggered epoll set holding many connections' descriptors; the event loop watches its
+    descriptor and, when it is readable, ``_ready`` calls each ready transport directly (no handle per event).
+
+    A descriptor is in the set only while its transport wants something (reading, or bytes to write): an
+    error or hang-up is reported even for an empty event mask, and a paused connection whose peer hung up
+    would otherwise be reported on every poll."""
+
+    __slots__ = ("loop", "_epoll", "_fds", "_closed", "_into", "_view")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        # every read goes into this buffer and its bytes are copied out: os.read(fd, 256 KiB) would allocate
+        # (and, above glibc's mmap threshold, map and unmap) 256 KiB per call, ~12 us a read even of 4 bytes
+        self._into = bytearray(READ_SIZE)
+        self._view = memoryview(self._into)
+        self._epoll = select.epoll()
+        self._fds: dict[int, RawTransport] = {}
+        self._closed = False
+        loop.add_reader(self._epoll.fileno(), self._ready)
+
+    def __len__(self) -> int:
+        return len(self._fds)
+
+    def __contains__(self, fd: int) -> bool:
+        return fd in self._fds
+
+    def update(self, transport: RawTransport) -> None:
+        """Register, change or drop ``transport``'s descriptor to what it wants now."""
+        if self._closed:
+            return
+        fd = transport._fd
+        want = (_IN if transport._reading else 0) | (_OUT if transport._buffer is not None else 0)
+        if want:
+            if fd in self._fds:
+                self._epoll.modify(fd, want)
+            else:
+                self._epoll.register(fd, want)
+                self._fds[fd] = transport
+        elif self._fds.pop(fd, None) is not None:
+            self._epoll.unregister(fd)
+
+    def close(self) -> None:
+        """Stop watching (the event loop's end); descriptors still held stay their transports' to close."""
+        if self._closed:
+            return
+        self._closed = True
+        self._fds.clear()
+        self.loop.remove_reader(self._epoll.fileno())
+        self._epoll.close()
+
+    def _ready(self) -> None:
+        fds = self._fds
+        for fd, events in self._epoll.poll(0, POLL_EVENTS):
+            transport = fds.get(fd)
+            if transport is None:   # dropped by a transport handled before it in this batch
+                continue
+            try:
+                if events & _READ_EVENTS and transport._reading:
+                    transport._read_ready()
+                if events & _WRITE_EVENTS and transport._buffer is not None and fds.get(fd) is transport:
+                    transport._write_ready()
+            except Exception as exc:   # a bug in one connection's handling ends that connection only
+                log.exception("connection %s: its event failed", transport._peer)
+                transport._end(exc)
 
 
 class RawTransport:
-    """One accepted TCP connection, read and written through the loop's selector."""
+    """One accepted TCP connection, read and written through a ``Poller``."""
 
-    __slots__ = ("_loop", "_fd", "_protocol", "_peer", "_buffer", "_closing", "_reading", "_lost")
+    __slots__ = ("_poller", "_fd", "_protocol", "_peer", "_buffer", "_closing", "_reading", "_lost")
     # _peer: the peer's address until connection_made has taken it, then the file descriptor (for the log)
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, fd: int, protocol: asyncio.Protocol,
+    def __init__(self, poller: Poller, fd: int, protocol: asyncio.Protocol,
                  peer: tuple[object, ...] | int) -> None:
         """``fd``: a connected, non-blocking TCP socket's file descriptor, owned from now on (a socket object
         would cost another 88 bytes per connection)."""
-        self._loop = loop
+        self._poller = poller
         self._fd = fd
         self._protocol = protocol
         self._peer = peer
@@ -62,7 +139,7 @@ class RawTransport:
             return
         self._peer = self._fd   # the protocol has it: an idle connection keeps no address tuple
         if self._reading and not self._closing:
-            self._loop.add_reader(self._fd, self._read_ready)
+            self._poller.update(self)
 
     # -- asyncio.Transport, the part MqttProtocol uses -------------------------------------------------
 
@@ -94,17 +171,17 @@ class RawTransport:
             return
         if sent < len(data):
             self._buffer = bytearray(memoryview(data)[sent:])
-            self._loop.add_writer(self._fd, self._write_ready)
+            self._poller.update(self)
 
     def pause_reading(self) -> None:
         if self._reading and not self._closing:
             self._reading = False
-            self._loop.remove_reader(self._fd)
+            self._poller.update(self)
 
     def resume_reading(self) -> None:
         if not self._reading and not self._closing and not self._lost:
             self._reading = True
-            self._loop.add_reader(self._fd, self._read_ready)
+            self._poller.update(self)
 
     def close(self) -> None:
         """Stop reading; the connection ends once what is buffered is written."""
@@ -113,9 +190,9 @@ class RawTransport:
         self._closing = True
         if self._reading:
             self._reading = False
-            self._loop.remove_reader(self._fd)
+            self._poller.update(self)
         if self._buffer is None:
-            self._loop.call_soon(self._connection_lost, None)
+            self._poller.loop.call_soon(self._connection_lost, None)
 
     def abort(self) -> None:
         """End the connection now; what is buffered is discarded."""
@@ -125,7 +202,8 @@ class RawTransport:
 
     def _read_ready(self) -> None:
         try:
-            data = os.read(self._fd, READ_SIZE)
+            poller = self._poller
+            data = poller._view[:os.readv(self._fd, (poller._into,))].tobytes()
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
@@ -159,9 +237,9 @@ class RawTransport:
         del buffer[:sent]
         if not buffer:
             self._buffer = None
-            self._loop.remove_writer(self._fd)
+            self._poller.update(self)
             if self._closing:
-                self._loop.call_soon(self._connection_lost, None)
+                self._poller.loop.call_soon(self._connection_lost, None)
 
     def _fail(self, exc: OSError) -> None:
         if isinstance(exc, ConnectionError):
@@ -174,24 +252,18 @@ class RawTransport:
         if self._lost:
             return
         self._closing = True
-        if self._reading:
-            self._reading = False
-            self._loop.remove_reader(self._fd)
-        if self._buffer is not None:
-            self._buffer = None
-            self._loop.remove_writer(self._fd)
-        self._loop.call_soon(self._connection_lost, exc)
+        self._reading = False
+        self._buffer = None
+        self._poller.update(self)
+        self._poller.loop.call_soon(self._connection_lost, exc)
 
     def _connection_lost(self, exc: Exception | None) -> None:
         if self._lost:
             return
         self._lost = True
-        if self._buffer is not None:
-            self._buffer = None
-            self._loop.remove_writer(self._fd)
-        if self._reading:
-            self._reading = False
-            self._loop.remove_reader(self._fd)
+        self._buffer = None
+        self._reading = False
+        self._poller.update(self)
         try:
             self._protocol.connection_lost(exc)
         finally:
@@ -201,10 +273,10 @@ class RawTransport:
 Handoff = Callable[[socket.socket, tuple[object, ...]], None]
 
 
-def raw_transports(loop: asyncio.AbstractEventLoop, factory: Callable[[], asyncio.Protocol]) -> Handoff:
+def raw_transports(poller: Poller, factory: Callable[[], asyncio.Protocol]) -> Handoff:
     """The hand-off of a plain TCP listener: each accepted socket gets a ``RawTransport`` and a new protocol."""
     def handoff(sock: socket.socket, peer: tuple[object, ...]) -> None:
-        RawTransport(loop, sock.detach(), factory(), peer).start()
+        RawTransport(poller, sock.detach(), factory(), peer).start()
     return handoff
 
 

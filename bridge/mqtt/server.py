@@ -24,7 +24,7 @@ from bridge.mqtt import packets as P
 from bridge.mqtt.broker import Broker
 from bridge.mqtt.connection import ClientConnection
 from bridge.mqtt.driver import ConnectionDriver, Read
-from bridge.mqtt.rawtcp import RawServer, listen, raw_transports
+from bridge.mqtt.rawtcp import HAVE_EPOLL, Poller, RawServer, listen, raw_transports
 
 log = logging.getLogger("mqbridge.server")
 
@@ -47,6 +47,7 @@ class Listener:
     # TLS listeners: the handshake runs after our own TCP accept (MqttServer._accept_tls), so that a
     # connection still in it counts against max_connections and must finish it within limits.connect_timeout
     ssl_context: ssl.SSLContext | None = None
+    transport: str = ""                 # what holds its connections, once started: "compact" or "loop"
     _label: tuple[int, str] | None = None   # (port, label): one string shared by its connections
 
     @property
@@ -285,6 +286,7 @@ class MqttServer:
         self._dirty: list[MqttProtocol] = []
         self._flush_scheduled = False
         self._sweeper: asyncio.Task[None] | None = None
+        self.poller: Poller | None = None   # the compact transports' epoll set (rawtcp.py), made when needed
         self._last_sys = 0.0
         self._last_rates = time.monotonic()
         broker.listener_control = self._listener_control_sync
@@ -335,20 +337,32 @@ class MqttServer:
             # right after connection_made; asyncio under a burst of connections): docs/broker.md
             server = RawServer(self.loop, listen(cfg.host, listener.port or cfg.port, BACKLOG),
                                lambda sock, address: self._accept_tls(listener, ctx, sock, address))
-        elif not type(self.loop).__module__.startswith("uvloop"):
-            # plain TCP on asyncio's own loop: the slimmer transport (rawtcp.py). uvloop's C transports are
-            # faster than it (fan-out -9 %, bench/HISTORY.md) and a user who installed them chose speed
+        elif self._compact(cfg):
             server = RawServer(self.loop, listen(cfg.host, listener.port or cfg.port, BACKLOG),
-                               raw_transports(self.loop, lambda: MqttProtocol(self, listener)))
+                               raw_transports(self._poller(), lambda: MqttProtocol(self, listener)))
         else:
             server = await self.loop.create_server(
                 lambda: MqttProtocol(self, listener), host=cfg.host, port=listener.port or cfg.port,
                 reuse_address=True, backlog=BACKLOG)
         listener.server = server
+        listener.transport = "compact" if isinstance(server, RawServer) and ctx is None else "loop"
         sock = server.sockets[0]
         listener.port = sock.getsockname()[1]
-        log.info("listener %s started on %s:%d%s", listener.label(), cfg.host, listener.port,
-                 " (TLS)" if ctx else "")
+        log.info("listener %s started on %s:%d%s (%s transport)", listener.label(), cfg.host, listener.port,
+                 " (TLS)" if ctx else "", listener.transport)
+
+    def _compact(self, cfg: ListenerConfig) -> bool:
+        """Plain TCP on rawtcp.py's transports (one epoll set, ~1.6 KiB an idle connection), or the loop's own.
+        "auto": compact on asyncio's loop (no slower there); on uvloop the loop's C transports, which cost ~1 KiB
+        more a connection and carry QoS 1 faster (0.83x with compact, bench/HISTORY.md session 19)."""
+        if not HAVE_EPOLL or cfg.transport == "loop":
+            return False
+        return cfg.transport == "compact" or not type(self.loop).__module__.startswith("uvloop")
+
+    def _poller(self) -> Poller:
+        if self.poller is None:
+            self.poller = Poller(self.loop)
+        return self.poller
 
     def _accept_tls(self, listener: Listener, ctx: ssl.SSLContext, sock: socket.socket,
                     address: tuple[object, ...]) -> None:
@@ -404,6 +418,8 @@ class MqttServer:
         # let connection_lost callbacks run
         for _ in range(3):
             await asyncio.sleep(0)
+        if self.poller is not None:
+            self.poller.close()
 
     # -- periodic work ----------------------------------------------------------------------------
 
