@@ -3,8 +3,10 @@ batches of every kind of write the store queues, applied that way and applied on
 order queued, leave the same rows in every table."""
 from __future__ import annotations
 
+import asyncio
 import random
 import sqlite3
+import time
 
 import pytest
 
@@ -110,3 +112,30 @@ def test_alternating_message_and_delivery_rows_become_one_run_each() -> None:
 def test_a_statement_of_another_form_is_refused_not_grouped() -> None:
     with pytest.raises(ValueError, match="not a one-table write"):
         S.table_runs([["WITH x AS (SELECT 1) DELETE FROM a WHERE id IN x", (), 0]])
+
+
+def test_a_write_stays_with_its_loop_turn_until_the_turn_ends(tmp_path) -> None:
+    """The writer takes a turn's writes at its end, with its acknowledgements: a delivery acknowledged in the
+    same turn is withdrawn however long the turn runs (the writer no longer wakes at each write)."""
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        store = S.Store(tmp_path / "s.sqlite3", synchronous="NORMAL")
+        store.open()
+        store.start(loop)
+        committed = loop.create_future()
+        try:
+            gen = store._gen
+            op = store.insert_outbound(("sub", 1, 1, 1, 0, None, 0, None))
+            kept = store.insert_outbound(("sub", 2, 1, 1, 0, None, 0, None))
+            deadline = time.monotonic() + 0.2          # the rest of a long turn: the writer must not take them
+            while time.monotonic() < deadline and store._gen == gen:
+                time.sleep(0.005)
+            assert store._gen == gen
+            assert store.cancel(op) and store.amend(kept, ("sub", 2, 1, 1, 0, 7, 1, None))
+            store.after_commit(lambda: committed.set_result(None))
+            await asyncio.wait_for(committed, 10)
+        finally:
+            store.close()
+        rows = sqlite3.connect(tmp_path / "s.sqlite3").execute("SELECT seq, packet_id, state FROM outbound").fetchall()
+        assert rows == [(2, 7, 1)]
+    asyncio.run(main())

@@ -354,7 +354,7 @@ class MqttServer:
     def _compact(self, cfg: ListenerConfig) -> bool:
         """Plain TCP on rawtcp.py's transports (one epoll set, ~1.6 KiB an idle connection), or the loop's own.
         "auto": compact on asyncio's loop (no slower there); on uvloop the loop's C transports, which cost ~1 KiB
-        more a connection and carry QoS 1 faster (0.83x with compact, bench/HISTORY.md session 19)."""
+        more a connection and carry QoS 1 faster (0.82-0.96x with compact, bench/HISTORY.md session 19)."""
         if not HAVE_EPOLL or cfg.transport == "loop":
             return False
         return cfg.transport == "compact" or not type(self.loop).__module__.startswith("uvloop")
