@@ -330,6 +330,7 @@ class MqttServer:
         cfg = listener.config
         ctx = listener.ssl_context = _ssl_context(cfg) if cfg.tls else None
         server: asyncio.AbstractServer | RawServer
+        transport = "loop"
         if ctx is not None:
             # TLS: accepted here (rawtcp.RawServer, on either loop) and admitted before the handshake, which
             # connect_accepted_socket then runs with the socket unread. Before, loop.start_tls on an accepted
@@ -338,6 +339,7 @@ class MqttServer:
             server = RawServer(self.loop, listen(cfg.host, listener.port or cfg.port, BACKLOG),
                                lambda sock, address: self._accept_tls(listener, ctx, sock, address))
         elif self._compact(cfg):
+            transport = "compact"
             server = RawServer(self.loop, listen(cfg.host, listener.port or cfg.port, BACKLOG),
                                raw_transports(self._poller(), lambda: MqttProtocol(self, listener)))
         else:
@@ -345,7 +347,7 @@ class MqttServer:
                 lambda: MqttProtocol(self, listener), host=cfg.host, port=listener.port or cfg.port,
                 reuse_address=True, backlog=BACKLOG)
         listener.server = server
-        listener.transport = "compact" if isinstance(server, RawServer) and ctx is None else "loop"
+        listener.transport = transport
         sock = server.sockets[0]
         listener.port = sock.getsockname()[1]
         log.info("listener %s started on %s:%d%s (%s transport)", listener.label(), cfg.host, listener.port,
