@@ -77,8 +77,8 @@ class ListenerConfig(_Model):
     start: bool = True                         # started at boot (listener control can change it)
     allow_anonymous: bool | None = None        # None: the broker's setting (BrokerConfig.anonymous_allowed)
     # what holds a plain TCP connection: "compact" (rawtcp.py, ~1.6 KiB an idle connection), "loop" (the event
-    # loop's transports: uvloop's are faster on QoS 1 and cost ~2.7 KiB), "auto" (compact on asyncio's loop,
-    # the loop's on uvloop); docs/broker.md "Memory per connection"
+    # loop's own transports: uvloop's cost ~2.7 KiB), "auto" (compact where the platform has epoll, on either
+    # loop; the loop's elsewhere); docs/broker.md "Memory per connection"
     transport: Literal["auto", "compact", "loop"] = "auto"
 
     @model_validator(mode="after")

@@ -1,17 +1,34 @@
 """bridge.mqtt.rawtcp's transport over a real socket pair: what is not taken at once is written later in
 order, close waits for it, abort does not, pause/resume reading, the peer's EOF and reset, and
-connection_lost exactly once, many connections on one epoll set, on asyncio's loop and on uvloop (the broker's
-tests cover it with real clients; these cover the edges)."""
+connection_lost exactly once, many connections on one epoll set, on asyncio's loop and on uvloop, with libc's
+calls that keep the GIL and with os.read/os.write where those cannot be had (the broker's tests cover it with
+real clients; these cover the edges)."""
 from __future__ import annotations
 
 import asyncio
 import os
 import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
 
 import pytest
 
+from bridge.mqtt import rawtcp
 from bridge.mqtt.rawtcp import Poller, RawServer, RawTransport, listen, raw_transports
 from tests.support.gateway import LOOPS
+
+
+@pytest.fixture(autouse=True, params=["libc", "os"])
+def socket_calls(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Every test with libc's read/write (the GIL kept) and with os.read/os.write (the fallback)."""
+    if request.param == "os":
+        monkeypatch.setattr(rawtcp, "_C_READ", None)
+        monkeypatch.setattr(rawtcp, "_C_WRITE", None)
+    elif rawtcp._C_WRITE is None:
+        pytest.skip("libc cannot be loaded through ctypes here")
+    yield request.param
 
 
 class Recorder(asyncio.Protocol):
@@ -326,4 +343,69 @@ def test_input_larger_than_one_read_arrives_whole_and_each_connection_keeps_its_
         poller.close()
         for _, theirs in pairs:
             theirs.close()
+    _run(main(), loop_name)
+
+
+def test_reads_and_writes_keep_the_gil(socket_calls: str) -> None:
+    """A thread waiting for the GIL (the store's writer) does not run during a connection's read or write: each
+    release would hand it the GIL and leave the loop waiting for it (docs/broker.md "Memory per connection")."""
+    if socket_calls == "os":
+        pytest.skip("os.read/os.write release the GIL")
+    loop = asyncio.new_event_loop()
+    poller = Poller(loop)
+    ours, theirs = _pair()
+    proto = Recorder()
+    transport = RawTransport(poller, ours.detach(), proto, ("peer", 1))
+    transport.start()
+    theirs.sendall(b"y" * 100)
+    spins = [0]
+    stop = [False]
+
+    def spin() -> None:   # pure Python: runs only while it holds the GIL
+        while not stop[0]:
+            spins[0] += 1
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.2)    # a waiting thread takes the GIL by force only after 0.2 s
+    spinner = threading.Thread(target=spin)
+    try:
+        spinner.start()
+        while spins[0] == 0:
+            time.sleep(0.001)     # lets the spinner run; it waits for the GIL from our return on
+        before = spins[0]
+        for _ in range(20):
+            transport.write(b"x" * 100)
+        transport._read_ready()
+        after = spins[0]
+    finally:
+        stop[0] = True
+        spinner.join()
+        sys.setswitchinterval(interval)
+    assert after == before, f"another thread ran {after - before} steps during the socket calls"
+    assert bytes(proto.data) == b"y" * 100
+    theirs.setblocking(True)
+    got = b""
+    while len(got) < 2000:
+        got += theirs.recv(4096)
+    assert got == b"x" * 2000
+    transport.abort()
+    theirs.close()
+    poller.close()
+    loop.run_until_complete(asyncio.sleep(0))   # connection_lost closes our socket
+    loop.close()
+    assert proto.lost == [None]
+
+
+@pytest.mark.parametrize("loop_name", LOOPS)
+def test_a_write_to_a_peer_that_reset_ends_the_connection_with_the_error(loop_name: str) -> None:
+    async def main() -> None:
+        ours, theirs = _pair()
+        proto = Recorder()
+        transport = RawTransport(Poller(asyncio.get_running_loop()), ours.detach(), proto, ("peer", 1))
+        transport.start()
+        theirs.close()                         # a Unix socket pair: the next write fails with EPIPE
+        transport.write(b"after the end")
+        await _until(lambda: proto.lost, "connection_lost")
+        assert len(proto.lost) == 1 and isinstance(proto.lost[0], BrokenPipeError)
+        assert transport.is_closing()
     _run(main(), loop_name)

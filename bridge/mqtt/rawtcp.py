@@ -20,12 +20,14 @@ protocol's) as asyncio does. The same on asyncio's loop and on uvloop.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import errno
 import logging
 import os
 import select
 import socket
 from collections.abc import Callable
+from typing import Any
 
 log = logging.getLogger("mqbridge.server")
 
@@ -42,6 +44,30 @@ if HAVE_EPOLL:
     _WRITE_EVENTS = _OUT | select.EPOLLERR | select.EPOLLHUP
 
 
+
+def _calls_keeping_the_gil() -> tuple[Any, Any]:
+    """libc's ``read`` and ``write`` called through ``ctypes.PyDLL``, which keeps the GIL across the call.
+    os.read/os.write release it for every call; on a non-blocking socket the call never waits, but each
+    release hands the GIL to any other thread that wants it (the store's writer), and the loop then waits for
+    it to come back: with the writer busy, QoS 1 ran at 0.8x of uvloop's own transports, which release the GIL
+    only while the loop waits for events (docs/broker.md "listeners[].transport"). (None, None) where libc
+    cannot be loaded this way: os.read/os.write then."""
+    try:
+        libc = ctypes.PyDLL(None, use_errno=True)
+        return libc.read, libc.write
+    except (OSError, AttributeError):
+        return None, None
+
+
+_C_READ, _C_WRITE = _calls_keeping_the_gil()
+_C_WRITE_MAX = 1 << 30   # argtypes left unset (a faster call): a Python int goes as a C int
+
+
+def _errno_error() -> OSError:
+    code = ctypes.get_errno()
+    return OSError(code, os.strerror(code))   # BlockingIOError, ConnectionResetError, ... by its errno
+
+
 class Poller:
     """One level-triggered epoll set holding many connections' descriptors; the event loop watches its
     descriptor and, when it is readable, ``_ready`` calls each ready transport directly (no handle per event).
@@ -50,7 +76,7 @@ class Poller:
     error or hang-up is reported even for an empty event mask, and a paused connection whose peer hung up
     would otherwise be reported on every poll."""
 
-    __slots__ = ("loop", "_epoll", "_fds", "_closed", "_into", "_view")
+    __slots__ = ("loop", "_epoll", "_fds", "_closed", "_into", "_view", "_into_array", "_into_address")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
@@ -58,6 +84,8 @@ class Poller:
         # (and, above glibc's mmap threshold, map and unmap) 256 KiB per call, ~12 us a read even of 4 bytes
         self._into = bytearray(READ_SIZE)
         self._view = memoryview(self._into)
+        self._into_array = (ctypes.c_char * READ_SIZE).from_buffer(self._into)   # never resized: a fixed address
+        self._into_address = ctypes.c_void_p(ctypes.addressof(self._into_array))
         self._epoll = select.epoll()
         self._fds: dict[int, RawTransport] = {}
         self._closed = False
@@ -163,7 +191,12 @@ class RawTransport:
             buffer += data
             return
         try:
-            sent = os.write(self._fd, data)
+            if _C_WRITE is not None and type(data) is bytes and len(data) < _C_WRITE_MAX:
+                sent = _C_WRITE(self._fd, data, len(data))
+                if sent < 0:
+                    raise _errno_error()
+            else:
+                sent = os.write(self._fd, data)
         except (BlockingIOError, InterruptedError):
             sent = 0
         except OSError as exc:
@@ -201,9 +234,15 @@ class RawTransport:
     # -- the selector's callbacks --------------------------------------------------------------------------
 
     def _read_ready(self) -> None:
+        poller = self._poller
         try:
-            poller = self._poller
-            data = poller._view[:os.readv(self._fd, (poller._into,))].tobytes()
+            if _C_READ is not None:
+                size = _C_READ(self._fd, poller._into_address, READ_SIZE)
+                if size < 0:
+                    raise _errno_error()
+            else:
+                size = os.readv(self._fd, (poller._into,))
+            data = poller._view[:size].tobytes()
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:

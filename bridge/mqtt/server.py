@@ -354,12 +354,10 @@ class MqttServer:
                  " (TLS)" if ctx else "", listener.transport)
 
     def _compact(self, cfg: ListenerConfig) -> bool:
-        """Plain TCP on rawtcp.py's transports (one epoll set, ~1.6 KiB an idle connection), or the loop's own.
-        "auto": compact on asyncio's loop (no slower there); on uvloop the loop's C transports, which cost ~1 KiB
-        more a connection and carry QoS 1 faster (0.82-0.96x with compact, bench/HISTORY.md session 19)."""
-        if not HAVE_EPOLL or cfg.transport == "loop":
-            return False
-        return cfg.transport == "compact" or not type(self.loop).__module__.startswith("uvloop")
+        """Plain TCP on rawtcp.py's transports (one epoll set, ~1.6 KiB an idle connection), or the loop's own
+        ("loop"; uvloop's cost ~2.7 KiB). "auto" is compact on either loop: as fast as uvloop's C transports
+        since its socket calls keep the GIL (bench/HISTORY.md session 20)."""
+        return HAVE_EPOLL and cfg.transport != "loop"
 
     def _poller(self) -> Poller:
         if self.poller is None:
