@@ -441,7 +441,8 @@ def test_client_id_pattern_binds_client_ids_to_user_names(gateway_factory, passw
     assert login(gw.port, "bob", "builder", client_id="bob", level=level) == 0
     assert login(gw.port, "bob", "builder", client_id="alice", level=level) == refused
     # a wrong password is still refused as such, before the client id is looked at
-    assert login(gw.port, "bob", "wrong", client_id="bob", level=level) != 0
+    bad = P.ConnackCode.BAD_USERNAME_OR_PASSWORD if level == P.MQTT_311 else P.Reason.BAD_USER_NAME_OR_PASSWORD
+    assert login(gw.port, "bob", "wrong", client_id="bob", level=level) == bad   # 4; MQTT 5: 0x86
 
 
 def test_client_id_pattern_with_a_user_needs_a_checked_user_name(gateway_factory):

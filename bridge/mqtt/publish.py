@@ -242,6 +242,9 @@ class Publisher:
             if session.persistent and not self.store.cancel(inbound.ops.pop(pid, None)):  # type: ignore[union-attr]
                 self.store.delete_inbound_qos2(session.client_id, pid)
                 writes = True
+        elif conn.protocol_level == P.MQTT_5:   # not held (released before: a PUBCOMP lost), §3.7.2.1
+            conn.send(P.encode_ack5(P.PUBCOMP, pid, P.Reason.PACKET_IDENTIFIER_NOT_FOUND))
+            return
         self._acknowledge(conn, P.encode_ack(P.PUBCOMP, pid), writes, msg)
 
     def _acknowledge(self, conn: ClientConnection, ack: bytes, writes: bool, msg: Message | None) -> None:

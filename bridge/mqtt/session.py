@@ -265,7 +265,8 @@ class Session:
         self._fill_window()
 
     def on_pubrec(self, pid: int, reason: int = 0) -> None:
-        """PUBREC: answered with PUBREL, also for an id not in flight (a PUBREL lost before a reconnect).
+        """PUBREC: answered with PUBREL, also for an id not in flight (a PUBREL lost before a reconnect; to an
+        MQTT 5 client with reason 0x92 Packet Identifier not found).
         A PUBREC for a QoS 1 delivery is a protocol violation: the PUBREL would confuse the client. An MQTT 5
         PUBREC with an error code (0x80 and up) ends the delivery there, without PUBREL (§4.3.3, §4.9)."""
         out = self.inflight.get(pid)
@@ -285,6 +286,10 @@ class Session:
                 self.journal.released(out)
             if out.guard is not None:   # the client has it: never another member's
                 out.guard[0].done(out)
+        if out is None and self.protocol_level == 5:   # §3.6.2.1: the id is not one of ours in flight
+            if self.link is not None:
+                self.link.send(P.encode_ack5(P.PUBREL, pid, P.Reason.PACKET_IDENTIFIER_NOT_FOUND))
+            return
         if self.link is not None:
             if self.journal is not None:
                 # PUBREL only once "released" is durable: else a crash after the client's PUBCOMP

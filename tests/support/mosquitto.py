@@ -2,7 +2,8 @@
 
 ``MosquittoSub`` runs ``mosquitto_sub -F %j`` in the background and parses each JSON line it prints;
 ``mosquitto_pub`` runs one publication to completion. Versions are mosquitto's names: ``mqttv31``,
-``mqttv311``.
+``mqttv311`` (``VERSIONS``) and ``mqttv5`` / ``5``. Another ``-F`` format (``fmt``, e.g. MQTT 5 properties:
+``%P``, ``%C``, ``%S``) keeps each printed line as it is, in ``lines`` (``wait_lines``).
 """
 from __future__ import annotations
 
@@ -46,11 +47,12 @@ class MosquittoSub:
 
     def __init__(self, port: int, topics: list[str] | str, *, version: str = "mqttv311", qos: int = 0,
                  client_id: str, clean: bool = True, keepalive: int = 60, count: int | None = None,
-                 extra: tuple[str, ...] = ()) -> None:
+                 extra: tuple[str, ...] = (), fmt: str = "%j") -> None:
         self.client_id = client_id
+        self.json = fmt == "%j"
         self.topics = [topics] if isinstance(topics, str) else list(topics)
         args = ["mosquitto_sub", "-h", "127.0.0.1", "-p", str(port), "-V", version, "-q", str(qos),
-                "-i", client_id, "-k", str(keepalive), "-F", "%j"]
+                "-i", client_id, "-k", str(keepalive), "-F", fmt]
         for t in self.topics:
             args += ["-t", t]
         if not clean:
@@ -70,6 +72,10 @@ class MosquittoSub:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             line = line.rstrip("\n")
+            if not self.json:
+                with self._lock:
+                    self.lines.append(line)
+                continue
             try:
                 data: dict[str, Any] = json.loads(line)
             except ValueError:
@@ -96,6 +102,13 @@ class MosquittoSub:
                  what=f"{n} messages at mosquitto_sub {self.client_id} (have {len(self.messages)})")
         with self._lock:
             return list(self.messages)
+
+    def wait_lines(self, n: int, timeout: float = 10.0) -> list[str]:
+        """The first ``n`` (or more) lines printed in a ``fmt`` other than ``%j``."""
+        wait_for(lambda: len(self.lines) >= n, timeout,
+                 what=f"{n} lines from mosquitto_sub {self.client_id} (have {len(self.lines)})")
+        with self._lock:
+            return list(self.lines)
 
     def wait_exit(self, timeout: float = 10.0) -> int:
         rc = self.proc.wait(timeout)
