@@ -27,7 +27,7 @@ from tests.support.activemq import BrokerEndpoints
 from tests.support.gateway import GatewayProcess, wait_for
 from tests.support.jmstool import JmsTool
 from tests.support.mqtt5_client import V5, publish_props
-from tests.test_gateway_activemq import egress, rules_file
+from tests.test_gateway_activemq import egress, records, rules_file
 
 pytestmark = pytest.mark.activemq
 
@@ -142,6 +142,31 @@ def test_payload_format_and_expiry_reach_the_jms_consumer(gw: GatewayProcess, jm
     assert undeclared["type"] == "Bytes" and bytes.fromhex(undeclared["body"]["hex"]) == body   # auto rule
     assert undeclared["headers"]["expiration"] == 0                          # no interval: never expires
     assert forced["type"] == "Bytes" and bytes.fromhex(forced["body"]["hex"]) == b"plain text"  # bytes rule
+
+
+def test_jmsmessageid_and_jmstimestamp_user_properties_are_findings_not_jms_properties(
+        gw: GatewayProcess, jmstool: JmsTool) -> None:
+    """Amlen's rule maps the user properties JMSMessageID and JMSTimestamp onto those headers, but a JMS
+    provider sets both itself at send: the consumer gets the provider's values, no property of those names
+    (JMS-prefixed names are not created), and the conversion log names each as dropped, with why."""
+    pub = V5(gw.port, f"m2jid-{TAG}").connect()
+    start = _now_ms()
+    _sent(pub, f"m2j/{TAG}", b"with ids", UserProperty=[
+        ("JMSMessageID", "ID:from-mqtt-1"), ("JMSTimestamp", "2001-02-03T04:05:06.000Z"), ("plant", "north")])
+    (got,) = jmstool.receive(f"queue://m2j.{TAG}", 1, timeout=20)
+    end = _now_ms()
+    pub.close()
+    body = got["body"]   # a TextMessage or a BytesMessage by the ConvertMessageType rule: either way these bytes
+    assert (body if isinstance(body, str) else bytes.fromhex(body["hex"]).decode()) == "with ids"
+    assert got["headers"]["messageId"] != "ID:from-mqtt-1" and got["headers"]["messageId"].startswith("ID:")
+    assert start - 1000 <= got["headers"]["timestamp"] <= end + 1000      # the provider's send time
+    assert got["properties"]["plant"]["value"] == "north"
+    assert not {"JMSMessageID", "JMSTimestamp"} & set(got["properties"])
+    (rec,) = wait_for(lambda: [r for r in records(gw) if r["direction"] == "egress" and r["route"] == "m2j"
+                               and any(f["name"] == "JMSMessageID" for f in r["findings"])], 15,
+                      what="the egress record with the JMSMessageID finding")
+    dropped = {f["name"]: f["detail"] for f in rec["findings"] if f["change"] == "dropped"}
+    assert dropped["JMSMessageID"] and dropped["JMSTimestamp"], dropped   # each with its reason
 
 
 def test_a_queue_requestor_is_answered_by_an_mqtt5_responder_without_the_envelope(
