@@ -427,3 +427,41 @@ def test_batches_queued_behind_a_failed_one_fail_unsent_so_the_resend_keeps_thei
     assert len(behind) == 2 and all("an earlier batch failed" in str(exc) for exc in behind), behind
     got = [m.body.text for m in _received(session, queue, 9)]
     assert got == [f"{b}.{n}" for b in range(3) for n in range(3)]
+
+
+def test_batches_queued_behind_the_one_being_sent_go_together_in_one_transaction(
+        activemq: BrokerEndpoints, session: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches submitted while the worker sends one are sent after it in one transaction (one commit, one round
+    trip to the provider), in their order, and each batch's future ends with that commit."""
+    import asyncio
+    import threading
+
+    from bridge.connectors.base import Outbound
+
+    target = _native_target(activemq)
+    queue = f"native.group.{uuid.uuid4().hex[:8]}"
+    batches = [[Outbound(f"k{b}.{n}", JmsMessage(JmsHeaders(), TypedMap([], what="property"),
+                                                 TextBody(f"{b}.{n}")), queue) for n in range(3)] for b in range(4)]
+    opened, inside, go = target.client.open, threading.Event(), threading.Event()
+
+    def held_once(probe: bool = False) -> Any:   # the first batch waits until the others are queued
+        monkeypatch.setattr(target.client, "open", opened)
+        inside.set()
+        go.wait(10)
+        return opened(probe)
+
+    monkeypatch.setattr(target.client, "open", held_once)
+
+    async def run() -> list[BaseException | None]:
+        futures = [await target.submit(batches[0])]
+        assert await asyncio.to_thread(inside.wait, 10)
+        futures += [await target.submit(batch) for batch in batches[1:]]
+        go.set()
+        await asyncio.wait(futures)
+        await target.close()
+        return [future.exception() for future in futures]
+
+    assert asyncio.run(run()) == [None] * 4
+    assert target.commits == 2   # the first batch alone, then the three queued behind it together
+    got = [m.body.text for m in _received(session, queue, 12)]
+    assert got == [f"{b}.{n}" for b in range(4) for n in range(3)]

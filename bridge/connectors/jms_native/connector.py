@@ -3,7 +3,8 @@
 Each source and target owns one javax.jms Connection and one transacted Session, used only from its own
 worker thread (a JMS session is single-threaded; JVM calls stay off the asyncio loop). A target sends a
 batch and commits it before the route confirms its source (batches queue on its worker in the route's
-order, so the route converts the next one meanwhile; TextMessages from MQTT go in one JVM call, batch.py);
+order, so the route converts the next one meanwhile; the batches queued while one was sent go together, in
+one transaction; TextMessages from MQTT go in one JVM call, batch.py);
 a source receives a batch inside a transaction and commits it when the route confirms it (the target has the
 messages), or rolls it back so that the provider delivers it again, counted (JMSXDeliveryCount feeds the
 route's backout threshold): at least once. One batch is open per source at a time, since a commit covers
@@ -17,8 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from bridge.connectors.base import ConnectorError, Inbound, Outbound, Source, Target
@@ -161,6 +163,10 @@ class NativeJmsTarget(Target):
         self._prepared: dict[int, tuple[Any, Any, Any]] = {}
         self._session: Any = None
         self._failed = False   # a batch failed: the pipelined ones after it fail too, until the router resends
+        self._queued: list[tuple[list[Outbound], Future[None]]] = []   # submitted, not taken by the worker yet
+        self._queued_lock = threading.Lock()
+        self._taking = False   # a _send_queued is on the worker's queue: later submissions join it
+        self.commits = 0
 
     async def check(self) -> None:
         await asyncio.get_running_loop().run_in_executor(self._io, check_native, *self.check_args)
@@ -198,6 +204,7 @@ class NativeJmsTarget(Target):
                     if report:
                         item.extra["findings"] = _findings(report)
             session.commit()
+            self.commits += 1
         except jpype.JException as exc:
             self._producers.clear()
             self.client.drop(f"JMS provider: {exc.getMessage()}")
@@ -270,10 +277,33 @@ class NativeJmsTarget(Target):
         await asyncio.get_running_loop().run_in_executor(self._io, self._send, items)
 
     async def submit(self, items: list[Outbound]) -> asyncio.Future[None]:
-        """Queue the batch on the worker and return at once: the route converts its next batch while this one
-        is sent (the router's pipeline); the future ends once the batch is committed at the provider. One
-        worker thread: batches are sent and committed in the order of the calls."""
-        return asyncio.wrap_future(self._io.submit(self._send, items, True))
+        """Queue the batch for the worker and return at once: the route converts its next batch while this one
+        is sent (the router's pipeline); the future ends once the batch is committed at the provider. The
+        batches submitted while the worker sends one are sent after it together, in one transaction: a commit
+        is a round trip to the provider (and its disk), half of the worker's time with one commit a batch
+        (bench/HISTORY.md, session 20). One worker thread: batches reach the provider in the order of the calls."""
+        done: Future[None] = Future()
+        with self._queued_lock:
+            self._queued.append((items, done))
+            start, self._taking = not self._taking, True
+        if start:
+            self._io.submit(self._send_queued)
+        return asyncio.wrap_future(done)
+
+    def _send_queued(self) -> None:
+        """On the worker: every batch queued so far, in one transaction; each batch's future gets the outcome."""
+        with self._queued_lock:
+            batches, self._queued = self._queued, []
+            self._taking = False
+        items = [item for batch, _ in batches for item in batch]
+        try:
+            self._send(items, True)
+        except Exception as exc:   # ConnectorError, or a bug: every batch of the transaction fails
+            for _, done in batches:
+                done.set_exception(exc)
+            return
+        for _, done in batches:
+            done.set_result(None)
 
     async def close(self) -> None:
         await asyncio.get_running_loop().run_in_executor(self._io, self.client.close)
