@@ -387,28 +387,31 @@ routes:
                                                                             "jms-native-bad"}, threads
 
 
-def test_batches_queued_behind_a_failed_one_fail_unsent_so_the_resend_keeps_their_order(
-        activemq: BrokerEndpoints, session: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The target keeps several batches in flight (submit): when one fails, those queued behind it fail without
-    reaching the provider, and the router's resend (send, oldest first) delivers them once, in order."""
+def _behind_a_held_batch(activemq: BrokerEndpoints, monkeypatch: pytest.MonkeyPatch, name: str, count: int,
+                         first_open: Any, resend: bool = False) -> tuple[Any, str, list[BaseException | None]]:
+    """``count`` batches of 3 TextMessages submitted to a native target while the first one's connect is held
+    (``first_open(opened, probe)`` decides how it ends) until the others are queued; ``resend``: then every batch
+    again with ``send``, oldest first, as the router does. Returns the target, its queue and each future's
+    exception."""
     import asyncio
     import threading
 
-    from bridge.connectors.base import ConnectorError, Outbound
+    from bridge.connectors.base import Outbound
 
     target = _native_target(activemq)
-    queue = f"native.order.{uuid.uuid4().hex[:8]}"
+    queue = f"native.{name}.{uuid.uuid4().hex[:8]}"
     batches = [[Outbound(f"k{b}.{n}", JmsMessage(JmsHeaders(), TypedMap([], what="property"),
-                                                 TextBody(f"{b}.{n}")), queue) for n in range(3)] for b in range(3)]
+                                                 TextBody(f"{b}.{n}")), queue) for n in range(3)]
+               for b in range(count)]
     opened, inside, go = target.client.open, threading.Event(), threading.Event()
 
-    def down_once(probe: bool = False) -> Any:   # the first batch's connect: fails once the others are queued
+    def held_once(probe: bool = False) -> Any:
         monkeypatch.setattr(target.client, "open", opened)
         inside.set()
         go.wait(10)
-        raise ConnectorError("JMS provider: down for the test")
+        return first_open(opened, probe)
 
-    monkeypatch.setattr(target.client, "open", down_once)
+    monkeypatch.setattr(target.client, "open", held_once)
 
     async def run() -> list[BaseException | None]:
         futures = [await target.submit(batches[0])]
@@ -417,12 +420,25 @@ def test_batches_queued_behind_a_failed_one_fail_unsent_so_the_resend_keeps_thei
         go.set()
         await asyncio.wait(futures)
         results = [future.exception() for future in futures]
-        for batch in batches:   # as the router does: every batch in flight again, oldest first
-            await target.send(batch)
+        if resend:
+            for batch in batches:
+                await target.send(batch)
         await target.close()
         return results
 
-    first, *behind = asyncio.run(run())
+    return target, queue, asyncio.run(run())
+
+
+def test_batches_queued_behind_a_failed_one_fail_unsent_so_the_resend_keeps_their_order(
+        activemq: BrokerEndpoints, session: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The target keeps several batches in flight (submit): when one fails, those queued behind it fail without
+    reaching the provider, and the router's resend (send, oldest first) delivers them once, in order."""
+    from bridge.connectors.base import ConnectorError
+
+    def down(opened: Any, probe: bool) -> Any:   # the first batch's connect fails once the others are queued
+        raise ConnectorError("JMS provider: down for the test")
+
+    _, queue, (first, *behind) = _behind_a_held_batch(activemq, monkeypatch, "order", 3, down, resend=True)
     assert "down for the test" in str(first)
     assert len(behind) == 2 and all("an earlier batch failed" in str(exc) for exc in behind), behind
     got = [m.body.text for m in _received(session, queue, 9)]
@@ -433,35 +449,9 @@ def test_batches_queued_behind_the_one_being_sent_go_together_in_one_transaction
         activemq: BrokerEndpoints, session: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """Batches submitted while the worker sends one are sent after it in one transaction (one commit, one round
     trip to the provider), in their order, and each batch's future ends with that commit."""
-    import asyncio
-    import threading
-
-    from bridge.connectors.base import Outbound
-
-    target = _native_target(activemq)
-    queue = f"native.group.{uuid.uuid4().hex[:8]}"
-    batches = [[Outbound(f"k{b}.{n}", JmsMessage(JmsHeaders(), TypedMap([], what="property"),
-                                                 TextBody(f"{b}.{n}")), queue) for n in range(3)] for b in range(4)]
-    opened, inside, go = target.client.open, threading.Event(), threading.Event()
-
-    def held_once(probe: bool = False) -> Any:   # the first batch waits until the others are queued
-        monkeypatch.setattr(target.client, "open", opened)
-        inside.set()
-        go.wait(10)
-        return opened(probe)
-
-    monkeypatch.setattr(target.client, "open", held_once)
-
-    async def run() -> list[BaseException | None]:
-        futures = [await target.submit(batches[0])]
-        assert await asyncio.to_thread(inside.wait, 10)
-        futures += [await target.submit(batch) for batch in batches[1:]]
-        go.set()
-        await asyncio.wait(futures)
-        await target.close()
-        return [future.exception() for future in futures]
-
-    assert asyncio.run(run()) == [None] * 4
+    target, queue, results = _behind_a_held_batch(activemq, monkeypatch, "group", 4,
+                                                  lambda opened, probe: opened(probe))
+    assert results == [None] * 4
     assert target.commits == 2   # the first batch alone, then the three queued behind it together
     got = [m.body.text for m in _received(session, queue, 12)]
     assert got == [f"{b}.{n}" for b in range(4) for n in range(3)]
