@@ -11,7 +11,8 @@ once when nothing waits, the rest buffered until the socket takes it), ``close``
 written), ``abort``, ``pause_reading`` / ``resume_reading``, ``is_closing``, ``get_write_buffer_size``,
 ``get_extra_info("peername")`` (until ``connection_made`` returns), and it calls ``connection_made``,
 ``data_received``, ``eof_received`` and ``connection_lost`` (from the loop, never from inside a call of the
-protocol's) as asyncio does. The same on asyncio's loop and on uvloop.
+protocol's) as asyncio does. The same on asyncio's loop and on uvloop. Its reads and writes keep the GIL
+(``_calls_keeping_the_gil``).
 
 ``RawServer`` accepts on the loop's ``add_reader`` and hands each accepted socket to a callable: a
 ``RawTransport`` for plain TCP (``raw_transports``), or, for TLS listeners, the broker's admission and
@@ -42,7 +43,6 @@ if HAVE_EPOLL:
     # an error or hang-up is reported whatever was asked for: to the reader and the writer, as asyncio's selector
     _READ_EVENTS = _IN | select.EPOLLERR | select.EPOLLHUP
     _WRITE_EVENTS = _OUT | select.EPOLLERR | select.EPOLLHUP
-
 
 
 def _calls_keeping_the_gil() -> tuple[Any, Any]:
