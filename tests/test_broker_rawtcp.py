@@ -348,7 +348,7 @@ def test_input_larger_than_one_read_arrives_whole_and_each_connection_keeps_its_
 
 def test_reads_and_writes_keep_the_gil(socket_calls: str) -> None:
     """A thread waiting for the GIL (the store's writer) does not run during a connection's read or write: each
-    release would hand it the GIL and leave the loop waiting for it (docs/broker.md "Memory per connection")."""
+    release would hand it the GIL and leave the loop waiting for it (docs/broker.md "listeners[].transport")."""
     if socket_calls == "os":
         pytest.skip("os.read/os.write release the GIL")
     loop = asyncio.new_event_loop()

@@ -11,8 +11,8 @@ once when nothing waits, the rest buffered until the socket takes it), ``close``
 written), ``abort``, ``pause_reading`` / ``resume_reading``, ``is_closing``, ``get_write_buffer_size``,
 ``get_extra_info("peername")`` (until ``connection_made`` returns), and it calls ``connection_made``,
 ``data_received``, ``eof_received`` and ``connection_lost`` (from the loop, never from inside a call of the
-protocol's) as asyncio does. The same on asyncio's loop and on uvloop. Its reads and writes keep the GIL
-(``_calls_keeping_the_gil``).
+protocol's) as asyncio does. The same on asyncio's loop and on uvloop. Its reads and its writes of bytes
+keep the GIL (``_calls_keeping_the_gil``); a buffer left over from a full socket goes out by os.write.
 
 ``RawServer`` accepts on the loop's ``add_reader`` and hands each accepted socket to a callable: a
 ``RawTransport`` for plain TCP (``raw_transports``), or, for TLS listeners, the broker's admission and
@@ -266,7 +266,7 @@ class RawTransport:
         buffer = self._buffer
         if buffer is None:
             return
-        try:
+        try:   # os.write: libc's write would need the bytearray exported (and unexported before the del below)
             sent = os.write(self._fd, buffer)
         except (BlockingIOError, InterruptedError):
             return

@@ -267,10 +267,9 @@ class StoreWriter:
     def write(self, sql: str, params: tuple[object, ...] = ()) -> Op:
         """Queue one statement; returns a handle for ``cancel``/``amend``. On the loop's thread the writes of one
         loop turn reach the writer together at its end, with the turn's after-commit callbacks (``_hand_over``):
-        a writer woken at the first write of a turn would take each write before the turn could cancel it (a
-        delivery acknowledged in the same turn), and it woke whenever the loop gave up the GIL, which the compact
-        transport's system calls do (bench/HISTORY.md session 19: its QoS 1 under uvloop 1.31x, 1.7 store writes a
-        message instead of 1.9-2.1; uvloop's own transports write 0.8)."""
+        a writer woken at the first write of a turn could take it as soon as the loop gave up the GIL, before the
+        turn could cancel it (a delivery acknowledged in the same turn), and it took one lock and one wake-up per
+        write (bench/HISTORY.md session 19: QoS 1 on the compact transport under uvloop 1.31x)."""
         if self._loop_thread == threading.get_ident():
             op: Op = [sql, params, _PENDING]
             self._pending_ops.append(op)
