@@ -305,3 +305,24 @@ def test_a_transformation_error_from_the_provider_is_a_finding_not_a_property() 
                        b"<map/>", report)
     assert [(f.change, f.name) for f in report.findings] == [(Change.COERCED, "body")]
     assert "no xstream" in report.findings[0].detail and "transformation-error" not in msg.properties
+
+
+def test_a_jms_message_backed_out_keeps_its_headers_and_properties() -> None:
+    """On the backout queue as IBM MQ classes for JMS would put it (mcd, jms, usr folders), with the mqbridge
+    folder beside them; and behind an MQDLH on a dead-letter queue."""
+    from mappings.conversions.jms_mq import mq_bytes_to_jms
+    from mappings.mq.message import decode_message
+
+    jms = JmsMessage(JmsHeaders(correlation_id="c-1", type="order", priority=7),
+                     TypedMap([("n", jint(7)), ("s", jstring("x"))], what="property"),
+                     TextBody("hello"))
+    item = Inbound(key="jms:ID:1", protocol="jms", message=jms, source_type="TextMessage", size=5,
+                   destination="q", received=0.0)
+    raw = backout_message(item, "r1", "conversion failed: why", now=1_700_000_000.0)
+    back, _ = mq_bytes_to_jms(raw, now_ms=0)
+    assert back.body == TextBody("hello") and back.headers.correlation_id == "c-1" and back.headers.type == "order"
+    assert back.headers.priority == 7 and back.properties["n"] == jint(7)
+    folder = decode_message(raw).rfh2_folder("mqbridge")
+    assert folder is not None and ("Reason", "conversion failed: why") in [(e.name, e.value) for e in folder.elements]
+    dead = decode_message(backout_message(item, "r1", "why", dead_letter=True, now=1_700_000_000.0))
+    assert dead.md.format.strip() == "MQDEAD" and dead.rfh2_folder("usr") is not None

@@ -455,3 +455,22 @@ def test_batches_queued_behind_the_one_being_sent_go_together_in_one_transaction
     assert target.commits == 2   # the first batch alone, then the three queued behind it together
     got = [m.body.text for m in _received(session, queue, 12)]
     assert got == [f"{b}.{n}" for b in range(4) for n in range(3)]
+
+
+@pytest.mark.parametrize("make", [
+    lambda: jpype.java.util.HashMap(), lambda: jpype.JString("text"), lambda: jpype.JArray(jpype.JInt)([1, 2]),
+    lambda: jpype.java.util.concurrent.TimeUnit.SECONDS, lambda: jpype.java.math.BigDecimal("1.5"),
+])
+def test_the_class_named_by_serialized_bytes_is_the_objects_class(session: Any, make: Any) -> None:
+    """mappings.jms.serialized reads the class of an ObjectMessage's bytes as Java wrote them (the connector
+    carries ActiveMQ's ObjectMessages without deserializing them)."""
+    from mappings.jms.serialized import class_name
+
+    obj = make()
+    out = jpype.java.io.ByteArrayOutputStream()
+    stream = jpype.java.io.ObjectOutputStream(out)
+    stream.writeObject(obj)
+    stream.close()
+    expected = str(obj.getClass().getName())
+    assert class_name(bytes(out.toByteArray())) == ("java.util.concurrent.TimeUnit" if expected.startswith(
+        "java.util.concurrent.TimeUnit") else expected)

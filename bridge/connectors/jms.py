@@ -287,7 +287,8 @@ def jms_factory(rules: RulesFile, route: Route, endpoint: QueueEndpoint, role: s
         native_jvm(conn, endpoint.connector)   # the endpoint's check does the lookups, on its worker
         if role == "source":
             return NativeJmsSource(conn, route.name, endpoint.destination, selector=route.options.selector,
-                                   connector=endpoint.connector, subscription=endpoint.subscription)
+                                   connector=endpoint.connector, subscription=endpoint.subscription,
+                                   backout_threshold=route.options.backout_threshold)
         kind = "topic" if endpoint.topic is not None else "queue"
         return NativeJmsTarget(conn, route.name, endpoint.connector, endpoint.destination,
                                f"route {route.name}: to.{kind}")

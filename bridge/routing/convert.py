@@ -21,7 +21,7 @@ from bridge.routing.base import (
 )
 from bridge.routing.mq_memo import MqToMqttMemo
 from bridge.routing.mqtt_stomp import MqttToJmsModels, MqttToStompEncoder, mqtt_to_jms_message
-from mappings.conversions.jms_mq import MqToJmsOptions, jms_to_mq_bytes, mq_bytes_to_jms
+from mappings.conversions.jms_mq import MqToJmsOptions, jms_to_mq, jms_to_mq_bytes, mq_bytes_to_jms
 from mappings.conversions.mqtt_jms import jms_to_mqtt
 from mappings.conversions.mqtt_mq import (
     MqToMqttOptions,
@@ -187,23 +187,31 @@ def backout_message(item: Inbound, route: str, reason: str, *, dead_letter: bool
     it: on a dead-letter queue (``dead_letter``) in an MQDLH (Reason 2362 MQRC_BACKOUT_THRESHOLD_REACHED, or 2110
     MQRC_FORMAT_ERROR for a message the route cannot convert; DestQName the queue the route read it from, so
     that a dead-letter handler's RETRY gives it back to the route; PutApplName mqbridge), elsewhere in a
-    ``mqbridge`` folder added to its RFH2 (its other folders' bytes unchanged). A message from MQTT or JMS
-    becomes an MQ message whose RFH2 ``mqbridge`` folder says why, followed by its body."""
+    ``mqbridge`` folder added to its RFH2 (its other folders' bytes unchanged). A JMS message becomes the MQ
+    message IBM MQ classes for JMS would put (its headers and properties in the mcd, jms and usr folders), with
+    the ``mqbridge`` folder (or behind the MQDLH). A message from MQTT becomes an MQ message whose RFH2
+    ``mqbridge`` folder says why, followed by its payload."""
     folder = RfhFolder("mqbridge", (
         RfhElement("Route", route), RfhElement("Reason", reason[:2000]),
         RfhElement("SourceProtocol", item.protocol), RfhElement("Source", item.destination),
         RfhElement("Key", item.key), RfhElement("Redelivered", str(item.redelivery_count)),
     ))
     raw = item.message
+    original: MqMessage | None = None
     if isinstance(raw, bytes) and item.protocol == "mq":
         try:
             original = decode_message(raw)
         except MappingError:
             original = None   # not MQ's format: carried whole as the body, below
-        if original is not None:
-            if dead_letter:
-                return encode_message(_dead_letter(original, item.destination, threshold, now))
-            return encode_message(_with_folder(original, folder))
+    elif isinstance(raw, JmsMessage):
+        try:
+            original = jms_to_mq(raw, now_ms=int((time.time() if now is None else now) * 1000))[0]
+        except MappingError:
+            original = None   # its body as an MQTT subscriber gets it, below
+    if original is not None:
+        if dead_letter:
+            return encode_message(_dead_letter(original, item.destination, threshold, now))
+        return encode_message(_with_folder(original, folder))
     if isinstance(raw, bytes):
         body = raw
     elif isinstance(raw, MqttPublication):

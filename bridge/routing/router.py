@@ -227,7 +227,8 @@ class RouteWorker:
         for p in poison:
             log.warning("route %s: message %s to %s: %s", self.route.name, p.item.key, self.backout_dest, p.reason)
             self.router.record(self.route, p.item, "mq", Direction.EGRESS, Status.BACKOUT, reason=p.reason, now=now,
-                               destination=self.backout_dest)
+                               destination=self.backout_dest,   # with what the source could not read
+                               report=ConversionReport(list(p.item.findings)) if p.item.findings else None)
         self.backed_out += len(poison)
 
     def accepted_now(self, good: list[Good]) -> None:

@@ -318,8 +318,9 @@ class NativeJmsSource(Source):
     client_id; it stays at the provider when the route goes: docs/connectors.md says how to remove it)."""
 
     def __init__(self, conn: JmsConnector, name: str, destination: str, *, selector: str | None = None,
-                 connector: str = "", subscription: str | None = None) -> None:
+                 connector: str = "", subscription: str | None = None, backout_threshold: int = 0) -> None:
         self.client = _Client(conn, name, connector, conn.client_id if subscription else None)
+        self.backout_threshold = backout_threshold   # the route's: the provider must not dead-letter first
         self.destination = destination
         self.selector = selector
         self.subscription = subscription
@@ -353,6 +354,7 @@ class NativeJmsSource(Source):
                 else:
                     self._consumer = session.createConsumer(dest, self.selector) if self.selector else \
                         session.createConsumer(dest)
+                self._redeliver_to_threshold(self._consumer)
             first = self._consumer.receive(RECEIVE_WAIT_MS)
             if first is None:
                 return []
@@ -362,7 +364,7 @@ class NativeJmsSource(Source):
                 if more is None:
                     break
                 got.append(more)
-            return [self._inbound(m) for m in got]
+            return [self._read(m) for m in got]
         except (jpype.JException, ConnectorError) as exc:
             why = f"JMS provider: {exc.getMessage()}" if isinstance(exc, jpype.JException) else str(exc)
             log.warning("%s: %s (connecting again)", self.destination, why)
@@ -373,8 +375,40 @@ class NativeJmsSource(Source):
         self.client.drop(why)
         return None
 
-    def _inbound(self, jmsg: Any) -> Inbound:
-        msg = self.client.objects.to_model(jmsg)
+    def _redeliver_to_threshold(self, consumer: Any) -> None:
+        """ActiveMQ's client dead-letters a message itself once it was rolled back more than its redelivery
+        policy's maximumRedeliveries (6 by default), before a route's backout threshold above that would back
+        it out: this consumer's limit is raised to the threshold (-1, no limit, is kept). Other providers'
+        limits are their settings (docs/connectors.md)."""
+        get = getattr(consumer, "getRedeliveryPolicy", None)
+        policy = get() if get is not None else None
+        if policy is None:
+            return
+        most = int(policy.getMaximumRedeliveries())
+        if most != -1 and most < self.backout_threshold:
+            policy = policy.copy()   # the connection's map may share it with other consumers
+            policy.setMaximumRedeliveries(self.backout_threshold)
+            consumer.setRedeliveryPolicy(policy)
+            log.info("%s: the provider's maximumRedeliveries %d raised to the route's backout threshold %d",
+                     self.destination, most, self.backout_threshold)
+
+    def _read(self, jmsg: Any) -> Inbound:
+        """The message as the route's Inbound; one that cannot be read (e.g. an ObjectMessage of a class this
+        JVM cannot load, a value no JMS type has) is poison: to the route's backout destination with what could
+        be read, not rolled back to the provider again and again until its own dead-letter queue takes it."""
+        import jpype
+
+        try:
+            return self._inbound(self.client.objects.to_model(jmsg))
+        except Exception as exc:   # noqa: BLE001 - a JMSException through JPype, or the model refusing a value
+            why = str(exc.getMessage()) if isinstance(exc, jpype.JException) else str(exc)
+        msg, findings = self.client.objects.unreadable(jmsg, why)
+        item = self._inbound(msg)
+        item.findings.extend(findings)
+        item.poison = f"the JMS message cannot be read: {why}"
+        return item
+
+    def _inbound(self, msg: JmsMessage) -> Inbound:
         count = msg.properties.get("JMSXDeliveryCount")
         return Inbound(
             key=f"jms:{msg.headers.message_id}", protocol="jms", message=msg, source_type=msg.body_type.java_class,

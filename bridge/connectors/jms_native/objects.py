@@ -6,8 +6,11 @@ Import this module only once the JVM runs (jvm.start): it imports JPype's Java t
 To the model (``to_model``): the ten header fields, the JMSX properties the provider set (JMSXDeliveryCount,
 JMSXGroupID, JMSXGroupSeq, JMSXUserID, JMSXAppID), every property with its Java type, and the body: text
 (null kept), bytes, map and stream entries with their Java types (byte[] and char included), an
-ObjectMessage as its serialized bytes and class name (it is deserialized to be read, so its class must be on
-the class path and trusted by the provider), a plain Message as no body. A temporary destination becomes a
+ObjectMessage as its serialized bytes and class name, a plain Message as no body. ActiveMQ's client hands
+an ObjectMessage's bytes over as they are, both ways (``_raw_object``): the gateway never deserializes
+them, so the class need not be on its class path nor trusted, and no foreign class's code runs in it.
+Other providers' ObjectMessages are deserialized to be read, so there the class must be on the class path
+(and trusted by the provider), and written from bytes the same way. A temporary destination becomes a
 queue or topic with the option ``temporary=true``.
 
 From the model (``from_model``): a message made by the provider's session, with the properties set through
@@ -19,6 +22,7 @@ is a finding: a byte[] or char property (JMS 1.1 §3.5.4 allows neither), a prop
 """
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,6 +59,7 @@ from mappings.jms.model import (
     TextBody,
     TypedMap,
 )
+from mappings.jms.serialized import class_name
 from mappings.report import ConversionReport, Finding
 
 DELIVERY_COUNT = "JMSXDeliveryCount"   # set by the provider on delivery: read, never written
@@ -68,6 +73,19 @@ _BYTES_OUT = JClass("java.io.ByteArrayOutputStream")
 _OBJECT_OUT = JClass("java.io.ObjectOutputStream")
 _BYTES_IN = JClass("java.io.ByteArrayInputStream")
 _OBJECT_IN = JClass("java.io.ObjectInputStream")
+
+
+def _optional_class(name: str) -> Any:
+    try:
+        return JClass(name)
+    except TypeError:   # not on this JVM's class path (another provider's client)
+        return None
+
+
+# ActiveMQ's ObjectMessage keeps its serialized bytes as "content" (a ByteSequence, deflated when the
+# connection compresses): read and written as they are (_raw_object)
+_AMQ_OBJECT = _optional_class("org.apache.activemq.command.ActiveMQObjectMessage")
+_BYTE_SEQUENCE = _optional_class("org.apache.activemq.util.ByteSequence")
 
 # boxed Java class name -> (model type, Python value of it)
 _FROM_JAVA: dict[str, tuple[JavaType, Any]] = {
@@ -130,20 +148,55 @@ def destination(dest: Any) -> Destination | None:
 
 def to_model(msg: Any) -> JmsMessage:
     """A received (or built) javax.jms.Message as the model; its body is read from the start."""
-    headers = JmsHeaders(
+    return JmsMessage(_headers(msg), _properties(msg), _body(msg))
+
+
+def unreadable(msg: Any, why: str) -> tuple[JmsMessage, list[Finding]]:
+    """What can be read of a message ``to_model`` failed on (``why``): its headers, each property and its body
+    when they read; the findings name what is missing. For the route's backout destination."""
+    report = ConversionReport()
+    try:
+        headers = _headers(msg)
+    except Exception as exc:   # noqa: BLE001 - whatever the provider raises: the message goes on without them
+        headers = JmsHeaders()
+        report.dropped("headers", f"cannot be read: {exc}")
+    pairs: list[tuple[str, JavaValue]] = []
+    try:
+        names = [str(n) for n in _enumerate(msg.getPropertyNames())]
+    except Exception as exc:   # noqa: BLE001 - as above
+        names = []
+        report.dropped("properties", f"cannot be read: {exc}")
+    for name in names:   # each property that reads: one that does not is a finding
+        try:
+            pairs.append((name, java_value(msg.getObjectProperty(name), f"property {name}")))
+        except Exception as exc:   # noqa: BLE001 - as above
+            report.dropped(name, f"cannot be read: {exc}")
+    try:
+        body = _body(msg)
+    except Exception:   # noqa: BLE001 - as above
+        body = NoBody()
+        report.dropped("body", f"cannot be read: {why}")
+    return JmsMessage(headers, TypedMap(pairs, what="property"), body), list(report.findings)
+
+
+def _headers(msg: Any) -> JmsHeaders:
+    return JmsHeaders(
         destination=destination(msg.getJMSDestination()),
         delivery_mode=DeliveryMode(int(msg.getJMSDeliveryMode())),
         expiration=int(msg.getJMSExpiration()), priority=int(msg.getJMSPriority()),
         timestamp=int(msg.getJMSTimestamp()), message_id=_text(msg.getJMSMessageID()),
         correlation_id=_text(msg.getJMSCorrelationID()), reply_to=destination(msg.getJMSReplyTo()),
         type=_text(msg.getJMSType()), redelivered=bool(msg.getJMSRedelivered()))
+
+
+def _properties(msg: Any) -> TypedMap:
     props: list[tuple[str, JavaValue]] = []
     names = [str(n) for n in _enumerate(msg.getPropertyNames())]
     for name in [*names, *(x for x in JMSX if x not in names)]:
         value = msg.getObjectProperty(name)
         if value is not None or name in names:
             props.append((name, java_value(value, f"property {name}")))
-    return JmsMessage(headers, TypedMap(props, what="property"), _body(msg))
+    return TypedMap(props, what="property")
 
 
 def _enumerate(enumeration: Any) -> list[Any]:
@@ -174,6 +227,9 @@ def _body(msg: Any) -> Any:
                 break
         return StreamBody(tuple(items))
     if isinstance(msg, _J["ObjectMessage"]):
+        raw = _raw_object(msg)
+        if raw is not None:
+            return ObjectBody(raw, class_name(raw))
         obj = msg.getObject()
         if obj is None:
             return ObjectBody(None)
@@ -183,6 +239,19 @@ def _body(msg: Any) -> Any:
         stream.close()
         return ObjectBody(bytes(out.toByteArray()), str(obj.getClass().getName()))
     return NoBody()
+
+
+def _raw_object(msg: Any) -> bytes | None:
+    """An ActiveMQ ObjectMessage's serialized bytes, not deserialized; None: another provider's message, or
+    one without content (a null object, or one built here with setObject)."""
+    if _AMQ_OBJECT is None or not isinstance(msg, _AMQ_OBJECT):
+        return None
+    content = msg.getContent()
+    if content is None:
+        return None
+    offset = int(content.getOffset())
+    data = bytes(content.getData())[offset:offset + int(content.getLength())]
+    return zlib.decompress(data) if msg.isCompressed() else data
 
 
 # --------------------------------------------------------------------------------------------------
@@ -364,7 +433,10 @@ def new_message(session: Any, message: JmsMessage, report: ConversionReport, los
         return msg
     if isinstance(body, ObjectBody):
         msg = session.createObjectMessage()
-        if body.data is not None:
+        if body.data is not None and _AMQ_OBJECT is not None and _BYTE_SEQUENCE is not None and \
+                isinstance(msg, _AMQ_OBJECT):
+            msg.setContent(_BYTE_SEQUENCE(JArray(JByte)(body.data)))   # sent as they are (_raw_object)
+        elif body.data is not None:
             try:
                 msg.setObject(_OBJECT_IN(_BYTES_IN(JArray(JByte)(body.data))).readObject())
             except JException as exc:
@@ -405,4 +477,4 @@ def _property_calls(calls: list[tuple[Any, str | None, tuple[Any, ...]]], boxes:
 
 
 __all__ = ["JMSX", "TEMPORARY", "Prepared", "SendArgs", "destination", "finish", "from_model", "java_destination",
-           "java_value", "new_message", "prepare", "probe_characters", "send_args", "to_model"]
+           "java_value", "new_message", "prepare", "probe_characters", "send_args", "to_model", "unreadable"]
