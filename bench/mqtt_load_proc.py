@@ -46,6 +46,28 @@ def proc_cpu(pid: int | None) -> float | None:
         return None
 
 
+def thread_cpu(pid: int | None) -> dict[str, float]:
+    """CPU seconds per thread name of a process (threads of one name summed; a trailing number dropped, so
+    a JVM's "C2 CompilerThread0" and "...1" count together)."""
+    out: dict[str, float] = {}
+    if not pid:
+        return out
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                name = f.read().strip().rstrip("0123456789_") or "?"
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                parts = f.read().rsplit(")", 1)[1].split()
+        except OSError:   # the thread ended
+            continue
+        out[name] = out.get(name, 0.0) + (int(parts[11]) + int(parts[12])) / _CLK_TCK
+    return out
+
+
 def proc_mem(pid: int | None) -> dict[str, int]:
     """VmRSS and VmHWM (peak RSS) in KiB."""
     out: dict[str, int] = {}

@@ -72,7 +72,13 @@ def _send_receive(session: Any, model: JmsMessage,
     consumer.close()
     producer.close()
     assert got is not None, "the message did not arrive"
-    return objects.to_model(got), report
+    from bridge.connectors.jms_native.batch_read import batch_read
+
+    model_ = objects.to_model(got)
+    reader = batch_read(objects.JMSX)
+    assert reader is not None
+    assert objects.from_row(got, reader([got])[0]) == model_   # the source's one call per batch reads the same
+    return model_, report
 
 
 EVERY_TYPE = TypedMap([

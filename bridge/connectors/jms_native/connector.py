@@ -4,7 +4,8 @@ Each source and target owns one javax.jms Connection and one transacted Session,
 worker thread (a JMS session is single-threaded; JVM calls stay off the asyncio loop). A target sends a
 batch and commits it before the route confirms its source (batches queue on its worker in the route's
 order, so the route converts the next one meanwhile; the batches queued while one was sent go together, in
-one transaction; TextMessages from MQTT go in one JVM call, batch.py);
+one transaction; TextMessages from MQTT go in one JVM call, batch.py; a source reads a batch's headers,
+properties and texts in one JVM call, batch_read.py);
 a source receives a batch inside a transaction and commits it when the route confirms it (the target has the
 messages), or rolls it back so that the provider delivers it again, counted (JMSXDeliveryCount feeds the
 route's backout threshold): at least once. One batch is open per source at a time, since a commit covers
@@ -26,6 +27,7 @@ from typing import Any
 from bridge.connectors.base import ConnectorError, Inbound, Outbound, Source, Target
 from bridge.connectors.jms_native import TEMPORARY, jvm
 from bridge.connectors.jms_native.batch import batch_send
+from bridge.connectors.jms_native.batch_read import batch_read
 from bridge.connectors.jms_native.provider import LinkStatus, Provider, exception_listener
 from bridge.connectors.registry import RouteSetupError
 from bridge.threadnames import name_this_thread
@@ -364,7 +366,7 @@ class NativeJmsSource(Source):
                 if more is None:
                     break
                 got.append(more)
-            return [self._read(m) for m in got]
+            return self._read_all(got)
         except (jpype.JException, ConnectorError) as exc:
             why = f"JMS provider: {exc.getMessage()}" if isinstance(exc, jpype.JException) else str(exc)
             log.warning("%s: %s (connecting again)", self.destination, why)
@@ -391,6 +393,28 @@ class NativeJmsSource(Source):
             consumer.setRedeliveryPolicy(policy)
             log.info("%s: the provider's maximumRedeliveries %d raised to the route's backout threshold %d",
                      self.destination, most, self.backout_threshold)
+
+    def _read_all(self, got: list[Any]) -> list[Inbound]:
+        """The batch as Inbounds, its headers, properties and texts read in one JVM call (batch_read.py); a
+        message that row cannot describe (or every one, when the call fails) is read call by call (``_read``)."""
+        import jpype
+
+        reader = batch_read(self.client.objects.JMSX)
+        try:
+            rows = reader(got) if reader is not None else None
+        except jpype.JException as exc:
+            log.info("%s: reading the batch in one call failed (%s); reading it message by message",
+                     self.destination, exc.getMessage())
+            rows = None
+        if rows is None:
+            return [self._read(m) for m in got]
+        out = []
+        for i, jmsg in enumerate(got):
+            try:
+                out.append(self._inbound(self.client.objects.from_row(jmsg, rows[i])))
+            except Exception:   # noqa: BLE001 - whatever it was, the call-by-call reading says it exactly
+                out.append(self._read(jmsg))
+        return out
 
     def _read(self, jmsg: Any) -> Inbound:
         """The message as the route's Inbound; one that cannot be read (e.g. an ObjectMessage of a class this

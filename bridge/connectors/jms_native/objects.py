@@ -43,6 +43,7 @@ from jpype import (
 )
 
 from bridge.connectors.jms_native import TEMPORARY
+from bridge.connectors.jms_native.batch_read import HEADERS, JMSX_VALUES, NAMES, TEXT, VALUES
 from mappings.jms.model import (
     BytesBody,
     DeliveryMode,
@@ -63,6 +64,7 @@ from mappings.jms.serialized import class_name
 from mappings.report import ConversionReport, Finding
 
 DELIVERY_COUNT = "JMSXDeliveryCount"   # set by the provider on delivery: read, never written
+GROUP_SEQ = "JMSXGroupSeq"
 JMSX = ("JMSXDeliveryCount", "JMSXGroupID", "JMSXGroupSeq", "JMSXUserID", "JMSXAppID")
 
 _J = {name: JClass(f"javax.jms.{name}") for name in (
@@ -151,6 +153,42 @@ def to_model(msg: Any) -> JmsMessage:
     return JmsMessage(_headers(msg), _properties(msg), _body(msg))
 
 
+# a boxed value's JPype class -> (model type, Python value of it): no call into the JVM (from_row)
+_BY_CLASS: dict[Any, tuple[JavaType, Any]] = {JClass(name): entry for name, entry in _FROM_JAVA.items()}
+
+
+def _row_value(obj: Any, where: str) -> JavaValue:
+    if obj is None:
+        return JavaValue(JavaType.STRING, None)
+    entry = _BY_CLASS.get(type(obj))
+    if entry is None:
+        return java_value(obj, where)   # names the class, or raises for what no JMS type is
+    jtype, convert = entry
+    return JavaValue(jtype, convert(obj))
+
+
+def from_row(msg: Any, row: Any) -> JmsMessage:
+    """``to_model`` of a received message from its batch_read row (the same model, read in one call per batch);
+    only a body other than text is read from the message itself."""
+    # by index: JPype's array iterator is Python code, several times slower than its C indexing
+    dest, mode, expiration, priority, timestamp, message_id, correlation_id, reply_to, jms_type, redelivered = (
+        row[i] for i in range(len(HEADERS)))
+    headers = JmsHeaders(
+        destination=destination(dest), delivery_mode=DeliveryMode(int(mode)), expiration=int(expiration),
+        priority=int(priority), timestamp=int(timestamp), message_id=_text(message_id),
+        correlation_id=_text(correlation_id), reply_to=destination(reply_to), type=_text(jms_type),
+        redelivered=bool(redelivered))
+    names, values, jmsx = row[NAMES], row[VALUES], row[JMSX_VALUES]
+    keys = [str(names[i]) for i in range(len(names))]
+    props = [(name, _row_value(values[i], f"property {name}")) for i, name in enumerate(keys)]
+    for i, name in enumerate(JMSX):
+        value = jmsx[i]
+        if name not in keys and _jmsx_set(name, value):
+            props.append((name, _row_value(value, f"property {name}")))
+    body = TextBody(_text(row[TEXT])) if isinstance(msg, _J["TextMessage"]) else _body(msg)
+    return JmsMessage(headers, TypedMap(props, what="property"), body)
+
+
 def unreadable(msg: Any, why: str) -> tuple[JmsMessage, list[Finding]]:
     """What can be read of a message ``to_model`` failed on (``why``): its headers, each property and its body
     when they read; the findings name what is missing. For the route's backout destination."""
@@ -194,9 +232,16 @@ def _properties(msg: Any) -> TypedMap:
     names = [str(n) for n in _enumerate(msg.getPropertyNames())]
     for name in [*names, *(x for x in JMSX if x not in names)]:
         value = msg.getObjectProperty(name)
-        if value is not None or name in names:
+        if name in names or _jmsx_set(name, value):
             props.append((name, java_value(value, f"property {name}")))
     return TypedMap(props, what="property")
+
+
+def _jmsx_set(name: str, value: Any) -> bool:
+    """Whether a JMSX property the provider did not list but answers for is set: not null, and not a group
+    sequence of 0, which ActiveMQ answers for every message outside a group (JMS 1.1 §3.5.9: a group's first
+    message is 1), and which would otherwise reach MQ as a coerced MsgSeqNumber on every message."""
+    return value is not None and not (name == GROUP_SEQ and int(value) == 0)
 
 
 def _enumerate(enumeration: Any) -> list[Any]:
@@ -476,5 +521,6 @@ def _property_calls(calls: list[tuple[Any, str | None, tuple[Any, ...]]], boxes:
             boxes.append((jname, _BOXES[jtype].valueOf(primitive)))
 
 
-__all__ = ["JMSX", "TEMPORARY", "Prepared", "SendArgs", "destination", "finish", "from_model", "java_destination",
-           "java_value", "new_message", "prepare", "probe_characters", "send_args", "to_model", "unreadable"]
+__all__ = ["JMSX", "TEMPORARY", "Prepared", "SendArgs", "destination", "finish", "from_model", "from_row",
+           "java_destination", "java_value", "new_message", "prepare", "probe_characters", "send_args", "to_model",
+           "unreadable"]

@@ -1,7 +1,8 @@
-"""What the native JMS connector cannot read, and what it must not need to read, through a running gateway and
-the session's ActiveMQ: an ObjectMessage of a class the gateway's JVM does not trust is carried as its bytes
-both ways (never deserialized there), and a message no JMS type describes goes to the route's backout queue
-with its headers and properties, once, and not through ActiveMQ's redeliveries to its dead-letter queue."""
+"""How the native JMS connector reads what it receives, through a running gateway and the session's ActiveMQ:
+what the provider answers but nobody set is not carried; an ObjectMessage of a class the gateway's JVM does not
+trust is carried as its bytes both ways (never deserialized there); a message no JMS type describes goes to the
+route's backout queue with its headers and properties, once, and not through ActiveMQ's redeliveries to its
+dead-letter queue."""
 from __future__ import annotations
 
 import json
@@ -18,10 +19,12 @@ from bridge.routing.router import backout_queue_name
 from mappings.conversions.jms_mq import mq_bytes_to_jms
 from mappings.jms.model import JavaType, JavaValue, ObjectBody, TextBody
 from mappings.jms.serialized import class_name
+from mappings.mq import constants as C
 from mappings.mq.message import decode_message
+from mappings.mq.mqmd import decode_mqmd
 from tests.support.activemq import BrokerEndpoints
 from tests.support.gateway import GatewayProcess, wait_for
-from tests.support.jmstool import COMPILE_JARS, JAVA_DIR, JmsTool, JmsToolError, native_connector_yaml
+from tests.support.jmstool import COMPILE_JARS, JAVA_DIR, JmsTool, JmsToolError, native_connector_yaml, typed
 
 jpype = pytest.importorskip("jpype", reason="jpype1 not installed (pip install 'mqbridge[jms]')")
 pytestmark = pytest.mark.activemq
@@ -60,6 +63,28 @@ def producer_session(activemq: BrokerEndpoints) -> Iterator[Any]:
 def _records(gw: GatewayProcess, route: str) -> list[dict[str, Any]]:
     return [r for f in log_files(gw.data_dir / "convlog") for line in f.read_text().splitlines() if line
             for r in [json.loads(line)] if r["route"] == route]
+
+
+def test_a_message_outside_a_group_reaches_mq_without_a_group_or_a_finding(
+        gw: tuple[GatewayProcess, str], jmstool: JmsTool) -> None:
+    """ActiveMQ answers JMSXGroupSeq 0 for every message outside a group: it was carried as a group sequence,
+    and each such message's record had a coerced MQMD.MsgSeqNumber finding."""
+    gateway, tag = gw
+    jmstool.send(f"queue://poison.in.{tag}", {"type": "Text", "body": "plain", "headers": {
+        "correlationId": "ID:" + "ab" * 24}, "properties": {"n": typed("int", 1)}})
+    store = QueueStore(default_path(gateway.data_dir)).open()
+    try:
+        wait_for(lambda: store.depth("POISON.IN") == 1, 30, what="the message on POISON.IN")
+        (raw,) = [m.data for m in store.browse("POISON.IN")]
+    finally:
+        store.close()
+    md = decode_mqmd(raw)
+    assert (md.group_id, md.msg_seq_number, md.msg_flags) == (C.MQGI_NONE, 1, 0)
+    msg, _ = mq_bytes_to_jms(raw, now_ms=0)
+    assert "JMSXGroupSeq" not in msg.properties and b"<Seq>" not in raw
+    (egress,) = wait_for(lambda: [r for r in _records(gateway, f"in-{tag}") if r["direction"] == "egress"], 20,
+                         what="the egress record")
+    assert [f["name"] for f in egress["findings"] if f["change"] != "defaulted"] == ["JMSMessageID"], egress
 
 
 def test_an_object_message_of_a_class_the_gateway_does_not_trust_is_carried_as_its_bytes_both_ways(
