@@ -112,6 +112,7 @@ _BOXES = {jtype: JClass(f"java.lang.{name}") for jtype, name in (
     (JavaType.BOOLEAN, "Boolean"), (JavaType.BYTE, "Byte"), (JavaType.SHORT, "Short"), (JavaType.INT, "Integer"),
     (JavaType.LONG, "Long"), (JavaType.FLOAT, "Float"), (JavaType.DOUBLE, "Double"))}
 # model type -> javax.jms.Message's typed property setter (JMS 1.1 §3.5.4: no byte[] or char properties)
+_SET_CORRELATION_BYTES = _MESSAGE.setJMSCorrelationIDAsBytes
 _PROPERTY_SETTERS = {jtype: getattr(_MESSAGE, f"set{suffix}Property") for jtype, (suffix, _) in _TO_JAVA.items()
                      if jtype not in (JavaType.BYTES, JavaType.CHAR)}
 
@@ -343,7 +344,7 @@ def prepare(session: Any, headers: JmsHeaders, properties: TypedMap, *, temporar
     calls: list[tuple[Any, str | None, tuple[Any, ...]]] = []
     if headers.correlation_id is not None:
         if isinstance(headers.correlation_id, bytes):
-            calls.append((_MESSAGE.setJMSCorrelationIDAsBytes, None, (JArray(JByte)(headers.correlation_id),)))
+            calls.append((_SET_CORRELATION_BYTES, None, (JArray(JByte)(headers.correlation_id),)))
         else:
             calls.append((_MESSAGE.setJMSCorrelationID, None, (JString(headers.correlation_id),)))
     if headers.reply_to is not None:
@@ -374,12 +375,26 @@ def finish(msg: Any, prepared: Prepared, now_ms: int, report: ConversionReport) 
     for setter, name, args in prepared.calls:
         if name is None:
             setter(msg, *args)
+            if setter is _SET_CORRELATION_BYTES:
+                _correlation_kept(msg, bytes(args[0]), report)
             continue
         try:
             setter(msg, *args)
         except _J["JMSException"] as exc:
             report.dropped(name, f"refused by the provider: {exc.getMessage()}")
     return send_args(prepared, now_ms, report)
+
+
+def _correlation_kept(msg: Any, sent: bytes, report: ConversionReport) -> None:
+    """A byte[] JMSCorrelationID the provider keeps otherwise (ActiveMQ: as a String, the bytes decoded as UTF-8,
+    so bytes that are not UTF-8 come back changed) is a finding: read back as the consumer would."""
+    try:
+        kept = msg.getJMSCorrelationIDAsBytes()
+    except _J["JMSException"]:   # the provider cannot say: nothing known to report
+        return
+    if kept is None or bytes(kept) != sent:
+        report.coerced("JMSCorrelationID", f"byte[] {sent.hex()}: this provider keeps "
+                       f"{'none' if kept is None else bytes(kept).hex()} (its byte form of the id)")
 
 
 def send_args(prepared: Prepared, now_ms: int, report: ConversionReport) -> SendArgs:
