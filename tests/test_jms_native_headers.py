@@ -191,3 +191,42 @@ def test_jmsx_user_id_is_carried_both_ways(session: Any) -> None:
     java.setStringProperty("JMSXUserID", "bob")
     back = objects.to_model(_through(session, session.createQueue(_name("u")), java))
     assert back.properties["JMSXUserID"] == JavaValue(JavaType.STRING, "bob")
+
+
+def _bytes_correlation_provider(real: Any, corr: bytes, text: str | None) -> Any:
+    """``real`` as a provider that keeps a byte[] JMSCorrelationID as bytes (JMS 1.1 lets it: "non-portable")
+    and gives ``text`` as its String form (None: no String form); every other call goes to ``real``."""
+    from jpype import JArray, JByte, JClass, JImplements, JOverride
+
+    @JImplements("java.lang.reflect.InvocationHandler")
+    class Handler:
+        @JOverride
+        def invoke(self, proxy: Any, method: Any, args: Any) -> Any:
+            name = str(method.getName())
+            if name == "getJMSCorrelationIDAsBytes":
+                return JArray(JByte)(corr)
+            if name == "getJMSCorrelationID":
+                return text
+            return method.invoke(real, args)
+
+    text_message = JClass("javax.jms.TextMessage")
+    return JClass("java.lang.reflect.Proxy").newProxyInstance(
+        text_message.class_.getClassLoader(), JArray(JClass("java.lang.Class"))([text_message.class_]), Handler())
+
+
+def test_a_bytes_correlation_id_without_a_string_form_reaches_the_model_as_bytes(session: Any) -> None:
+    """A provider whose getJMSCorrelationID gives nothing for a byte[] id (only getJMSCorrelationIDAsBytes):
+    the model has the bytes, and a message from_model made carries them (ActiveMQ: as far as it can)."""
+    corr = b"\x01\x02corr"
+    objects = _objects()
+    model = objects.to_model(_bytes_correlation_provider(session.createTextMessage("p"), corr, None))
+    assert model.headers.correlation_id == corr
+    got, report = _model_through(session, model)
+    assert report.findings == [] and bytes(got.getJMSCorrelationIDAsBytes()) == corr
+
+
+def test_a_string_correlation_id_stays_a_string(session: Any) -> None:
+    """Where a provider gives both forms (IBM MQ's ``ID:<hex>`` String for a byte[] id), the String is kept: it
+    is what a JMS consumer compares, and the JMS -> MQ mapping reads ``ID:`` ids as bytes."""
+    model = _objects().to_model(_bytes_correlation_provider(session.createTextMessage("p"), b"\xab\xcd", "ID:abcd"))
+    assert model.headers.correlation_id == "ID:abcd"

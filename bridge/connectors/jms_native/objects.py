@@ -3,7 +3,8 @@ body of JMS 1.1 ("Java Message Service Specification 1.1", chapter 3), both ways
 
 Import this module only once the JVM runs (jvm.start): it imports JPype's Java types.
 
-To the model (``to_model``): the ten header fields, the JMSX properties the provider set (JMSXDeliveryCount,
+To the model (``to_model``): the ten header fields (JMSCorrelationID as its String, as bytes when the
+provider gives only those), the JMSX properties the provider set (JMSXDeliveryCount,
 JMSXGroupID, JMSXGroupSeq, JMSXUserID, JMSXAppID), every property with its Java type, and the body: text
 (null kept), bytes, map and stream entries with their Java types (byte[] and char included), an
 ObjectMessage as its serialized bytes and class name, a plain Message as no body. ActiveMQ's client hands
@@ -18,7 +19,8 @@ their typed setters and the body written entry by entry; JMSCorrelationID (strin
 JMSType set on it; JMSDeliveryMode, JMSPriority and JMSExpiration returned as the send arguments (JMS sets
 them at send, not on the message); JMSMessageID, JMSTimestamp, JMSRedelivered and JMSXDeliveryCount are the
 provider's and reported as dropped when present (JMSXDeliveryCount only above 1). What JMS cannot carry
-is a finding: a byte[] or char property (JMS 1.1 §3.5.4 allows neither), a property the provider refuses.
+is a finding: a byte[] or char property (JMS 1.1 §3.5.4 allows neither), a property the provider refuses, a
+byte[] JMSCorrelationID the provider keeps as other bytes (read back after setting it; ActiveMQ keeps a String).
 """
 from __future__ import annotations
 
@@ -147,6 +149,20 @@ def destination(dest: Any) -> Destination | None:
     raise TypeError(f"{dest.getClass().getName()} is neither a Queue nor a Topic")
 
 
+def correlation_id(msg: Any) -> str | bytes | None:
+    """JMSCorrelationID: its String form; the byte[] form when the provider gives no String for it (JMS 1.1
+    leaves a byte[] id to the provider: one may keep it as bytes only). A provider that gives both (ActiveMQ: the
+    bytes' UTF-8 text; IBM MQ: ``ID:<hex>``) is read as the String, which is what a JMS consumer compares."""
+    text = msg.getJMSCorrelationID()
+    if text is not None:
+        return str(text)
+    try:
+        raw = msg.getJMSCorrelationIDAsBytes()
+    except _J["JMSException"]:
+        return None
+    return None if raw is None else bytes(raw)
+
+
 def to_model(msg: Any) -> JmsMessage:
     """A received (or built) javax.jms.Message as the model; its body is read from the start."""
     return JmsMessage(_headers(msg), _properties(msg), _body(msg))
@@ -186,7 +202,7 @@ def _headers(msg: Any) -> JmsHeaders:
         delivery_mode=DeliveryMode(int(msg.getJMSDeliveryMode())),
         expiration=int(msg.getJMSExpiration()), priority=int(msg.getJMSPriority()),
         timestamp=int(msg.getJMSTimestamp()), message_id=_text(msg.getJMSMessageID()),
-        correlation_id=_text(msg.getJMSCorrelationID()), reply_to=destination(msg.getJMSReplyTo()),
+        correlation_id=correlation_id(msg), reply_to=destination(msg.getJMSReplyTo()),
         type=_text(msg.getJMSType()), redelivered=bool(msg.getJMSRedelivered()))
 
 
@@ -491,5 +507,6 @@ def _property_calls(calls: list[tuple[Any, str | None, tuple[Any, ...]]], boxes:
             boxes.append((jname, _BOXES[jtype].valueOf(primitive)))
 
 
-__all__ = ["JMSX", "TEMPORARY", "Prepared", "SendArgs", "destination", "finish", "from_model", "java_destination",
-           "java_value", "new_message", "prepare", "probe_characters", "send_args", "to_model", "unreadable"]
+__all__ = ["JMSX", "TEMPORARY", "Prepared", "SendArgs", "correlation_id", "destination", "finish", "from_model",
+           "java_destination", "java_value", "new_message", "prepare", "probe_characters", "send_args", "to_model",
+           "unreadable"]
