@@ -113,8 +113,8 @@ _TO_JAVA: dict[JavaType, tuple[str, Any]] = {
 _BOXES = {jtype: JClass(f"java.lang.{name}") for jtype, name in (
     (JavaType.BOOLEAN, "Boolean"), (JavaType.BYTE, "Byte"), (JavaType.SHORT, "Short"), (JavaType.INT, "Integer"),
     (JavaType.LONG, "Long"), (JavaType.FLOAT, "Float"), (JavaType.DOUBLE, "Double"))}
+_SET_CORRELATION_BYTES = _MESSAGE.setJMSCorrelationIDAsBytes   # finish reads back what the provider kept
 # model type -> javax.jms.Message's typed property setter (JMS 1.1 §3.5.4: no byte[] or char properties)
-_SET_CORRELATION_BYTES = _MESSAGE.setJMSCorrelationIDAsBytes
 _PROPERTY_SETTERS = {jtype: getattr(_MESSAGE, f"set{suffix}Property") for jtype, (suffix, _) in _TO_JAVA.items()
                      if jtype not in (JavaType.BYTES, JavaType.CHAR)}
 
