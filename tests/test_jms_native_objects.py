@@ -122,8 +122,12 @@ def test_every_body_type_and_property_type_round_trip_through_activemq(session: 
     h = got.headers
     assert (h.delivery_mode, h.priority, h.correlation_id, h.type) == (DeliveryMode.NON_PERSISTENT, 7, "corr-\u00e9",
                                                                         "order")
-    assert h.reply_to == Destination.queue("replies.q") and h.destination is not None
-    assert h.expiration > 0 and h.message_id and h.message_id.startswith("ID:") and h.timestamp > 0
+    assert h.reply_to == Destination.queue("replies.q")
+    assert h.destination is not None and h.destination.kind.value == "queue" and h.destination.name.startswith(
+        "native.")   # the queue _send_receive made
+    # from_model's time to live is expiration - now_ms (1 h): the provider adds it to its send time
+    assert h.timestamp > 0 and h.expiration == h.timestamp + 3_600_000
+    assert h.message_id and h.message_id.startswith("ID:")
     assert got.properties["JMSXDeliveryCount"] == JavaValue(JavaType.INT, 1)   # the provider's
 
 

@@ -3,7 +3,8 @@ body of JMS 1.1 ("Java Message Service Specification 1.1", chapter 3), both ways
 
 Import this module only once the JVM runs (jvm.start): it imports JPype's Java types.
 
-To the model (``to_model``): the ten header fields, the JMSX properties the provider set (JMSXDeliveryCount,
+To the model (``to_model``): the ten header fields (JMSCorrelationID as its String, as bytes when the
+provider gives only those), the JMSX properties the provider set (JMSXDeliveryCount,
 JMSXGroupID, JMSXGroupSeq, JMSXUserID, JMSXAppID), every property with its Java type, and the body: text
 (null kept), bytes, map and stream entries with their Java types (byte[] and char included), an
 ObjectMessage as its serialized bytes and class name, a plain Message as no body. ActiveMQ's client hands
@@ -18,7 +19,8 @@ their typed setters and the body written entry by entry; JMSCorrelationID (strin
 JMSType set on it; JMSDeliveryMode, JMSPriority and JMSExpiration returned as the send arguments (JMS sets
 them at send, not on the message); JMSMessageID, JMSTimestamp, JMSRedelivered and JMSXDeliveryCount are the
 provider's and reported as dropped when present (JMSXDeliveryCount only above 1). What JMS cannot carry
-is a finding: a byte[] or char property (JMS 1.1 §3.5.4 allows neither), a property the provider refuses.
+is a finding: a byte[] or char property (JMS 1.1 §3.5.4 allows neither), a property the provider refuses, a
+byte[] JMSCorrelationID the provider keeps as other bytes (read back after setting it; ActiveMQ keeps a String).
 """
 from __future__ import annotations
 
@@ -113,6 +115,7 @@ _TO_JAVA: dict[JavaType, tuple[str, Any]] = {
 _BOXES = {jtype: JClass(f"java.lang.{name}") for jtype, name in (
     (JavaType.BOOLEAN, "Boolean"), (JavaType.BYTE, "Byte"), (JavaType.SHORT, "Short"), (JavaType.INT, "Integer"),
     (JavaType.LONG, "Long"), (JavaType.FLOAT, "Float"), (JavaType.DOUBLE, "Double"))}
+_SET_CORRELATION_BYTES = _MESSAGE.setJMSCorrelationIDAsBytes   # finish reads back what the provider kept
 # model type -> javax.jms.Message's typed property setter (JMS 1.1 §3.5.4: no byte[] or char properties)
 _PROPERTY_SETTERS = {jtype: getattr(_MESSAGE, f"set{suffix}Property") for jtype, (suffix, _) in _TO_JAVA.items()
                      if jtype not in (JavaType.BYTES, JavaType.CHAR)}
@@ -148,6 +151,20 @@ def destination(dest: Any) -> Destination | None:
     raise TypeError(f"{dest.getClass().getName()} is neither a Queue nor a Topic")
 
 
+def correlation_id(msg: Any) -> str | bytes | None:
+    """JMSCorrelationID: its String form; the byte[] form when the provider gives no String for it (JMS 1.1
+    leaves a byte[] id to the provider: one may keep it as bytes only). A provider that gives both (ActiveMQ: the
+    bytes' UTF-8 text; IBM MQ: ``ID:<hex>``) is read as the String, which is what a JMS consumer compares."""
+    text = msg.getJMSCorrelationID()
+    if text is not None:
+        return str(text)
+    try:
+        raw = msg.getJMSCorrelationIDAsBytes()
+    except _J["JMSException"]:
+        return None
+    return None if raw is None else bytes(raw)
+
+
 def to_model(msg: Any) -> JmsMessage:
     """A received (or built) javax.jms.Message as the model; its body is read from the start."""
     return JmsMessage(_headers(msg), _properties(msg), _body(msg))
@@ -171,12 +188,13 @@ def from_row(msg: Any, row: Any) -> JmsMessage:
     """``to_model`` of a received message from its batch_read row (the same model, read in one call per batch);
     only a body other than text is read from the message itself."""
     # by index: JPype's array iterator is Python code, several times slower than its C indexing
-    dest, mode, expiration, priority, timestamp, message_id, correlation_id, reply_to, jms_type, redelivered = (
+    dest, mode, expiration, priority, timestamp, message_id, correlation, reply_to, jms_type, redelivered = (
         row[i] for i in range(len(HEADERS)))
     headers = JmsHeaders(
         destination=destination(dest), delivery_mode=DeliveryMode(int(mode)), expiration=int(expiration),
         priority=int(priority), timestamp=int(timestamp), message_id=_text(message_id),
-        correlation_id=_text(correlation_id), reply_to=destination(reply_to), type=_text(jms_type),
+        correlation_id=correlation_id(msg) if correlation is None else str(correlation),   # bytes, if any
+        reply_to=destination(reply_to), type=_text(jms_type),
         redelivered=bool(redelivered))
     names, values, jmsx = row[NAMES], row[VALUES], row[JMSX_VALUES]
     keys = [str(names[i]) for i in range(len(names))]
@@ -223,7 +241,7 @@ def _headers(msg: Any) -> JmsHeaders:
         delivery_mode=DeliveryMode(int(msg.getJMSDeliveryMode())),
         expiration=int(msg.getJMSExpiration()), priority=int(msg.getJMSPriority()),
         timestamp=int(msg.getJMSTimestamp()), message_id=_text(msg.getJMSMessageID()),
-        correlation_id=_text(msg.getJMSCorrelationID()), reply_to=destination(msg.getJMSReplyTo()),
+        correlation_id=correlation_id(msg), reply_to=destination(msg.getJMSReplyTo()),
         type=_text(msg.getJMSType()), redelivered=bool(msg.getJMSRedelivered()))
 
 
@@ -388,7 +406,7 @@ def prepare(session: Any, headers: JmsHeaders, properties: TypedMap, *, temporar
     calls: list[tuple[Any, str | None, tuple[Any, ...]]] = []
     if headers.correlation_id is not None:
         if isinstance(headers.correlation_id, bytes):
-            calls.append((_MESSAGE.setJMSCorrelationIDAsBytes, None, (JArray(JByte)(headers.correlation_id),)))
+            calls.append((_SET_CORRELATION_BYTES, None, (JArray(JByte)(headers.correlation_id),)))
         else:
             calls.append((_MESSAGE.setJMSCorrelationID, None, (JString(headers.correlation_id),)))
     if headers.reply_to is not None:
@@ -419,12 +437,26 @@ def finish(msg: Any, prepared: Prepared, now_ms: int, report: ConversionReport) 
     for setter, name, args in prepared.calls:
         if name is None:
             setter(msg, *args)
+            if setter is _SET_CORRELATION_BYTES:
+                _correlation_kept(msg, bytes(args[0]), report)
             continue
         try:
             setter(msg, *args)
         except _J["JMSException"] as exc:
             report.dropped(name, f"refused by the provider: {exc.getMessage()}")
     return send_args(prepared, now_ms, report)
+
+
+def _correlation_kept(msg: Any, sent: bytes, report: ConversionReport) -> None:
+    """A byte[] JMSCorrelationID the provider keeps otherwise (ActiveMQ: as a String, the bytes decoded as UTF-8,
+    so bytes that are not UTF-8 come back changed) is a finding: read back as the consumer would."""
+    try:
+        kept = msg.getJMSCorrelationIDAsBytes()
+    except _J["JMSException"]:   # the provider cannot say: nothing known to report
+        return
+    if kept is None or bytes(kept) != sent:
+        report.coerced("JMSCorrelationID", f"byte[] {sent.hex()}: this provider keeps "
+                       f"{'none' if kept is None else bytes(kept).hex()} (its byte form of the id)")
 
 
 def send_args(prepared: Prepared, now_ms: int, report: ConversionReport) -> SendArgs:
@@ -521,6 +553,6 @@ def _property_calls(calls: list[tuple[Any, str | None, tuple[Any, ...]]], boxes:
             boxes.append((jname, _BOXES[jtype].valueOf(primitive)))
 
 
-__all__ = ["JMSX", "TEMPORARY", "Prepared", "SendArgs", "destination", "finish", "from_model", "from_row",
-           "java_destination", "java_value", "new_message", "prepare", "probe_characters", "send_args", "to_model",
-           "unreadable"]
+__all__ = ["JMSX", "TEMPORARY", "Prepared", "SendArgs", "correlation_id", "destination", "finish", "from_model",
+           "from_row", "java_destination", "java_value", "new_message", "prepare", "probe_characters", "send_args",
+           "to_model", "unreadable"]
