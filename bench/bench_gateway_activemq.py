@@ -9,6 +9,10 @@
 - **mqbridge-native** (``--native``): the same gateway, route ``benchn/#`` -> the same conversion -> the
   native JMS connector (ActiveMQ's own JMS client in the gateway's JVM, transacted session, OpenWire).
 
+``--queue``: the same to ActiveMQ queues (persistent messages stored in KahaDB before the consumer gets them);
+ActiveMQ's MQTT transport publishes to topics only, so its path reaches queue ``bn.<tag>`` through a forwarding
+composite topic in the broker's configuration.
+
 The publisher is a raw-socket MQTT 3.1.1 client keeping ``--window`` QoS 1 publications in flight
 (bench/mqtt_load.py wire helpers); the JMS consumer is tests/java/JmsTool over OpenWire in its own JVM,
 started before publishing. A run's rate is messages / (last message received - first publish).
@@ -109,11 +113,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--window", type=int, default=256)
     ap.add_argument("--non-persistent-broker", action="store_true", help="ActiveMQ without KahaDB")
     ap.add_argument("--native", action="store_true", help="also the native JMS connector (needs jpype1)")
+    ap.add_argument("--warmup", type=int, default=5000,
+                    help="messages per path before the measured rounds (the JVMs' JIT: a gateway runs for days)")
+    ap.add_argument("--queue", action="store_true",
+                    help="to ActiveMQ queues (persistent messages in KahaDB) instead of topics; ActiveMQ's mqtt:// "
+                         "path reaches its queue through a forwarding composite topic (MQTT publishes to topics)")
     args = ap.parse_args(argv)
     payload = (b"bench-payload " * (args.payload // 14 + 1))[:args.payload]
 
     work = Path(tempfile.mkdtemp(prefix="mqbridge-bench-amq-"))
-    broker = ActiveMQ(work / "activemq", persistent=not args.non_persistent_broker)
+    tag = uuid.uuid4().hex[:8]
+    kind = "queue" if args.queue else "topic"
+    # ActiveMQ's MQTT transport publishes to topic bn.<tag>; with --queue the broker forwards it to queue bn.<tag>
+    forward = (f'<destinationInterceptors><virtualDestinationInterceptor><virtualDestinations><compositeTopic '
+               f'name="bn.{tag}" forwardOnly="true"><forwardTo><queue physicalName="bn.{tag}"/></forwardTo>'
+               f'</compositeTopic></virtualDestinations></virtualDestinationInterceptor></destinationInterceptors>')
+    broker = ActiveMQ(work / "activemq", persistent=not args.non_persistent_broker,
+                      extra_xml=forward if args.queue else "")
     ep = broker.start()
     tool = JmsTool(JmsTool.compile(work / "jmstool"), ep.openwire_url)
     gw: GatewayProcess | None = None
@@ -121,10 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.native:
         results["mqbridge-native"] = []
     try:
-        tag = uuid.uuid4().hex[:8]
         rules = work / "rules.yaml"
         connectors: dict[str, Any] = {"amq": {"type": "jms", "host": ep.host, "port": ep.stomp_port}}
-        routes = [{"name": "bench", "from": {"mqtt": "bench/#"}, "to": {"connector": "amq", "topic": f"bg.{tag}"}}]
+        routes = [{"name": "bench", "from": {"mqtt": "bench/#"}, "to": {"connector": "amq", kind: f"bg.{tag}"}}]
         if args.native:
             connectors["amqn"] = {"type": "jms", "client": "native", "jars": NATIVE_JARS,
                                   "connection_factory": "org.apache.activemq.ActiveMQConnectionFactory",
@@ -133,20 +148,20 @@ def main(argv: list[str] | None = None) -> int:
                                   "factory_properties": {"brokerURL": ep.openwire_url, "copyMessageOnSend": False,
                                                          "useAsyncSend": True}}
             routes.append({"name": "bench-native", "from": {"mqtt": "benchn/#"},
-                           "to": {"connector": "amqn", "topic": f"bj.{tag}"}})
+                           "to": {"connector": "amqn", kind: f"bj.{tag}"}})
         rules.write_text(json.dumps({"connectors": connectors, "routes": routes}))
         (work / "gw").mkdir()
         gw = GatewayProcess(work / "gw", {"rules": str(rules), "logging": {"level": "WARNING"}}).start()
         assert broker.proc is not None and gw.proc is not None
         pids = {"activemq": broker.proc.pid, "mqbridge": gw.proc.pid}
-        native = (tool, f"topic://bn.{tag}", ep.mqtt_port, f"bn/{tag}")
-        paths = {"native": native, "mqbridge": (tool, f"topic://bg.{tag}", gw.port, "bench/x")}
+        native = (tool, f"{kind}://bn.{tag}", ep.mqtt_port, f"bn/{tag}")
+        paths = {"native": native, "mqbridge": (tool, f"{kind}://bg.{tag}", gw.port, "bench/x")}
         if args.native:
-            paths["mqbridge-native"] = (tool, f"topic://bj.{tag}", gw.port, "benchn/x")
+            paths["mqbridge-native"] = (tool, f"{kind}://bj.{tag}", gw.port, "benchn/x")
         for path in paths.values():   # warm every path (JIT, connections, the routes' links)
-            one_run(*path, 500, payload, args.window, pids)
-        for _ in range(args.rounds):   # interleaved
-            for name, path in paths.items():
+            one_run(*path, args.warmup, payload, args.window, pids)
+        for r in range(args.rounds):   # interleaved, the order reversed every other round
+            for name, path in (list(paths.items()) if r % 2 == 0 else list(reversed(paths.items()))):
                 results[name].append(one_run(*path, args.count, payload, args.window, pids))
     finally:
         if gw is not None:
@@ -162,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
         } for path, runs in results.items()
     }
     ratio = summary["mqbridge"]["delivered_per_s_median"] / summary["native"]["delivered_per_s_median"]
-    print(json.dumps({"count": args.count, "payload": args.payload, "window": args.window,
+    print(json.dumps({"count": args.count, "payload": args.payload, "window": args.window, "destination": kind,
+                      "loadavg": os.getloadavg(),
                       "persistent_broker": not args.non_persistent_broker, "cpus": os.cpu_count(),
                       "runs": results, "summary": summary, "ratio_mqbridge_to_native": ratio}, indent=1))
     print()

@@ -49,7 +49,7 @@ _ACTIVEMQ_XML = """\
     http://activemq.apache.org/schema/core http://activemq.apache.org/schema/core/activemq-core.xsd">
   <broker xmlns="http://activemq.apache.org/schema/core" brokerName="{name}" useJmx="false"
           persistent="{persistent}" dataDirectory="{data}" schedulerSupport="false">
-    {persistence}
+    {persistence}{extra}
     <systemUsage>
       <systemUsage>
         <memoryUsage><memoryUsage limit="64 mb"/></memoryUsage>
@@ -159,6 +159,7 @@ class ActiveMQ:
         name: str = "mqbridge-test",
         heap_mb: int = 256,
         serializable_packages: str | None = "*",
+        extra_xml: str = "",
     ) -> None:
         self.base = base
         self.host = host
@@ -166,6 +167,7 @@ class ActiveMQ:
         self.name = name
         self.heap_mb = heap_mb
         self.serializable_packages = serializable_packages   # None: the broker's default
+        self.extra_xml = extra_xml   # more of <broker>'s elements (e.g. destinationInterceptors), after persistence
         self.endpoints: BrokerEndpoints | None = None
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = base / "broker.log"
@@ -192,6 +194,7 @@ class ActiveMQ:
                 persistent=str(self.persistent).lower(),
                 data=data,
                 persistence=persistence,
+                extra=self.extra_xml,
                 host=ep.host,
                 openwire_port=ep.openwire_port,
                 stomp_port=ep.stomp_port,
