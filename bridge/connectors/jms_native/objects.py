@@ -6,8 +6,9 @@ Import this module only once the JVM runs (jvm.start): it imports JPype's Java t
 To the model (``to_model``): the ten header fields, the JMSX properties the provider set (JMSXDeliveryCount,
 JMSXGroupID, JMSXGroupSeq, JMSXUserID, JMSXAppID), every property with its Java type, and the body: text
 (null kept), bytes, map and stream entries with their Java types (byte[] and char included), an
-ObjectMessage as its serialized bytes and class name (it is deserialized to be read, so its class must be on
-the class path and trusted by the provider), a plain Message as no body. A temporary destination becomes a
+ObjectMessage as its serialized bytes and class name (it is deserialized to be read; when the provider's client
+refuses that, e.g. a class ActiveMQ does not trust, ActiveMQ's serialized content is taken as it is, and the class
+name from the stream), a plain Message as no body. A temporary destination becomes a
 queue or topic with the option ``temporary=true``.
 
 From the model (``from_model``): a message made by the provider's session, with the properties set through
@@ -19,6 +20,7 @@ is a finding: a byte[] or char property (JMS 1.1 §3.5.4 allows neither), a prop
 """
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -174,7 +176,13 @@ def _body(msg: Any) -> Any:
                 break
         return StreamBody(tuple(items))
     if isinstance(msg, _J["ObjectMessage"]):
-        obj = msg.getObject()
+        try:
+            obj = msg.getObject()
+        except _J["JMSException"]:
+            serialized = _serialized_content(msg)   # a class the provider's client does not trust or know
+            if serialized is None:
+                raise
+            return ObjectBody(serialized, serialized_class(serialized))
         if obj is None:
             return ObjectBody(None)
         out = _BYTES_OUT()
@@ -183,6 +191,36 @@ def _body(msg: Any) -> Any:
         stream.close()
         return ObjectBody(bytes(out.toByteArray()), str(obj.getClass().getName()))
     return NoBody()
+
+
+def _serialized_content(msg: Any) -> bytes | None:
+    """An ObjectMessage's serialized bytes as the provider holds them, without deserializing: ActiveMQ's
+    ``Message.getContent()`` (inflated when the producer compressed it); None for another provider's."""
+    try:
+        content = msg.getContent()
+    except AttributeError:
+        return None
+    if content is None:
+        return None
+    offset, length = int(content.getOffset()), int(content.getLength())
+    data = bytes(content.getData())[offset:offset + length]
+    return zlib.decompress(data) if bool(msg.isCompressed()) else data
+
+
+def serialized_class(data: bytes) -> str | None:
+    """The class name a Java serialization stream starts with (Java Object Serialization Specification §6.4:
+    STREAM_MAGIC, STREAM_VERSION, then TC_OBJECT TC_CLASSDESC className, or TC_STRING / TC_LONGSTRING)."""
+    if len(data) < 5 or data[:4] != b"\xac\xed\x00\x05":
+        return None
+    if data[4] in (0x74, 0x7C):   # TC_STRING, TC_LONGSTRING
+        return "java.lang.String"
+    if data[4:6] != b"\x73\x72" or len(data) < 8:   # TC_OBJECT TC_CLASSDESC
+        return None
+    size = int.from_bytes(data[6:8], "big")
+    try:
+        return data[8:8 + size].decode("utf-8") if len(data) >= 8 + size else None
+    except UnicodeDecodeError:   # modified UTF-8 of a name outside the BMP or with NUL: not named here
+        return None
 
 
 # --------------------------------------------------------------------------------------------------
