@@ -203,8 +203,8 @@ def expected_model(spec: Json) -> tuple[dict[str, JavaValue], Any]:
 
 
 def write_rules(path: Path, activemq: BrokerEndpoints, routes: list[Json]) -> None:
-    """The native connector ``amq`` and ``routes``. The gateway deserializes an ObjectMessage to read it, and
-    ActiveMQ 5.17's client trusts only java.lang and its own packages by default (a HashMap is refused)."""
+    """The native connector ``amq`` and ``routes``; its client trusts every class, so the gateway reads an
+    ObjectMessage by deserializing it (the next test: by its serialized bytes when the client refuses)."""
     factory = json.dumps({"brokerURL": activemq.openwire_url, "trustAllPackages": True})
     connector = native_connector_yaml(None, "connection_factory: org.apache.activemq.ActiveMQConnectionFactory",
                                       f"factory_properties: {factory}")
@@ -299,6 +299,35 @@ def test_every_message_type_property_type_and_header_crosses_an_mq_queue_and_bac
     for rec in records(gw, "q2b", len(sent)):
         assert rec["status"] == "ok", rec
         assert changes(rec) == provider | {("dropped", "JMSTimestamp"), ("dropped", "MQMD.PutDate")}, rec
+
+
+def test_an_object_message_of_a_class_the_providers_client_does_not_trust_arrives_all_the_same(
+    gateway_factory: Callable[..., GatewayProcess], activemq: BrokerEndpoints, jmstool: JmsTool, tmp_path: Path,
+    tag: str,
+) -> None:
+    """ActiveMQ's client refuses to deserialize a HashMap or BigDecimal with its default trusted packages: the
+    connector reads the serialized bytes instead (the route used to reconnect over and over, and ActiveMQ's
+    redelivery limit then moved the message to ActiveMQ.DLQ, with no conversion-log record)."""
+    a, b, q = f"ob.a.{tag}", f"ob.b.{tag}", f"OB.Q.{tag}"
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(native_connector_yaml(activemq.openwire_url) + "routes: " + json.dumps([
+        {"name": "a2q", "from": {"connector": "amq", "queue": a}, "to": {"queue": q}},
+        {"name": "q2b", "from": {"queue": q}, "to": {"connector": "amq", "queue": b}}]) + "\n")
+    gw = gateway_factory({"rules": str(rules)})
+    sent = [m for m in messages(f"ob.reply.{tag}", xml=True) if m["type"] == "Object"]
+    sent.append({**sent[1], "body": {"class": "java.math.BigDecimal", "value": "-12.50"},
+                 "properties": {**sent[1]["properties"], "case": typed("String", "big-decimal")}})
+    t0 = now_ms()
+    ids = jmstool.send(f"queue://{a}", *sent)
+    got = jmstool.receive(f"queue://{b}", len(sent), timeout=30)
+    assert_received_as_sent(sent, got, f"queue://{b}", t0, now_ms())
+    recs = records(gw, "a2q", len(sent))
+    assert {r["message_key"] for r in recs} == {f"jms:{id_}" for id_ in ids}
+    assert [r["source_type"] for r in recs] == ["ObjectMessage"] * len(sent)
+    for rec in recs:   # the class name is in the serialized bytes (what the consumer got), not on MQ
+        assert rec["status"] == "ok" and rec["redelivery_count"] == 0, rec
+        assert ("dropped", "ObjectMessage class name") in changes(rec), rec
+    assert "Forbidden class" not in gw.log()
 
 
 def check_mq_message(spec: Json, jms: JmsMessage, mq: Any) -> None:
