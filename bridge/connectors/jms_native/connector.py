@@ -545,17 +545,23 @@ def native_problems(rules: RulesFile) -> list[str]:
     return problems
 
 
+_TEMPORARY_PREFIXES = (("temp-queue://", DestinationKind.QUEUE), ("temp-topic://", DestinationKind.TOPIC),
+                       # what an envelope route names a temporary reply destination (the STOMP target's form)
+                       ("/remote-temp-queue/", DestinationKind.QUEUE), ("/remote-temp-topic/", DestinationKind.TOPIC))
+
+
 def endpoint_destination(text: str) -> Destination:
-    """A route endpoint's destination text as a JMS destination (QueueEndpoint.destination; envelope
-    targets name URIs, ActiveMQ's temp-queue:// and temp-topic:// too)."""
-    for prefix, kind in (("temp-queue://", DestinationKind.QUEUE), ("temp-topic://", DestinationKind.TOPIC)):
+    """A route endpoint's destination text as a JMS destination (QueueEndpoint.destination: "Q", "topic:T";
+    envelope targets name "queue:Q" and "topic:T", reply targets URIs, ActiveMQ's temp-queue:// and
+    temp-topic:// too)."""
+    for prefix, kind in _TEMPORARY_PREFIXES:
         if text.startswith(prefix):
             return Destination(kind, text[len(prefix):], "", (TEMPORARY,))
     if "://" in text:
         return Destination.parse(text)
     if text.startswith("topic:"):
         return Destination.topic(text[len("topic:"):])
-    return Destination.queue(text)
+    return Destination.queue(text.removeprefix("queue:"))
 
 
 def _size(msg: JmsMessage) -> int:

@@ -88,10 +88,10 @@ class Provider:
         import jpype
 
         jndi = self.conn.jndi
-        if jndi is None or not jndi.destinations or "://" in text:
+        if jndi is None or not jndi.destinations or "://" in text or text.startswith("/remote-temp-"):
             return None
         topic = text.startswith("topic:")
-        name = text[len("topic:"):] if topic else text
+        name = text[len("topic:"):] if topic else text.removeprefix("queue:")   # "queue:Q": an envelope route's
         found = self.lookup(name, setting)
         kind = "Topic" if topic else "Queue"
         if not isinstance(found, jpype.JClass(f"javax.jms.{kind}")):
