@@ -1,0 +1,143 @@
+"""Routes of the native JMS connector (``type: jms``, ``client: native``) that a plain queue-to-queue flow does
+not exercise, through a running gateway and the session's ActiveMQ: a javax.jms requester's TemporaryQueue
+answered through envelope routes with the native connector on both sides, and a route selector evaluated by
+the provider (what does not match stays on the ActiveMQ queue)."""
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bridge.connectors.embedded import QueueStore, default_path
+from bridge.convlog import log_files
+from mappings.conversions.jms_mq import mq_bytes_to_jms
+from mappings.jms.model import JavaType, TextBody
+from tests.support.activemq import BrokerEndpoints
+from tests.support.gateway import GatewayProcess, wait_for
+from tests.support.jmstool import JmsTool, JmsToolError, native_connector_yaml, typed
+from tests.support.mqtt_clients import PahoClient
+
+pytest.importorskip("jpype", reason="jpype1 not installed (pip install 'mqbridge[jms]')")
+pytestmark = pytest.mark.activemq
+
+
+def _egress(gw: GatewayProcess, route: str, count: int) -> list[dict[str, Any]]:
+    def read() -> list[dict[str, Any]]:
+        rows = [json.loads(line) for f in log_files(gw.data_dir / "convlog") for line in f.read_text().splitlines()
+                if line]
+        return [r for r in rows if r["direction"] == "egress" and r["route"] == route]
+    return wait_for(lambda: len(r := read()) >= count and r, 20, what=f"{count} egress records of {route}")
+
+
+def _request_reply_rules(activemq: BrokerEndpoints, tag: str) -> str:
+    return native_connector_yaml(activemq.openwire_url) + f"""\
+routes:
+  - name: req
+    from: {{connector: amq, queue: nrr.req.{tag}}}
+    to: {{mqtt: "nrr/{tag}/request"}}
+    options: {{mqtt_format: envelope}}
+  - name: rep
+    from: {{mqtt: "nrr/{tag}/reply/#"}}
+    to: {{connector: amq, reply_to: true, allow: ["temp-queue://ID:"]}}
+    options: {{mqtt_format: envelope, backout_destination: {{connector: amq, queue: nrr.dead.{tag}}}}}
+"""
+
+
+def test_a_queue_requestor_gets_its_reply_on_its_temporary_queue_through_native_routes(
+        gateway_factory: Callable[..., GatewayProcess], clients: Callable[..., PahoClient],
+        activemq: BrokerEndpoints, jmstool: JmsTool, tmp_path: Path) -> None:
+    """Java requester (JMSReplyTo = a TemporaryQueue of its own connection) -> native source -> MQTT 3.1.1
+    responder over the envelope -> its reply envelope names the temporary queue -> native target sends to it
+    by name -> the requester receives it with the JMSCorrelationID it expects, typed properties intact."""
+    tag = uuid.uuid4().hex[:8]
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(_request_reply_rules(activemq, tag))
+    gw = gateway_factory({"rules": str(rules)})
+    responder = clients(gw.port, "pricing").connect()
+    responder.subscribe(f"nrr/{tag}/request", 1)
+    result: list[dict[str, Any]] = []
+    requester = threading.Thread(target=lambda: result.append(jmstool.request(
+        f"queue://nrr.req.{tag}", {"type": "Text", "body": "price?", "headers": {"type": "quote"},
+                                   "properties": {"qty": typed("int", 3)}}, timeout=30)))
+    requester.start()
+    (got,) = responder.wait_messages(1, timeout=30)
+    request = json.loads(got.payload)
+    h = request["headers"]
+    assert h["JMSReplyTo"].startswith("queue:///ID:") and h["JMSReplyTo"].endswith("?temporary=true"), h
+    assert request["properties"]["qty"] == {"type": "int", "value": 3}      # STOMP: a String
+    reply = {"headers": {"JMSCorrelationID": h["JMSMessageID"], "JMSDestination": h["JMSReplyTo"],
+                         "JMSType": "quote-reply"},
+             "properties": {"ok": {"type": "boolean", "value": True}},
+             "body": {"type": "jms_text", "text": "12.50"}}
+    responder.publish(f"nrr/{tag}/reply/1", json.dumps(reply).encode(), qos=1)
+    requester.join(60)
+    (res,) = result
+    assert h["JMSReplyTo"] == f"queue:///{res['replyTo'].removeprefix('temp-queue://')}?temporary=true"
+    answer = res["reply"]
+    assert answer is not None, f"no reply reached the requester's temporary queue: {_egress(gw, 'rep', 1)}"
+    assert answer["headers"]["correlationId"] == res["sent"] == h["JMSMessageID"]
+    assert answer["body"] == "12.50" and answer["headers"]["type"] == "quote-reply"
+    assert answer["headers"]["destination"] == res["replyTo"]
+    assert answer["properties"]["ok"] == {"type": "java.lang.Boolean", "value": True}   # STOMP: a String
+    (rec,) = _egress(gw, "rep", 1)
+    assert rec["status"] == "ok", rec
+
+
+def _selector_rules(activemq: BrokerEndpoints, tag: str, selector: str) -> str:
+    return native_connector_yaml(activemq.openwire_url) + f"""\
+routes:
+  - name: picked
+    from: {{connector: amq, queue: nsel.{tag}}}
+    to: {{queue: PICKED}}
+    options: {{selector: "{selector}"}}
+"""
+
+
+def _picked(gw: GatewayProcess) -> list[tuple[str | None, int | None]]:
+    store = QueueStore(default_path(gw.data_dir)).open()
+    try:
+        raws = [m.data for m in store.browse("PICKED")]
+    finally:
+        store.close()
+    out = []
+    for raw in raws:
+        msg, _ = mq_bytes_to_jms(raw, now_ms=0)
+        n = msg.properties.get("n")
+        assert n is None or n.type is JavaType.INT   # the property reached MQ typed
+        out.append((msg.body.text if isinstance(msg.body, TextBody) else None, None if n is None else int(n.value)))
+    return out
+
+
+def test_a_selector_on_a_native_source_is_the_providers_and_what_does_not_match_stays_on_the_queue(
+        gateway_factory: Callable[..., GatewayProcess], activemq: BrokerEndpoints, jmstool: JmsTool,
+        tmp_path: Path) -> None:
+    """``options.selector`` on a native JMS source is its consumer's message selector: ActiveMQ hands the route
+    only what matches (a numeric comparison works: the property is an int, not STOMP's String), the route
+    filters nothing itself, and the other messages stay on the queue for other consumers."""
+    tag = uuid.uuid4().hex[:8]
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(_selector_rules(activemq, tag, "region = 'eu' AND n > 2 AND JMSPriority >= 4"))
+    gw = gateway_factory({"rules": str(rules)})
+    messages = [("eu-5", "eu", 5, 4), ("us-7", "us", 7, 4), ("eu-1", "eu", 1, 4), ("eu-9", "eu", 9, 4),
+                ("eu-6-low", "eu", 6, 1), ("none", None, 8, 4)]
+    jmstool.send(f"queue://nsel.{tag}", *(
+        {"type": "Text", "body": body, "headers": {"priority": priority},
+         "properties": {"n": typed("int", n), **({"region": typed("String", region)} if region else {})}}
+        for body, region, n, priority in messages))
+    assert wait_for(lambda: len(p := _picked(gw)) >= 2 and p, 30, what="the matching messages on PICKED") == \
+        [("eu-5", 5), ("eu-9", 9)]
+    code, status = gw.admin("/status")
+    (row,) = [r for r in status["routes"] if r["route"] == "picked"]
+    assert code == 200 and row["moved"] == 2 and row["filtered"] == 0   # nothing reached the route to filter
+    # the others stay on the queue, in order, while the route's consumer is still there: never delivered to it
+    rest = jmstool.receive(f"queue://nsel.{tag}", 4, timeout=20)
+    assert [m["body"] for m in rest] == ["us-7", "eu-1", "eu-6-low", "none"]
+    assert not any(m["headers"]["redelivered"] for m in rest), rest
+    with pytest.raises(JmsToolError):
+        jmstool.receive(f"queue://nsel.{tag}", 1, timeout=1)
+    assert _picked(gw) == [("eu-5", 5), ("eu-9", 9)]
