@@ -9,6 +9,7 @@ import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -177,3 +178,60 @@ def test_connector_settings_that_cannot_work_are_refused_by_validate(tmp_path: P
     rules.write_text(text.replace(*change))
     checked = _validate(rules)
     assert checked.returncode == 1 and named in checked.stderr, checked.stderr
+
+
+MANAGEMENT_JAR = '"/usr/share/java/geronimo-j2ee-management-1.1-spec.jar"'   # ActiveMQ's factory needs its Stats
+
+
+def _class_rules(activemq: BrokerEndpoints) -> str:
+    """The same connector by its connection factory class, with one route from it."""
+    return native_connector_yaml(activemq.openwire_url) + """\
+routes:
+  - name: from-amq
+    from: {connector: amq, queue: jars.in}
+    to: {queue: JARS.IN}
+"""
+
+
+@pytest.mark.parametrize("style", ["class", "jndi"])
+@pytest.mark.parametrize(("change", "named"), [
+    (("jars: [", 'jars: ["/nonexistent/provider-*.jar", '), "connectors.amq.jars: '/nonexistent/provider-*.jar' "
+                                                           "matches no file"),
+    ((", " + MANAGEMENT_JAR, ""), "cannot load: it needs class javax.management.j2ee.statistics.Stats, which none "
+                                  "of the jars holds (a dependency jar left out?)"),
+])
+def test_a_jar_that_is_missing_fails_validate_naming_the_jars_setting(
+        tmp_path: Path, style: str, change: tuple[str, str], named: str) -> None:
+    """A glob that matches nothing, and a dependency jar left out so that the factory class (or JNDI's initial
+    context factory) cannot load: `validate` exits 1 with one line naming connectors.amq.jars (not a
+    traceback, not the connector's name twice)."""
+    broker = BrokerEndpoints("127.0.0.1", 1, 2, 3)   # no provider is needed to find either
+    text = _class_rules(broker) if style == "class" else _rules(broker, "j")
+    assert change[0] in text
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(text.replace(*change, 1))
+    checked = _validate(rules)
+    problems = [line for line in checked.stderr.splitlines() if line.startswith(str(rules))]
+    assert checked.returncode == 1 and len(problems) == 1, checked.stderr
+    assert f"{rules}: connectors.amq.jars: " in problems[0] and named in problems[0], checked.stderr
+    assert "Traceback" not in checked.stderr and "connectors.amq: connectors.amq" not in checked.stderr
+
+
+def test_a_dependency_jar_the_client_needs_only_once_connected_is_named_by_the_link_status(
+        activemq: BrokerEndpoints, gateway_factory: Callable[..., GatewayProcess], tmp_path: Path) -> None:
+    """ActiveMQ's client loads hawtbuf only once it talks to the broker: `validate` cannot see it missing (it
+    does not connect), and the route's link says which setting to fix instead of a bare NoClassDefFoundError."""
+    rules = tmp_path / "rules.yaml"
+    text = _class_rules(activemq)
+    hawtbuf = ', "/usr/share/java/hawtbuf.jar"'
+    assert hawtbuf in text
+    rules.write_text(text.replace(hawtbuf, ""))
+    gw = gateway_factory({"rules": str(rules)})
+
+    def link() -> dict[str, Any] | None:
+        code, status = gw.admin("/status")
+        (row,) = [r for r in status["routes"] if r["route"] == "from-amq"]
+        return row["source_link"] if code == 200 and row["source_link"]["state"] == "down" else None
+
+    down = wait_for(link, 30, what="the source link to go down")
+    assert "connectors.amq.jars: no jar holds class org.fusesource.hawtbuf.UTF8Buffer" in down["error"], down

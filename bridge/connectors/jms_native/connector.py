@@ -28,7 +28,13 @@ from bridge.connectors.base import ConnectorError, Inbound, Outbound, Source, Ta
 from bridge.connectors.jms_native import TEMPORARY, jvm
 from bridge.connectors.jms_native.batch import batch_send
 from bridge.connectors.jms_native.batch_read import batch_read
-from bridge.connectors.jms_native.provider import LinkStatus, Provider, exception_listener
+from bridge.connectors.jms_native.provider import (
+    LinkStatus,
+    Provider,
+    exception_listener,
+    missing_class_hint,
+    provider_error,
+)
 from bridge.connectors.registry import RouteSetupError
 from bridge.threadnames import name_this_thread
 from mappings.jms.model import DeliveryMode, Destination, DestinationKind, JmsMessage, TextBody
@@ -77,7 +83,7 @@ class _Client:
             connection = (factory.createConnection(self.conn.user, self.conn.password) if self.conn.user
                           else factory.createConnection())
         except jpype.JException as exc:
-            raise self._down(f"JMS provider: {exc.getMessage()}") from None
+            raise self._down(provider_error(exc, self.setting)) from None
         except ConnectorError as exc:
             raise self._down(str(exc)) from None
         try:
@@ -88,7 +94,7 @@ class _Client:
             self.session = connection.createSession(True, 0)   # transacted (SESSION_TRANSACTED)
         except jpype.JException as exc:
             _close(connection)
-            raise self._down(f"JMS provider: {exc.getMessage()}") from None
+            raise self._down(provider_error(exc, self.setting)) from None
         self.connection = connection
         self.status.up()
         if probe:
@@ -209,8 +215,9 @@ class NativeJmsTarget(Target):
             self.commits += 1
         except jpype.JException as exc:
             self._producers.clear()
-            self.client.drop(f"JMS provider: {exc.getMessage()}")
-            raise ConnectorError(f"JMS provider: {exc.getMessage()}") from None
+            why = provider_error(exc, self.client.setting)
+            self.client.drop(why)
+            raise ConnectorError(why) from None
         self._failed = False
 
     def _prepare(self, session: Any, item: Outbound) -> Any:
@@ -368,7 +375,7 @@ class NativeJmsSource(Source):
                 got.append(more)
             return self._read_all(got)
         except (jpype.JException, ConnectorError) as exc:
-            why = f"JMS provider: {exc.getMessage()}" if isinstance(exc, jpype.JException) else str(exc)
+            why = provider_error(exc, self.client.setting) if isinstance(exc, jpype.JException) else str(exc)
             log.warning("%s: %s (connecting again)", self.destination, why)
         except Exception as exc:   # a bug must not end the route: logged, and the batch comes again
             log.exception("%s: receiving failed", self.destination)
@@ -494,8 +501,10 @@ def native_jvm(conn: JmsConnector, name: str) -> Any:
     try:
         return jvm.start(jvm.expand_jars(conn.jars, f"connectors.{name}.jars"), conn.jvm_options,
                          f"connectors.{name}.jvm_options")
-    except jvm.JvmError as exc:
-        raise RouteSetupError(f"connectors.{name}: {exc}") from None
+    except jvm.JvmError as exc:   # named by its setting already (connectors.NAME.jars), or by the connector
+        why = str(exc)
+        raise RouteSetupError(why if why.startswith(f"connectors.{name}.") else f"connectors.{name}: {why}") \
+            from None
 
 
 def check_native(conn: JmsConnector, name: str, destination: str = "", setting: str = "") -> None:
@@ -511,6 +520,9 @@ def check_native(conn: JmsConnector, name: str, destination: str = "", setting: 
         except TypeError as exc:
             raise RouteSetupError(f"connectors.{name}.connection_factory: {conn.connection_factory!r} is not on "
                                   f"the class path of jars ({exc})") from None
+        except jpype.JException as exc:   # NoClassDefFoundError: a class it needs is in none of the jars
+            raise RouteSetupError(f"connectors.{name}.jars: the connection factory {conn.connection_factory!r} "
+                                  f"cannot load: {missing_class_hint(exc)}") from None
         return
     provider = Provider(conn, f"connectors.{name}")
     try:

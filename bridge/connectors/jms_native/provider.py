@@ -4,6 +4,7 @@ provider (up, down with the reason, reconnects), which an ExceptionListener lear
 provider's client does. Every error names the connector's setting to change. Needs the JVM running."""
 from __future__ import annotations
 
+import re
 import threading
 import time
 from typing import Any
@@ -65,6 +66,10 @@ class Provider:
             try:
                 self.context = jpype.JClass("javax.naming.InitialContext")(env)
             except jpype.JException as exc:
+                if missing_class(exc) is not None:
+                    raise ConnectorError(f"{self.setting}.jars: the initial context factory "
+                                         f"{jndi.initial_context_factory!r} cannot load: {missing_class_hint(exc)}"
+                                         ) from None
                 raise ConnectorError(f"{self.setting}.jndi.initial_context_factory "
                                      f"{jndi.initial_context_factory!r}: {_why(exc)}") from None
         return self.context
@@ -77,6 +82,9 @@ class Provider:
         try:
             found = context.lookup(name)
         except jpype.JException as exc:
+            if missing_class(exc) is not None:   # bound, but its object's class cannot load
+                raise ConnectorError(f"{self.setting}.jars: JNDI name {name!r} ({setting}) cannot load: "
+                                     f"{missing_class_hint(exc)}") from None
             raise ConnectorError(f"{setting}: JNDI name {name!r} not found ({_why(exc)})") from None
         if found is None:
             raise ConnectorError(f"{setting}: JNDI name {name!r} is bound to nothing")
@@ -111,6 +119,39 @@ class Provider:
 def _why(exc: Any) -> str:
     message = exc.getMessage()
     return str(message) if message is not None else str(exc.getClass().getName())
+
+
+_MISSING = re.compile(r"(?:NoClassDefFoundError|ClassNotFoundException):? ([\w$./]+)")
+
+
+def missing_class(exc: Any) -> str | None:
+    """The class a Java failure, or one of its causes, could not find (a jar left out of ``jars``), else None."""
+    for _ in range(16):   # a cause chain, bounded
+        if exc is None:
+            return None
+        name, message = str(exc.getClass().getName()), str(exc.getMessage() or "")
+        if name in ("java.lang.NoClassDefFoundError", "java.lang.ClassNotFoundException") and message:
+            return message.replace("/", ".")
+        found = _MISSING.search(message)   # a provider that wraps it in its own message (ActiveMQ)
+        if found:
+            return found.group(1).replace("/", ".")
+        exc = exc.getCause()
+    return None
+
+
+def missing_class_hint(exc: Any) -> str:
+    """Why a class cannot load: the class none of the jars holds, or the Java failure's message."""
+    cls = missing_class(exc)
+    return _why(exc) if cls is None else f"it needs class {cls}, which none of the jars holds (a dependency jar " \
+        "left out?)"
+
+
+def provider_error(exc: Any, setting: str) -> str:
+    """A failure of the provider's client as the endpoint's link shows it; a class missing from the jars (which
+    only shows once the client runs, e.g. ActiveMQ without hawtbuf.jar) names ``setting``.jars."""
+    why = f"JMS provider: {_why(exc)}"
+    cls = missing_class(exc)
+    return why if cls is None else f"{why} ({setting}.jars: no jar holds class {cls}: a dependency jar left out?)"
 
 
 class LinkStatus:
@@ -179,4 +220,4 @@ def exception_listener(status: LinkStatus, generation: int) -> Any:
     return _Listener()
 
 
-__all__ = ["LinkStatus", "Provider", "exception_listener"]
+__all__ = ["LinkStatus", "Provider", "exception_listener", "missing_class", "missing_class_hint", "provider_error"]
