@@ -5,6 +5,9 @@ the provider (what does not match stays on the ActiveMQ queue)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
 import uuid
 from collections.abc import Callable
@@ -18,7 +21,7 @@ from bridge.convlog import log_files
 from mappings.conversions.jms_mq import mq_bytes_to_jms
 from mappings.jms.model import JavaType, TextBody
 from tests.support.activemq import BrokerEndpoints
-from tests.support.gateway import GatewayProcess, wait_for
+from tests.support.gateway import REPO, GatewayProcess, wait_for
 from tests.support.jmstool import JmsTool, JmsToolError, native_connector_yaml, typed
 from tests.support.mqtt_clients import PahoClient
 
@@ -141,3 +144,62 @@ def test_a_selector_on_a_native_source_is_the_providers_and_what_does_not_match_
     with pytest.raises(JmsToolError):
         jmstool.receive(f"queue://nsel.{tag}", 1, timeout=1)
     assert _picked(gw) == [("eu-5", 5), ("eu-9", 9)]
+
+
+# `mqbridge ARGS` in a process where `import jpype` fails as it does without jpype1 installed
+WITHOUT_JPYPE = """\
+import sys
+sys.modules["jpype"] = None   # an ImportError on import, as when the package is absent
+from bridge.cli.main import main
+raise SystemExit(main(sys.argv[1:]))
+"""
+NEEDS_JPYPE = "connectors.amq: the native JMS connector needs JPype: pip install 'mqbridge[jms]'"
+
+
+def _without_jpype(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", WITHOUT_JPYPE, *args], capture_output=True, text=True, timeout=120,
+                          cwd=cwd, env=dict(os.environ, PYTHONPATH=str(REPO)))
+
+
+def test_without_jpype_validate_and_the_start_refuse_a_native_connector_saying_what_to_install(
+        tmp_path: Path) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(_selector_rules(BrokerEndpoints("127.0.0.1", 1, 2, 3), "nojpype", "n > 2"))
+    checked = _without_jpype("validate", str(rules), cwd=tmp_path)
+    assert checked.returncode == 1, checked
+    assert f"{rules}: {NEEDS_JPYPE}" in checked.stderr and "Traceback" not in checked.stderr, checked.stderr
+    (tmp_path / "gw").mkdir()
+    gw = GatewayProcess(tmp_path / "gw", {"rules": str(rules)})
+    gw.write_config()
+    served = _without_jpype("serve", "-c", str(gw.config_path), cwd=tmp_path / "gw")
+    assert served.returncode == 1 and NEEDS_JPYPE in served.stdout + served.stderr, served
+
+
+def test_without_a_native_connector_nothing_imports_jpype(tmp_path: Path) -> None:
+    """The gateway's modules and validate's whole path (a STOMP jms connector included) leave JPype alone: it is
+    imported only once a native connector is configured."""
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("""\
+connectors:
+  amq: {type: jms, host: 127.0.0.1, port: 1}
+routes:
+  - name: to-amq
+    from: {mqtt: "a/#"}
+    to: {connector: amq, queue: a.q}
+  - name: from-amq
+    from: {connector: amq, queue: b.q}
+    to: {queue: B}
+    options: {selector: "n > 2"}
+""")
+    probe = f"""\
+import sys
+import bridge.app, bridge.connectors.jms, bridge.connectors.registry
+from bridge.cli.main import main
+assert main(["validate", {str(rules)!r}]) == 0
+assert "jpype" not in sys.modules, "jpype imported"
+print("jpype not imported")
+"""
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert done.returncode == 0 and "jpype not imported" in done.stdout, done
+    assert "to-amq: mqtt a/# -> amq a.q" in done.stdout
