@@ -3,7 +3,7 @@ shows, and that an ExceptionListener of a connection already replaced is not hea
 connection lost, and a source then never came back)."""
 from __future__ import annotations
 
-from bridge.connectors.jms_native.provider import LinkStatus
+from bridge.connectors.jms_native.provider import LinkStatus, missing_class, missing_class_hint, provider_error
 
 
 def test_down_then_up_counts_one_reconnect_and_keeps_the_outage_start() -> None:
@@ -34,3 +34,38 @@ def test_a_listener_of_a_replaced_connection_is_not_heard() -> None:
     assert status.broken is None and status.as_dict()["state"] == "up"
     status.lost("this one", new)
     assert status.broken == "this one" and status.as_dict()["state"] == "down"
+
+
+class _Throwable:
+    """What provider.missing_class reads of a Java exception through JPype: class name, message, cause."""
+
+    def __init__(self, cls: str, message: str | None, cause: _Throwable | None = None) -> None:
+        self.cls, self.message, self.cause = cls, message, cause
+
+    def getClass(self) -> _Throwable:  # noqa: N802 - Java's names
+        return self
+
+    def getName(self) -> str:  # noqa: N802
+        return self.cls
+
+    def getMessage(self) -> str | None:  # noqa: N802
+        return self.message
+
+    def getCause(self) -> _Throwable | None:  # noqa: N802
+        return self.cause
+
+
+def test_a_class_missing_from_the_jars_is_found_in_the_failure_and_names_the_jars_setting() -> None:
+    wrapped = _Throwable("org.apache.activemq.ConnectionFailedException", "The JMS connection has failed: Unexpected "
+                         "error occurred: java.lang.NoClassDefFoundError: org/fusesource/hawtbuf/UTF8Buffer")
+    assert missing_class(wrapped) == "org.fusesource.hawtbuf.UTF8Buffer"
+    caused = _Throwable("javax.jms.JMSException", "wrapped", _Throwable("java.lang.ClassNotFoundException", "a.B"))
+    assert missing_class(caused) == "a.B"
+    assert provider_error(wrapped, "connectors.amq").endswith(
+        "(connectors.amq.jars: no jar holds class org.fusesource.hawtbuf.UTF8Buffer: a dependency jar left out?)")
+    refused = _Throwable("javax.jms.JMSException", "Could not connect to broker URL: Connection refused")
+    assert missing_class(refused) is None
+    assert provider_error(refused, "connectors.amq") == f"JMS provider: {refused.message}"
+    looped = _Throwable("javax.jms.JMSException", None)
+    looped.cause = looped   # a cause chain that never ends is read a bounded number of steps
+    assert missing_class(looped) is None and missing_class_hint(looped) == "javax.jms.JMSException"
