@@ -235,3 +235,26 @@ def test_a_dependency_jar_the_client_needs_only_once_connected_is_named_by_the_l
 
     down = wait_for(link, 30, what="the source link to go down")
     assert "connectors.amq.jars: no jar holds class org.fusesource.hawtbuf.UTF8Buffer" in down["error"], down
+
+
+@pytest.mark.parametrize(("change", "named"), [
+    (("{brokerURL:", "{noSuchProperty: 1, brokerURL:"),
+     "connectors.amq.factory_properties: org.apache.activemq.ActiveMQConnectionFactory has no property "
+     "'noSuchProperty'"),
+    (("{brokerURL:", '{useAsyncSend: "yes", brokerURL:'),
+     "connectors.amq.factory_properties.useAsyncSend: 'yes' refused by org.apache.activemq.ActiveMQConnectionFactory"),
+])
+def test_a_factory_property_the_factory_refuses_fails_validate_and_start_naming_it(
+        tmp_path: Path, change: tuple[str, str], named: str) -> None:
+    """The connection factory is made and given its properties at validate and at start (it connects only when
+    asked, so no provider is needed): a bad one is refused there, not retried for ever by the route's link."""
+    text = _class_rules(BrokerEndpoints("127.0.0.1", 1, 2, 3))
+    assert change[0] in text
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(text.replace(*change))
+    checked = _validate(rules)
+    assert checked.returncode == 1 and f"{rules}: {named}" in checked.stderr, checked.stderr
+    (tmp_path / "gw").mkdir()
+    with pytest.raises(AssertionError, match="mqbridge exited with 1") as exc:
+        GatewayProcess(tmp_path / "gw", {"rules": str(rules)}).start(timeout=60)
+    assert named in str(exc.value)

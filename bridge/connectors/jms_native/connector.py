@@ -509,9 +509,9 @@ def native_jvm(conn: JmsConnector, name: str) -> Any:
 
 def check_native(conn: JmsConnector, name: str, destination: str = "", setting: str = "") -> None:
     """At route setup (an endpoint's check, on its worker: JNDI lookups may wait on the network): the JVM runs
-    with the connector's jars and its connection factory class loads (or, with jndi, its connection factory and
-    ``destination`` are bound in the directory), or RouteSetupError says which setting is wrong (``setting``:
-    the endpoint's, for the destination)."""
+    with the connector's jars and its connection factory class loads and takes its factory_properties (or, with
+    jndi, its connection factory and ``destination`` are bound in the directory), or RouteSetupError says which
+    setting is wrong (``setting``: the endpoint's, for the destination)."""
     jpype = native_jvm(conn, name)
     jvm.attach()
     if conn.jndi is None:
@@ -523,6 +523,10 @@ def check_native(conn: JmsConnector, name: str, destination: str = "", setting: 
         except jpype.JException as exc:   # NoClassDefFoundError: a class it needs is in none of the jars
             raise RouteSetupError(f"connectors.{name}.jars: the connection factory {conn.connection_factory!r} "
                                   f"cannot load: {missing_class_hint(exc)}") from None
+        try:   # made and given its factory_properties (a JMS connection factory connects only when asked)
+            Provider(conn, f"connectors.{name}").factory()
+        except ConnectorError as exc:
+            raise RouteSetupError(str(exc)) from None
         return
     provider = Provider(conn, f"connectors.{name}")
     try:

@@ -43,7 +43,7 @@ class Provider:
                     setter(value)
                 except (TypeError, jpype.JException) as exc:   # e.g. "yes" for a boolean
                     raise ConnectorError(f"{self.setting}.factory_properties.{key}: {value!r} refused by "
-                                         f"{conn.connection_factory}: {exc}") from None
+                                         f"{conn.connection_factory}: {' '.join(str(exc).split())}") from None
             return factory
         found = self.lookup(conn.jndi.connection_factory, f"{self.setting}.jndi.connection_factory")
         if not isinstance(found, jpype.JClass("javax.jms.ConnectionFactory")):
