@@ -66,7 +66,7 @@ class Provider:
             try:
                 self.context = jpype.JClass("javax.naming.InitialContext")(env)
             except jpype.JException as exc:
-                if missing_class(exc) is not None:
+                if missing_class(exc) not in (None, jndi.initial_context_factory):   # it loads, a class it needs not
                     raise ConnectorError(f"{self.setting}.jars: the initial context factory "
                                          f"{jndi.initial_context_factory!r} cannot load: {missing_class_hint(exc)}"
                                          ) from None
