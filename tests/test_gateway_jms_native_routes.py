@@ -1,7 +1,8 @@
 """Routes of the native JMS connector (``type: jms``, ``client: native``) that a plain queue-to-queue flow does
 not exercise, through a running gateway and the session's ActiveMQ: a javax.jms requester's TemporaryQueue
-answered through envelope routes with the native connector on both sides, and a route selector evaluated by
-the provider (what does not match stays on the ActiveMQ queue)."""
+answered through the native connector on both sides (an MQTT 3.1.1 responder over the envelope, an MQTT 5 one
+by its Response Topic), a route selector evaluated by the provider (what does not match stays on the ActiveMQ
+queue), and what happens without JPype."""
 from __future__ import annotations
 
 import json
@@ -23,6 +24,7 @@ from mappings.jms.model import JavaType, TextBody
 from tests.support.activemq import BrokerEndpoints
 from tests.support.gateway import REPO, GatewayProcess, wait_for
 from tests.support.jmstool import JmsTool, JmsToolError, native_connector_yaml, typed
+from tests.support.mqtt5_client import V5, publish_props
 from tests.support.mqtt_clients import PahoClient
 
 pytest.importorskip("jpype", reason="jpype1 not installed (pip install 'mqbridge[jms]')")
@@ -203,3 +205,43 @@ print("jpype not imported")
                           env=dict(os.environ, PYTHONPATH=str(REPO)))
     assert done.returncode == 0 and "jpype not imported" in done.stdout, done
     assert "to-amq: mqtt a/# -> amq a.q" in done.stdout
+
+
+def test_an_mqtt5_responder_answers_a_queue_requestor_through_native_routes_without_an_envelope(
+        gateway_factory: Callable[..., GatewayProcess], activemq: BrokerEndpoints, jmstool: JmsTool,
+        tmp_path: Path) -> None:
+    """The payload form: the request's JMSReplyTo (a TemporaryQueue) is the MQTT 5 Response Topic
+    ``queue:///ID:..?temporary=true``; the responder publishes there with Correlation Data = the request's
+    JMSMessageID (a user property), and one route brings every such reply to its requester's temporary queue."""
+    tag = uuid.uuid4().hex[:8]
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(native_connector_yaml(activemq.openwire_url) + f"""\
+routes:
+  - name: req
+    from: {{connector: amq, queue: n5.req.{tag}}}
+    to: {{mqtt: "n5/{tag}/request"}}
+  - name: ans
+    from: {{mqtt: "queue:///+"}}
+    to: {{connector: amq, reply_to: true, allow: ["temp-queue://ID:"]}}
+""")
+    gw = gateway_factory({"rules": str(rules)})
+    service = V5(gw.port, "service5").connect()
+    try:
+        assert service.subscribe(f"n5/{tag}/request", 1) == [1]
+        result: list[dict[str, Any]] = []
+        requester = threading.Thread(target=lambda: result.append(jmstool.request(
+            f"queue://n5.req.{tag}", {"type": "Text", "body": "price?"}, timeout=30)))
+        requester.start()
+        (req,) = service.wait(1, timeout=30)
+        props = req.properties
+        assert props.ResponseTopic.startswith("queue:///ID:") and props.ResponseTopic.endswith("?temporary=true")
+        message_id = dict(props.UserProperty)["JMSMessageID"]
+        service.client.publish(props.ResponseTopic, b"12.50", 1, properties=publish_props(
+            CorrelationData=message_id.encode())).wait_for_publish(10)
+        requester.join(60)
+    finally:
+        service.close()
+    (res,) = result
+    assert props.ResponseTopic == f"queue:///{res['replyTo'].removeprefix('temp-queue://')}?temporary=true"
+    assert res["reply"] is not None, f"no reply reached the temporary queue: {_egress(gw, 'ans', 1)}"
+    assert res["reply"]["body"] == "12.50" and res["reply"]["headers"]["correlationId"] == res["sent"] == message_id
