@@ -49,3 +49,28 @@ def test_jvm_options_belong_to_a_native_connector():
     native = JmsConnector(type="jms", client="native", jars=(JAR,), connection_factory="x.Factory",
                           jvm_options=("-Djavax.net.ssl.trustStore=/etc/trust.jks",))
     assert native.jvm_options == ("-Djavax.net.ssl.trustStore=/etc/trust.jks",)
+
+
+FLAGS = f"""
+import sys
+from bridge.connectors.jms_native import jvm
+jpype = jvm.start([{JAR!r}], sys.argv[1:])
+bean = jpype.java.lang.management.ManagementFactory.getRuntimeMXBean()
+print(" ".join(str(a) for a in bean.getInputArguments() if str(a).startswith("-XX:")))
+"""
+
+
+@pytest.mark.parametrize(("given", "expected"), [
+    ([], ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]),
+    (["-XX:+UseParallelGC", "-XX:TieredStopAtLevel=4"], ["-XX:+UseParallelGC", "-XX:TieredStopAtLevel=4"]),
+    (["-XX:-TieredCompilation"], ["-XX:+UseSerialGC", "-XX:-TieredCompilation"]),
+])
+def test_the_gateways_jvm_defaults_step_aside_for_a_connectors_own_choice(given: list[str],
+                                                                          expected: list[str]) -> None:
+    """C1 alone and the serial collector unless jvm_options choose a compiler or a collector (two collectors
+    would stop the JVM)."""
+    if not os.path.exists(JAR):
+        pytest.skip(f"{JAR} not installed (Debian's libgeronimo-jms-1.1-spec-java)")
+    out = subprocess.run([sys.executable, "-c", FLAGS, *given], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == expected

@@ -44,6 +44,21 @@ def expand_jars(entries: Iterable[str], setting: str = "jars") -> list[str]:
 _options: list[tuple[str, ...]] = []   # the options this process's JVM started with, once started here
 
 
+def default_options(wanted: tuple[str, ...]) -> list[str]:
+    """The options the gateway adds before a connector's own (``wanted``), each only when those do not choose
+    otherwise. The JVM's work here is a JMS client's (marshalling, a socket): C1 alone compiles it within the
+    first messages, where C2's compile cost about 35 µs a message over the first 10,000 and 16 µs over the
+    next, more than its code saves (bench/HISTORY.md, session 21); the serial collector keeps the small heap
+    without a thread per core beside the gateway's."""
+    out = []
+    if not any(o.startswith(("-XX:TieredStopAtLevel", "-XX:-TieredCompilation", "-XX:+TieredCompilation"))
+               for o in wanted):
+        out.append("-XX:TieredStopAtLevel=1")
+    if not any(o.startswith("-XX:+Use") and o.endswith("GC") for o in wanted):
+        out.append("-XX:+UseSerialGC")
+    return out
+
+
 def start(jars: list[str], options: Iterable[str] = (), setting: str = "jvm_options") -> Any:
     """The ``jpype`` module with the JVM running, ``jars`` on its class path and ``options`` (a connector's
     ``jvm_options``, named by ``setting`` in errors) among its options."""
@@ -54,7 +69,8 @@ def start(jars: list[str], options: Iterable[str] = (), setting: str = "jvm_opti
             try:
                 # -Xrs: the JVM leaves SIGTERM, SIGINT and SIGHUP to the gateway (else its handlers replace the
                 # gateway's: SIGTERM would end the process at once, without closing routes; SIGHUP, no reload)
-                jpype.startJVM("-Xrs", *wanted, classpath=jars, convertStrings=False, interrupt=False)
+                jpype.startJVM("-Xrs", *default_options(wanted), *wanted, classpath=jars, convertStrings=False,
+                               interrupt=False)
             except (OSError, RuntimeError) as exc:   # no libjvm, a bad option
                 hint = f"check {setting} {list(wanted)}" if wanted else \
                     "install a Java runtime (JAVA_HOME, or java on PATH)"
@@ -79,4 +95,4 @@ def attach() -> None:
         jpype.java.lang.Thread.attach()
 
 
-__all__ = ["JvmError", "attach", "expand_jars", "start"]
+__all__ = ["JvmError", "attach", "default_options", "expand_jars", "start"]
