@@ -15,8 +15,8 @@ from bridge.connectors.embedded import QueueStore, default_path
 from mappings.mq import constants as C
 from mappings.mq.message import build_message, encode_message
 from mappings.mq.mqmd import Mqmd
-from tests.support.activemq import ActiveMQ, ActiveMQUnavailable, BrokerEndpoints
-from tests.support.activemq import unavailable_reason as broker_unavailable
+from tests.support.activemq import BrokerEndpoints
+from tests.support.activemq_fixtures import start_broker
 from tests.support.gateway import GatewayProcess, wait_for
 from tests.support.jmstool import JmsTool, native_connector_yaml
 
@@ -33,16 +33,10 @@ USERS = """
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerEndpoints]:
-    reason = broker_unavailable()
-    if reason is not None:
-        pytest.skip(f"ActiveMQ unavailable: {reason}")
-    broker = ActiveMQ(tmp_path_factory.mktemp("activemq-auth"), extra_xml=USERS)
-    try:
-        yield broker.start()
-    except ActiveMQUnavailable as exc:
-        pytest.skip(f"ActiveMQ unavailable: {exc}")
-    finally:
-        broker.stop()
+    broker = start_broker(tmp_path_factory.mktemp("activemq-auth"), persistent=False, extra_xml=USERS)
+    assert broker.endpoints is not None
+    yield broker.endpoints
+    broker.stop()
 
 
 @pytest.fixture(scope="module")

@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 
 from bridge.connectors.embedded import QueueStore, default_path
-from mappings.conversions.jms_mq import mq_bytes_to_jms
 from mappings.jms.model import TextBody
 from mappings.mq import constants as C
 from mappings.mq.message import build_message, encode_message
 from mappings.mq.mqmd import Mqmd
 from mappings.mq.rfh2 import Rfh2, RfhElement, RfhFolder
 from tests.support.activemq import BrokerEndpoints
+from tests.support.embedded_store import jms_messages
 from tests.support.gateway import GatewayProcess, wait_for
 from tests.support.jmstool import JmsTool, native_connector_yaml, typed
 from tests.support.mqtt_clients import PahoClient
@@ -69,14 +69,8 @@ def jndi_gw(activemq: BrokerEndpoints, tmp_path_factory: pytest.TempPathFactory)
 
 def _texts(gw: GatewayProcess, queue: str) -> list[tuple[str | None, int | None]]:
     """The (text, property "n") of each message on an embedded queue."""
-    store = QueueStore(default_path(gw.data_dir)).open()
-    try:
-        raws = [m.data for m in store.browse(queue)]
-    finally:
-        store.close()
     out = []
-    for raw in raws:
-        msg, _ = mq_bytes_to_jms(raw, now_ms=0)
+    for msg in jms_messages(gw.data_dir, queue):
         n = msg.properties.get("n")
         out.append((msg.body.text if isinstance(msg.body, TextBody) else None,
                     int(n.value) if n is not None and n.value is not None else None))

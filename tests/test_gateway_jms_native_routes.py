@@ -17,11 +17,10 @@ from typing import Any
 
 import pytest
 
-from bridge.connectors.embedded import QueueStore, default_path
 from bridge.convlog import log_files
-from mappings.conversions.jms_mq import mq_bytes_to_jms
 from mappings.jms.model import JavaType, TextBody
 from tests.support.activemq import BrokerEndpoints
+from tests.support.embedded_store import jms_messages
 from tests.support.gateway import REPO, GatewayProcess, wait_for
 from tests.support.jmstool import JmsTool, JmsToolError, native_connector_yaml, typed
 from tests.support.mqtt5_client import V5, publish_props
@@ -104,14 +103,8 @@ routes:
 
 
 def _picked(gw: GatewayProcess) -> list[tuple[str | None, int | None]]:
-    store = QueueStore(default_path(gw.data_dir)).open()
-    try:
-        raws = [m.data for m in store.browse("PICKED")]
-    finally:
-        store.close()
     out = []
-    for raw in raws:
-        msg, _ = mq_bytes_to_jms(raw, now_ms=0)
+    for msg in jms_messages(gw.data_dir, "PICKED"):
         n = msg.properties.get("n")
         assert n is None or n.type is JavaType.INT   # the property reached MQ typed
         out.append((msg.body.text if isinstance(msg.body, TextBody) else None, None if n is None else int(n.value)))

@@ -25,8 +25,12 @@ from tests.support.jmstool import JmsTool
 from tests.support.jmstool import unavailable_reason as jmstool_unavailable
 
 
-def _start(base: Path, persistent: bool) -> ActiveMQ:
-    broker = ActiveMQ(base, persistent=persistent)
+def start_broker(base: Path, persistent: bool, extra_xml: str = "") -> ActiveMQ:
+    """A started broker of our own (skips the test when ActiveMQ cannot run here); the caller stops it."""
+    reason = broker_unavailable()
+    if reason is not None:
+        pytest.skip(f"ActiveMQ unavailable: {reason}")
+    broker = ActiveMQ(base, persistent=persistent, extra_xml=extra_xml)
     try:
         broker.start()
     except ActiveMQUnavailable as e:
@@ -36,10 +40,7 @@ def _start(base: Path, persistent: bool) -> ActiveMQ:
 
 @pytest.fixture(scope="session")
 def activemq_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ActiveMQ]:
-    reason = broker_unavailable()
-    if reason is not None:
-        pytest.skip(f"ActiveMQ unavailable: {reason}")
-    broker = _start(tmp_path_factory.mktemp("activemq"), persistent=False)
+    broker = start_broker(tmp_path_factory.mktemp("activemq"), persistent=False)
     try:
         yield broker
     finally:
@@ -74,7 +75,7 @@ def own_activemq(tmp_path: Path) -> Iterator[ActiveMQ]:
     reason = broker_unavailable()
     if reason is not None:
         pytest.skip(f"ActiveMQ unavailable: {reason}")
-    broker = _start(tmp_path / "activemq", persistent=True)
+    broker = start_broker(tmp_path / "activemq", persistent=True)
     try:
         yield broker
     finally:
