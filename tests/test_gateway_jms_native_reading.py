@@ -185,6 +185,7 @@ def test_a_threshold_above_activemqs_redelivery_limit_still_gets_every_delivery(
                 items = await asyncio.wait_for(source.receive(10), 15)
                 assert [i.message.headers.correlation_id for i in items] == [tag]
                 counts.append(items[0].redelivery_count)
+                assert items[0].message.headers.redelivered is (len(counts) > 1)   # JMSRedelivered, as read
                 await (source.backout(items) if len(counts) < 9 else source.confirm(items))
         finally:
             await source.close()

@@ -170,6 +170,32 @@ def test_without_jpype_validate_and_the_start_refuse_a_native_connector_saying_w
     assert served.returncode == 1 and NEEDS_JPYPE in served.stdout + served.stderr, served
 
 
+# the same where JPype finds no JVM: its search for libjvm fails as on a machine without a Java runtime
+WITHOUT_JVM = """\
+import sys
+import jpype
+import jpype._core
+
+def no_jvm(*args, **kwargs):
+    raise jpype.JVMNotFoundException("No JVM shared library file (libjvm.so) found. Try setting up the "
+                                     "JAVA_HOME environment variable properly.")
+
+jpype._core.getDefaultJVMPath = jpype.getDefaultJVMPath = no_jvm
+from bridge.cli.main import main
+raise SystemExit(main(sys.argv[1:]))
+"""
+
+
+def test_without_a_java_runtime_validate_refuses_a_native_connector_saying_what_to_install(tmp_path: Path) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(_selector_rules(BrokerEndpoints("127.0.0.1", 1, 2, 3), "nojvm", "n > 2"))
+    checked = subprocess.run([sys.executable, "-c", WITHOUT_JVM, "validate", str(rules)], capture_output=True,
+                             text=True, timeout=120, cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert checked.returncode == 1, checked
+    assert "connectors.amq: cannot start a JVM" in checked.stderr, checked.stderr
+    assert "install a Java runtime" in checked.stderr and "Traceback" not in checked.stderr, checked.stderr
+
+
 def test_without_a_native_connector_nothing_imports_jpype(tmp_path: Path) -> None:
     """The gateway's modules and validate's whole path (a STOMP jms connector included) leave JPype alone: it is
     imported only once a native connector is configured."""

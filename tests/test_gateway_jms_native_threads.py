@@ -1,9 +1,11 @@
 """The native JMS connector's threads in a running gateway: each endpoint's JVM calls run on a worker of its own
-(``jms-native-<route>``), one per endpoint however busy; a reload that removes the routes ends those workers
-and closes their connections (ActiveMQ's transport threads in the gateway's JVM go with them)."""
+(``jms-native-<route>``), one per endpoint however busy, and idle they wait without spinning; a reload that
+removes the routes ends those workers and closes their connections (ActiveMQ's transport threads in the
+gateway's JVM go with them)."""
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -13,10 +15,11 @@ import pytest
 from bridge.connectors.embedded import QueueStore, default_path
 from tests.support.activemq import BrokerEndpoints
 from tests.support.gateway import GatewayProcess, wait_for
-from tests.support.jmstool import JmsTool, native_connector_yaml
+from tests.support.jmstool import JAVA_DIR, JmsTool, native_connector_yaml
 
 pytest.importorskip("jpype", reason="jpype1 not installed (pip install 'mqbridge[jms]')")
 pytestmark = pytest.mark.activemq
+IDLE_SECONDS = 3.0
 
 
 def _threads(pid: int) -> list[str]:
@@ -28,6 +31,12 @@ def _threads(pid: int) -> list[str]:
         except FileNotFoundError:   # the thread ended
             pass
     return names
+
+
+def proc_cpu(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        parts = f.read().rsplit(")", 1)[1].split()
+    return (int(parts[11]) + int(parts[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _reload(gw: GatewayProcess) -> None:
@@ -49,7 +58,11 @@ routes:
     from: {{queue: THR.IN}}
     to: {{connector: amq, queue: thr.out.{tag}}}
 """
-    rules.write_text(native_connector_yaml(activemq.openwire_url) + routes)
+    client = str(JAVA_DIR / "activemq-client.jar")
+    connectors = native_connector_yaml(activemq.openwire_url)
+    assert client in connectors
+    # jars may be globs: this one matches the jar and its versioned name, the same file once resolved
+    rules.write_text(connectors.replace(client, str(JAVA_DIR / "activemq-client*.jar")) + routes)
     gw = gateway_factory({"rules": str(rules)})
     assert gw.proc is not None
     jmstool.send(f"queue://thr.in.{tag}", *({"type": "Text", "body": f"m{i}"} for i in range(300)))
@@ -60,6 +73,12 @@ routes:
     # Linux keeps 15 characters of a thread's name: "jms-native-in<tag>_0" and "jms-native-out<tag>_0"
     assert workers == sorted(f"jms-native-{r}{tag}_0"[:15] for r in ("in", "out")), names
     assert any(n.startswith("ActiveMQ Transp") for n in names), names   # the two connections' readers
+    cpu = proc_cpu(gw.proc.pid)
+    start = time.monotonic()
+    time.sleep(IDLE_SECONDS)   # a measurement window, not a wait for a condition
+    spent = proc_cpu(gw.proc.pid) - cpu
+    # idle, the source waits in receive(500 ms) on its worker: no busy wait on any thread
+    assert spent < 0.05 * (time.monotonic() - start), f"{spent:.2f} s of CPU in {IDLE_SECONDS} s idle"
 
     rules.write_text(native_connector_yaml(activemq.openwire_url) + "routes: []\n")
     _reload(gw)

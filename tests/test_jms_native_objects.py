@@ -107,7 +107,8 @@ def test_every_body_type_and_property_type_round_trip_through_activemq(session: 
                                   correlation_id="corr-\u00e9", reply_to=Destination.queue("replies.q"),
                                   type="order"),
                        TypedMap([*EVERY_TYPE.pairs, ("JMSXGroupID", JavaValue(JavaType.STRING, "g1")),
-                                 ("JMSXGroupSeq", JavaValue(JavaType.INT, 3))], what="property"),
+                                 ("JMSXGroupSeq", JavaValue(JavaType.INT, 3)),
+                                 ("JMSXUserID", JavaValue(JavaType.STRING, "app"))], what="property"),
                        BODIES[kind])
     got, report = _send_receive(session, model)
     assert report.findings == []
@@ -247,13 +248,15 @@ def test_a_source_whose_provider_is_unreachable_waits_and_retries_without_failin
     async def go() -> None:
         await source.start()
         with pytest.raises(asyncio.TimeoutError):
-            await asyncio.wait_for(source.receive(10), 2.5)
+            await asyncio.wait_for(source.receive(10), 7.5)
         await source.close()
 
     with caplog.at_level(logging.WARNING, logger="mqbridge.jms"):
         asyncio.run(go())
-    attempts = [r for r in caplog.records if "connecting again" in r.getMessage()]
-    assert 1 <= len(attempts) <= 3, [r.getMessage() for r in attempts]
+    attempts = [r.created for r in caplog.records if "connecting again" in r.getMessage()]
+    assert 3 <= len(attempts) <= 4, attempts   # at 0, 1, 3 and 7 s; a fixed 1 s pause would make 8
+    gaps = [b - a for a, b in zip(attempts, attempts[1:], strict=False)]
+    assert all(later > 1.5 * earlier for earlier, later in zip(gaps, gaps[1:], strict=False)), gaps   # doubling
 
 
 def test_factory_properties_take_booleans_and_numbers_and_name_a_refused_value(session: Any) -> None:

@@ -71,7 +71,7 @@ def start(jars: list[str], options: Iterable[str] = (), setting: str = "jvm_opti
                 # gateway's: SIGTERM would end the process at once, without closing routes; SIGHUP, no reload)
                 jpype.startJVM("-Xrs", *default_options(wanted), *wanted, classpath=jars, convertStrings=False,
                                interrupt=False)
-            except (OSError, RuntimeError) as exc:   # no libjvm, a bad option
+            except (OSError, RuntimeError, ValueError) as exc:   # no libjvm (JVMNotFoundException), a bad option
                 hint = f"check {setting} {list(wanted)}" if wanted else \
                     "install a Java runtime (JAVA_HOME, or java on PATH)"
                 raise JvmError(f"cannot start a JVM ({exc}): {hint}") from None
