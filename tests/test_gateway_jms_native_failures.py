@@ -247,3 +247,21 @@ def test_sigkill_of_the_gateway_under_load_both_ways_loses_nothing_acknowledged(
           f"MQTT -> JMS: {len(acked)} acknowledged, {dup_out} duplicate(s)")
     assert dup_in <= 128   # at most the source's one open batch (the router's BATCH) comes again
     assert dup_out <= len(acked)
+
+
+def test_an_idle_targets_link_shows_the_provider_gone_without_traffic(
+        own_activemq: ActiveMQ, gateway_factory: Callable[..., GatewayProcess], clients: Callable[..., PahoClient],
+        tmp_path: Path) -> None:
+    """Nothing is sent after the provider stops, so only the connection's ExceptionListener can tell: the
+    route's status shows the target link down with the provider's reason."""
+    assert own_activemq.endpoints is not None
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(_rules(own_activemq.endpoints.openwire_url))
+    gw = gateway_factory({"rules": str(rules)})
+    client = clients(gw.port).connect()
+    client.publish("flow/one", b"connects the target", qos=1).wait_for_publish(10)
+    wait_for(lambda: _links(gw)["flow"]["state"] == "up", 30, what="the target to connect")
+    own_activemq.stop()
+    link = wait_for(lambda: (lambda lk: lk if lk["state"] == "down" else None)(_links(gw)["flow"]), 30,
+                    what="the idle target's link down")
+    assert str(link["error"]).startswith("provider connection lost"), link
