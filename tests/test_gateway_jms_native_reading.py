@@ -194,3 +194,25 @@ def test_a_threshold_above_activemqs_redelivery_limit_still_gets_every_delivery(
     assert asyncio.run(deliveries()) == list(range(9))   # 0 (the first delivery) to 8
     with pytest.raises(JmsToolError):
         jmstool.receive("queue://ActiveMQ.DLQ", 1, timeout=2, selector=f"JMSCorrelationID = '{tag}'")
+
+
+def test_the_providers_jms_timestamp_reaches_mq_in_jms_tms(gw: tuple[GatewayProcess, str],
+                                                           producer_session: Any) -> None:
+    """JMSTimestamp, which the provider sets at send, travels in the MQ message's jms/Tms to the millisecond (IBM
+    MQ docs "Mapping JMS fields onto IBM MQ fields"); PutDate/PutTime are the store's put time, as a queue
+    manager sets them at MQPUT."""
+    gateway, tag = gw
+    producer = producer_session.createProducer(producer_session.createQueue(f"poison.in.{tag}"))
+    sent = producer_session.createTextMessage("stamped")
+    producer.send(sent)
+    producer.close()
+    stamp = int(sent.getJMSTimestamp())
+    assert stamp > 0
+    store = QueueStore(default_path(gateway.data_dir)).open()
+    try:
+        wait_for(lambda: store.depth("POISON.IN") == 1, 30, what="the message on POISON.IN")
+        (raw,) = [m.data for m in store.browse("POISON.IN")]
+    finally:
+        store.close()
+    assert f"<Tms>{stamp}</Tms>".encode() in raw
+    assert mq_bytes_to_jms(raw, now_ms=0)[0].headers.timestamp == stamp
