@@ -69,3 +69,18 @@ def test_a_class_missing_from_the_jars_is_found_in_the_failure_and_names_the_jar
     looped = _Throwable("javax.jms.JMSException", None)
     looped.cause = looped   # a cause chain that never ends is read a bounded number of steps
     assert missing_class(looped) is None and missing_class_hint(looped) == "javax.jms.JMSException"
+
+
+def test_messages_without_a_jms_message_id_get_keys_of_their_own() -> None:
+    """JMS lets a producer go without a JMSMessageID: such messages must not share one conversion-log key."""
+    from bridge.connectors.jms_native.connector import NativeJmsSource
+    from mappings.jms.model import JmsHeaders, JmsMessage, TextBody, TypedMap
+    from mappings.rules.model import JmsConnector
+
+    conn = JmsConnector(type="jms", client="native", jars=("client.jar",), connection_factory="a.Factory")
+    source = NativeJmsSource(conn, "r", "q")
+    without = JmsMessage(JmsHeaders(), TypedMap(what="property"), TextBody("x"))
+    keys = {source._inbound(without).key for _ in range(2)}
+    assert len(keys) == 2 and all(k.startswith("jms:none-") for k in keys), keys
+    with_id = JmsMessage(JmsHeaders(message_id="ID:1"), TypedMap(what="property"), TextBody("x"))
+    assert source._inbound(with_id).key == "jms:ID:1"

@@ -21,6 +21,7 @@ import asyncio
 import logging
 import threading
 import time
+import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -442,7 +443,10 @@ class NativeJmsSource(Source):
     def _inbound(self, msg: JmsMessage) -> Inbound:
         count = msg.properties.get("JMSXDeliveryCount")
         return Inbound(
-            key=f"jms:{msg.headers.message_id}", protocol="jms", message=msg, source_type=msg.body_type.java_class,
+            # JMS lets a producer go without a JMSMessageID (a hint, which ActiveMQ and IBM MQ ignore): a key of
+            # its own then, so that records of different messages never share one
+            key=f"jms:{msg.headers.message_id or 'none-' + uuid.uuid4().hex}", protocol="jms", message=msg,
+            source_type=msg.body_type.java_class,
             size=_size(msg), destination=self.destination, received=time.time(),
             redelivery_count=max(int(count.value) - 1, 0) if count is not None and count.value else 0,
             qos=1 if msg.headers.delivery_mode is DeliveryMode.PERSISTENT else 0,
