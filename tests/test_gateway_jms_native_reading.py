@@ -65,6 +65,17 @@ def _records(gw: GatewayProcess, route: str) -> list[dict[str, Any]]:
             for r in [json.loads(line)] if r["route"] == route]
 
 
+def _the_one_on(gateway: GatewayProcess, queue: str) -> bytes:
+    """The message on the embedded ``queue``, once there is one."""
+    store = QueueStore(default_path(gateway.data_dir)).open()
+    try:
+        wait_for(lambda: store.depth(queue) == 1, 30, what=f"the message on {queue}")
+        (raw,) = [m.data for m in store.browse(queue)]
+    finally:
+        store.close()
+    return raw
+
+
 def test_a_message_outside_a_group_reaches_mq_without_a_group_or_a_finding(
         gw: tuple[GatewayProcess, str], jmstool: JmsTool) -> None:
     """ActiveMQ answers JMSXGroupSeq 0 for every message outside a group: it was carried as a group sequence,
@@ -72,12 +83,7 @@ def test_a_message_outside_a_group_reaches_mq_without_a_group_or_a_finding(
     gateway, tag = gw
     jmstool.send(f"queue://poison.in.{tag}", {"type": "Text", "body": "plain", "headers": {
         "correlationId": "ID:" + "ab" * 24}, "properties": {"n": typed("int", 1)}})
-    store = QueueStore(default_path(gateway.data_dir)).open()
-    try:
-        wait_for(lambda: store.depth("POISON.IN") == 1, 30, what="the message on POISON.IN")
-        (raw,) = [m.data for m in store.browse("POISON.IN")]
-    finally:
-        store.close()
+    raw = _the_one_on(gateway, "POISON.IN")
     md = decode_mqmd(raw)
     assert (md.group_id, md.msg_seq_number, md.msg_flags) == (C.MQGI_NONE, 1, 0)
     msg, _ = mq_bytes_to_jms(raw, now_ms=0)
@@ -208,11 +214,6 @@ def test_the_providers_jms_timestamp_reaches_mq_in_jms_tms(gw: tuple[GatewayProc
     producer.close()
     stamp = int(sent.getJMSTimestamp())
     assert stamp > 0
-    store = QueueStore(default_path(gateway.data_dir)).open()
-    try:
-        wait_for(lambda: store.depth("POISON.IN") == 1, 30, what="the message on POISON.IN")
-        (raw,) = [m.data for m in store.browse("POISON.IN")]
-    finally:
-        store.close()
+    raw = _the_one_on(gateway, "POISON.IN")
     assert f"<Tms>{stamp}</Tms>".encode() in raw
     assert mq_bytes_to_jms(raw, now_ms=0)[0].headers.timestamp == stamp
