@@ -220,8 +220,14 @@ def test_a_bytes_correlation_id_without_a_string_form_reaches_the_model_as_bytes
     the model has the bytes, and a message from_model made carries them (ActiveMQ: as far as it can)."""
     corr = b"\x01\x02corr"
     objects = _objects()
-    model = objects.to_model(_bytes_correlation_provider(session.createTextMessage("p"), corr, None))
+    provider = _bytes_correlation_provider(session.createTextMessage("p"), corr, None)
+    model = objects.to_model(provider)
     assert model.headers.correlation_id == corr
+    from bridge.connectors.jms_native.batch_read import batch_read
+
+    reader = batch_read(objects.JMSX)
+    assert reader is not None
+    assert objects.from_row(provider, reader([provider])[0]) == model   # the source's batch read: the same
     got, report = _model_through(session, model)
     assert report.findings == [] and bytes(got.getJMSCorrelationIDAsBytes()) == corr
 

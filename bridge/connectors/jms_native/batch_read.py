@@ -20,13 +20,14 @@ _built: dict[tuple[str, ...], Any] = {}   # JMSX names -> the reader once built;
 # the header getters, in a row's order (objects.to_row reads them so)
 HEADERS = ("getJMSDestination", "getJMSDeliveryMode", "getJMSExpiration", "getJMSPriority", "getJMSTimestamp",
            "getJMSMessageID", "getJMSCorrelationID", "getJMSReplyTo", "getJMSType", "getJMSRedelivered")
-NAMES, VALUES, JMSX_VALUES, TEXT = range(len(HEADERS), len(HEADERS) + 4)   # the row's other cells
+NAMES, VALUES, JMSX_VALUES, TEXT, CORRELATION_BYTES = range(len(HEADERS), len(HEADERS) + 5)   # the other cells
 
 
 class BatchRead:
     """``read(messages)``: one ``Object[]`` row per message: the HEADERS' values, then the property names
-    (``Object[]`` of String), their values (``Object[]``), the values of ``jmsx`` (null where unset) and the
-    text of a TextMessage (null for other types: their bodies are read call by call). A JMSException ends the
+    (``Object[]`` of String), their values (``Object[]``), the values of ``jmsx`` (null where unset), the
+    text of a TextMessage (null for other types: their bodies are read call by call) and the correlation id's
+    byte[] form. A JMSException ends the
     call (the messages stay received: read them one by one)."""
 
     def __init__(self, jmsx: tuple[str, ...]) -> None:
@@ -71,8 +72,13 @@ class BatchRead:
             .bindTo(text_message).asType(method_type.methodType(boolean, message))
         text = handles.guardWithTest(is_text, lookup.findVirtual(text_message, "getText", method_type.methodType(
             string)).asType(of_message), handles.empty(of_message))                        # (m) -> String|null
+        # getJMSCorrelationIDAsBytes, null where the provider refuses it (JMS 1.1 lets it throw): the id of a
+        # provider that keeps a byte[] one only as bytes (objects.correlation_id reads it so, call by call)
+        correlation_bytes = handles.catchException(
+            getter("getJMSCorrelationIDAsBytes"), cls("javax.jms.JMSException"),
+            handles.dropArguments(handles.empty(of_message), 0, cls("javax.jms.JMSException")))
         cells = [*(getter(h) for h in HEADERS), names.asType(of_message), properties.asType(of_message),
-                 jmsx_values.asType(of_message), text]
+                 jmsx_values.asType(of_message), text, correlation_bytes]
         row = handles.filterArguments(handles.identity(objs).asCollector(objs, len(cells)), 0, *cells)
         row = handles.permuteArguments(row, method_type.methodType(objs, message), *([0] * len(cells)))
         # the batch: rows[i] = row(messages[i])
@@ -103,4 +109,4 @@ def batch_read(jmsx: tuple[str, ...]) -> BatchRead | None:
         return _built[jmsx]
 
 
-__all__ = ["HEADERS", "NAMES", "TEXT", "VALUES", "BatchRead", "batch_read"]
+__all__ = ["CORRELATION_BYTES", "HEADERS", "JMSX_VALUES", "NAMES", "TEXT", "VALUES", "BatchRead", "batch_read"]

@@ -45,7 +45,7 @@ from jpype import (
 )
 
 from bridge.connectors.jms_native import TEMPORARY
-from bridge.connectors.jms_native.batch_read import HEADERS, JMSX_VALUES, NAMES, TEXT, VALUES
+from bridge.connectors.jms_native.batch_read import CORRELATION_BYTES, HEADERS, JMSX_VALUES, NAMES, TEXT, VALUES
 from mappings.jms.model import (
     BytesBody,
     DeliveryMode,
@@ -104,6 +104,8 @@ _FROM_JAVA: dict[str, tuple[JavaType, Any]] = {
     "java.lang.String": (JavaType.STRING, str),
     "[B": (JavaType.BYTES, lambda o: bytes(o)),
 }
+# the same by the boxed value's JPype class (java_value: no call into the JVM)
+_BY_CLASS: dict[Any, tuple[JavaType, Any]] = {JClass(name): entry for name, entry in _FROM_JAVA.items()}
 # model type -> (typed setter suffix for properties/map entries and stream writes, JPype converter)
 _TO_JAVA: dict[JavaType, tuple[str, Any]] = {
     JavaType.BOOLEAN: ("Boolean", JBoolean), JavaType.BYTE: ("Byte", JByte), JavaType.SHORT: ("Short", JShort),
@@ -122,13 +124,16 @@ _PROPERTY_SETTERS = {jtype: getattr(_MESSAGE, f"set{suffix}Property") for jtype,
 
 
 def java_value(obj: Any, where: str) -> JavaValue:
-    """A boxed Java value (a property, a map or stream entry) as a typed model value; None: a null String."""
+    """A boxed Java value (a property, a map or stream entry) as a typed model value; None: a null String. The
+    value's JPype class says its type without a call into the JVM; only another class is asked its name."""
     if obj is None:
         return JavaValue(JavaType.STRING, None)
-    name = str(obj.getClass().getName())
-    entry = _FROM_JAVA.get(name)
+    entry = _BY_CLASS.get(type(obj))
     if entry is None:
-        raise TypeError(f"{where}: a {name} is not a JMS value type")
+        name = str(obj.getClass().getName())
+        entry = _FROM_JAVA.get(name)
+        if entry is None:
+            raise TypeError(f"{where}: a {name} is not a JMS value type")
     jtype, convert = entry
     return JavaValue(jtype, convert(obj))
 
@@ -156,32 +161,23 @@ def correlation_id(msg: Any) -> str | bytes | None:
     leaves a byte[] id to the provider: one may keep it as bytes only). A provider that gives both (ActiveMQ: the
     bytes' UTF-8 text; IBM MQ: ``ID:<hex>``) is read as the String, which is what a JMS consumer compares."""
     text = msg.getJMSCorrelationID()
+    try:
+        raw = None if text is not None else msg.getJMSCorrelationIDAsBytes()
+    except _J["JMSException"]:
+        raw = None
+    return _correlation(text, raw)
+
+
+def _correlation(text: Any, raw: Any) -> str | bytes | None:
+    """The model's JMSCorrelationID of the String form ``text`` and the byte[] form ``raw`` (correlation_id)."""
     if text is not None:
         return str(text)
-    try:
-        raw = msg.getJMSCorrelationIDAsBytes()
-    except _J["JMSException"]:
-        return None
     return None if raw is None else bytes(raw)
 
 
 def to_model(msg: Any) -> JmsMessage:
     """A received (or built) javax.jms.Message as the model; its body is read from the start."""
     return JmsMessage(_headers(msg), _properties(msg), _body(msg))
-
-
-# a boxed value's JPype class -> (model type, Python value of it): no call into the JVM (from_row)
-_BY_CLASS: dict[Any, tuple[JavaType, Any]] = {JClass(name): entry for name, entry in _FROM_JAVA.items()}
-
-
-def _row_value(obj: Any, where: str) -> JavaValue:
-    if obj is None:
-        return JavaValue(JavaType.STRING, None)
-    entry = _BY_CLASS.get(type(obj))
-    if entry is None:
-        return java_value(obj, where)   # names the class, or raises for what no JMS type is
-    jtype, convert = entry
-    return JavaValue(jtype, convert(obj))
 
 
 def from_row(msg: Any, row: Any) -> JmsMessage:
@@ -193,16 +189,16 @@ def from_row(msg: Any, row: Any) -> JmsMessage:
     headers = JmsHeaders(
         destination=destination(dest), delivery_mode=DeliveryMode(int(mode)), expiration=int(expiration),
         priority=int(priority), timestamp=int(timestamp), message_id=_text(message_id),
-        correlation_id=correlation_id(msg) if correlation is None else str(correlation),   # bytes, if any
+        correlation_id=_correlation(correlation, row[CORRELATION_BYTES]),
         reply_to=destination(reply_to), type=_text(jms_type),
         redelivered=bool(redelivered))
     names, values, jmsx = row[NAMES], row[VALUES], row[JMSX_VALUES]
     keys = [str(names[i]) for i in range(len(names))]
-    props = [(name, _row_value(values[i], f"property {name}")) for i, name in enumerate(keys)]
+    props = [(name, java_value(values[i], f"property {name}")) for i, name in enumerate(keys)]
     for i, name in enumerate(JMSX):
         value = jmsx[i]
         if name not in keys and _jmsx_set(name, value):
-            props.append((name, _row_value(value, f"property {name}")))
+            props.append((name, java_value(value, f"property {name}")))
     body = TextBody(_text(row[TEXT])) if isinstance(msg, _J["TextMessage"]) else _body(msg)
     return JmsMessage(headers, TypedMap(props, what="property"), body)
 
@@ -216,23 +212,17 @@ def unreadable(msg: Any, why: str) -> tuple[JmsMessage, list[Finding]]:
     except Exception as exc:   # noqa: BLE001 - whatever the provider raises: the message goes on without them
         headers = JmsHeaders()
         report.dropped("headers", f"cannot be read: {exc}")
-    pairs: list[tuple[str, JavaValue]] = []
     try:
-        names = [str(n) for n in _enumerate(msg.getPropertyNames())]
-    except Exception as exc:   # noqa: BLE001 - as above
-        names = []
+        props = _properties(msg, report)
+    except Exception as exc:   # noqa: BLE001 - as above (the names themselves)
+        props = TypedMap(what="property")
         report.dropped("properties", f"cannot be read: {exc}")
-    for name in names:   # each property that reads: one that does not is a finding
-        try:
-            pairs.append((name, java_value(msg.getObjectProperty(name), f"property {name}")))
-        except Exception as exc:   # noqa: BLE001 - as above
-            report.dropped(name, f"cannot be read: {exc}")
     try:
         body = _body(msg)
     except Exception:   # noqa: BLE001 - as above
         body = NoBody()
         report.dropped("body", f"cannot be read: {why}")
-    return JmsMessage(headers, TypedMap(pairs, what="property"), body), list(report.findings)
+    return JmsMessage(headers, props, body), list(report.findings)
 
 
 def _headers(msg: Any) -> JmsHeaders:
@@ -245,13 +235,20 @@ def _headers(msg: Any) -> JmsHeaders:
         type=_text(msg.getJMSType()), redelivered=bool(msg.getJMSRedelivered()))
 
 
-def _properties(msg: Any) -> TypedMap:
+def _properties(msg: Any, unreadable: ConversionReport | None = None) -> TypedMap:
+    """The listed properties, then the JMSX ones the provider answers for; with ``unreadable``, a property that
+    cannot be read is left out as a finding there instead of failing the whole message."""
     props: list[tuple[str, JavaValue]] = []
     names = [str(n) for n in _enumerate(msg.getPropertyNames())]
     for name in [*names, *(x for x in JMSX if x not in names)]:
-        value = msg.getObjectProperty(name)
-        if name in names or _jmsx_set(name, value):
-            props.append((name, java_value(value, f"property {name}")))
+        try:
+            value = msg.getObjectProperty(name)
+            if name in names or _jmsx_set(name, value):
+                props.append((name, java_value(value, f"property {name}")))
+        except Exception as exc:   # noqa: BLE001 - whatever the provider raises, or no JMS type
+            if unreadable is None:
+                raise
+            unreadable.dropped(name, f"cannot be read: {exc}")
     return TypedMap(props, what="property")
 
 
