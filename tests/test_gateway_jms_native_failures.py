@@ -260,7 +260,14 @@ def test_an_idle_targets_link_shows_the_provider_gone_without_traffic(
     gw = gateway_factory({"rules": str(rules)})
     client = clients(gw.port).connect()
     client.publish("flow/one", b"connects the target", qos=1).wait_for_publish(10)
-    wait_for(lambda: _links(gw)["flow"]["state"] == "up", 30, what="the target to connect")
+
+    def moved() -> bool:   # committed at the provider: the target is idle from here on
+        code, status = gw.admin("/status")
+        (row,) = [r for r in status["routes"] if r["route"] == "flow"]
+        return row["moved"] >= 1 and row["queued"] == 0
+
+    wait_for(moved, 30, what="the route to move the message")
+    assert _links(gw)["flow"]["state"] == "up"
     own_activemq.stop()
     link = wait_for(lambda: (lambda lk: lk if lk["state"] == "down" else None)(_links(gw)["flow"]), 30,
                     what="the idle target's link down")
