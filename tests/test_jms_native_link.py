@@ -36,6 +36,18 @@ def test_a_listener_of_a_replaced_connection_is_not_heard() -> None:
     assert status.broken == "this one" and status.as_dict()["state"] == "down"
 
 
+def test_the_listener_does_not_replace_the_failed_calls_own_reason() -> None:
+    """ActiveMQ answers a wrong password twice: the connect call's JMSSecurityException, and then the
+    ExceptionListener's vaguer "Force close due to SecurityException on connect"; the link keeps the first
+    (seen in CI: the listener's came second and the status no longer named the password)."""
+    status = LinkStatus()
+    generation = status.retire()
+    status.down("JMS provider: User name [app] or password is invalid.")
+    status.lost("provider connection lost: Force close due to SecurityException on connect", generation)
+    assert status.as_dict()["error"] == "JMS provider: User name [app] or password is invalid."
+    assert status.broken is not None   # the connection is still dropped at the worker's next call
+
+
 class _Throwable:
     """What provider.missing_class reads of a Java exception through JPype: class name, message, cause."""
 

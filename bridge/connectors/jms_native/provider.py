@@ -189,11 +189,16 @@ class LinkStatus:
             self.state, self.error = "down", why
 
     def lost(self, why: str, generation: int) -> None:
-        """From the ExceptionListener of connection ``generation``: the worker drops it at its next call."""
+        """From the ExceptionListener of connection ``generation``: the worker drops it at its next call. A
+        link the worker already marked down keeps the worker's reason: the failed call's own exception is the
+        specific one (ActiveMQ's listener says only "Force close due to SecurityException on connect" where
+        the connect call said the user name or password is invalid)."""
         with self._lock:
             if generation != self.generation:
                 return
             self.broken = why
+            if self.state == "down" and self.error:
+                return
         self.down(why)
 
     def closed(self) -> None:
