@@ -29,6 +29,7 @@ from bridge.mqtt.acl import Acl, Grants
 from bridge.mqtt.broker import ROUTE_CLIENT_PREFIX, Broker
 from bridge.mqtt.session import Message, OutMsg, Session
 from bridge.mqtt.sink import RouteSink
+from bridge.mqtt.source_hold import HOLD_SECONDS, SourceHold
 from mappings.mqtt.publication import MqttPublication
 from mappings.report import Change, Finding
 
@@ -233,8 +234,13 @@ class MqttTarget(Target):
     protocol = "mqtt"
 
     def __init__(self, broker: Broker, route: str, client_id: str | None = None, default_qos: int = 2,
-                 acl_user: str | None = None) -> None:
+                 acl_user: str | None = None, hold: bool = True) -> None:
+        """``hold``: QoS 1 deliveries to connected persistent sessions are held by the source, not journaled
+        (source_hold.py; the route's ``direct`` option)."""
         self.broker = broker
+        self.hold = hold
+        self.held = 0              # deliveries held now, across the batches in flight
+        self.held_journaled = 0    # held deliveries that had to be journaled (the client left, or was slow)
         self.origin = route_client_id(route)
         self.client_id = client_id
         self.default_qos = default_qos   # to one client without its own DEFAULT.QoS subscription (Table 4)
@@ -275,6 +281,7 @@ class MqttTarget(Target):
                                  "stay at the source until it connects")
         b.take_pressing()   # forget what a publication this route did not make left there
         now = b.clock()
+        hold = SourceHold(b.messages, b.store) if self.hold else None
         for item in items:
             pub = item.message
             assert isinstance(pub, MqttPublication)
@@ -286,18 +293,49 @@ class MqttTarget(Target):
                     item.extra["findings"] = property_losses(pub, older)
             msg.delivery_id = pub.packet_id   # MQ Telemetry Table 5: the MsgId's id, where the subscriber has it free
             msg.drops = []
+            msg.held = hold
             if self.client_id is None:
                 b.publish(msg)
             else:   # the QoS the client's DEFAULT.QoS subscription (or the route's default_qos) allows, for the log
                 item.extra["qos"] = b.deliver_to_client(self.client_id, msg, self.default_qos)
             if msg.drops:   # subscribers whose full queue dropped it: no silent loss
                 item.extra["findings"] = [*item.extra.get("findings", ()), dropped_for(msg.drops)]
-            msg.drops = None
+            msg.drops = msg.held = None   # later deliveries of it (a retained replay) are journaled as usual
         pressing = b.take_pressing()
-        return asyncio.ensure_future(self._accepted(committed(b), pressing))
+        return asyncio.ensure_future(self._accepted(committed(b), pressing, self._settled(hold)))
 
-    async def _accepted(self, commit: asyncio.Future[None], pressing: list[Session]) -> None:
+    def _settled(self, hold: SourceHold | None) -> asyncio.Future[None] | None:
+        """A future that ends once ``hold`` holds nothing (None: it holds nothing now); what it still holds after
+        HOLD_SECONDS is journaled (a slow client must not stall the route)."""
+        if hold is None or not hold.pending:
+            return None
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+
+        held = hold.pending
+        self.held += held
+
+        def settled() -> None:
+            timer.cancel()
+            self.held -= held
+            self.held_journaled += hold.journaled
+            if not fut.done():
+                fut.set_result(None)
+
+        timer = loop.call_later(HOLD_SECONDS, hold.expire)
+        hold.settle(settled)
+        return fut
+
+    def held_status(self) -> dict[str, int]:
+        """For `mqbridge status`: deliveries held by the source now (in the batches in flight), and how many
+        held ones were journaled in the broker after all."""
+        return {"now": self.held, "journaled": self.held_journaled}
+
+    async def _accepted(self, commit: asyncio.Future[None], pressing: list[Session],
+                        held: asyncio.Future[None] | None = None) -> None:
         await commit
+        if held is not None:   # every held delivery acknowledged, or journaled and committed
+            await held
         # the batch reached routes from MQTT that push back (their target is stuck): like a publisher's
         # connection, this route is held (its source not confirmed) until they are down to their low water
         for session in pressing:

@@ -20,7 +20,7 @@ class Message:
 
     __slots__ = ("topic", "topic_b", "payload", "qos", "retain", "origin", "username", "user_via", "store_id",
                  "store_op", "refs", "ts", "_qos0", "key_id", "redelivery", "packet_id", "delivery_id", "props",
-                 "expires", "_items", "qos0_5", "drops", "waits")
+                 "expires", "_items", "qos0_5", "drops", "waits", "held")
 
     def __init__(self, topic: str, payload: bytes, qos: int, retain: bool = False,
                  origin: str | None = None, store_id: int | None = None, username: str | None = None,
@@ -61,6 +61,8 @@ class Message:
         # a client's PUBLISH/PUBREL being routed: the commit gates of route sinks that took it (bridge.mqtt.sink),
         # which its acknowledgement waits for (None: not offered to sinks)
         self.waits: list[Callable[[Callable[[], None]], None]] | None = None
+        # a route's publication whose source holds it while it is delivered (source_hold.py); None: not offered
+        self.held: Any = None
 
     def key(self) -> int | None:
         """The id in this publication's message key (``mqtt:<id>``): the first publication's store id."""
@@ -122,7 +124,7 @@ class Message:
 class OutMsg:
     """A QoS 1/2 delivery to one session: queued, then in flight until acknowledged."""
 
-    __slots__ = ("msg", "qos", "retain", "packet_id", "state", "seq", "op", "sub_ids", "shared", "guard")
+    __slots__ = ("msg", "qos", "retain", "packet_id", "state", "seq", "op", "sub_ids", "shared", "guard", "held")
 
     def __init__(self, msg: Message, qos: int, retain: bool, seq: int, sub_ids: list[int] | None = None,
                  shared: str | None = None) -> None:
@@ -137,6 +139,8 @@ class OutMsg:
         self.op: list[object] | None = None   # its queued INSERT INTO outbound, for cancel/amend
         # a clean member's shared delivery: its group row (shared_guard.SharedGuards, group, seq, insert op)
         self.guard: tuple[Any, str, int, list[object] | None] | None = None
+        # not journaled: the route's source holds the message until it is over (source_hold.SourceHold)
+        self.held: Any = None
 
 
 class SessionStats:

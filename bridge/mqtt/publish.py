@@ -427,7 +427,8 @@ class Publisher:
     def deliver(self, session: Session, msg: Message, qos: int, retain: bool = False,
                 sub_ids: list[int] | None = None, shared: str | None = None) -> bool:
         """One delivery; a QoS 1/2 delivery to a persistent session stores the message first, unless the
-        session is a route whose sink takes a client's publication itself (sink.py)."""
+        session is a route whose sink takes a client's publication itself (sink.py), or the publication is a
+        route's whose source holds it while a connected client's QoS 1 delivery is in flight (source_hold.py)."""
         writes = False
         sink = session.sink
         if sink is not None and qos and msg.waits is not None and not session.queue and not session.inflight \
@@ -440,9 +441,15 @@ class Publisher:
             return writes
         hold = None
         if qos and session.persistent:
-            if msg.store_id is None:
-                self.messages.store(msg)
-            writes = True
+            held = msg.held
+            if held is not None and qos == 1 and shared is None and msg.store_id is None \
+                    and session.link is not None and session.direct_out is None:
+                # a route's publication to a connected client: its source holds it until the PUBACK
+                hold = lambda out: held.take(session, out)  # noqa: E731
+            else:
+                if msg.store_id is None:
+                    self.messages.store(msg)
+                writes = True
         elif qos and shared is not None and self._outlived(shared):
             if msg.store_id is None:   # a clean member's: kept until it acknowledges (shared_guard.py)
                 self.messages.store(msg)

@@ -97,7 +97,8 @@ class Session:
                 shared: str | None = None, hold: Callable[[OutMsg], None] | None = None) -> None:
         """A publication matched one of this session's subscriptions (or is a retained replay); ``sub_ids``:
         the MQTT 5 Subscription Identifiers of the subscriptions it matched; ``hold``: given a QoS 1/2 delivery
-        as it is made, before it is sent (a clean member's shared delivery: shared_guard.py)."""
+        as it is made, before it is sent or journaled (a clean member's shared delivery: shared_guard.py; a route's
+        delivery its source holds: source_hold.py)."""
         link = self.link
         if qos == 0:
             if link is None:
@@ -137,10 +138,10 @@ class Session:
                 return
         out = OutMsg(msg, qos, retain, self._next_seq, sub_ids, shared)
         self._next_seq += 1
-        if self.journal is not None:
-            self.journal.new(out)
         if hold is not None:
             hold(out)
+        if self.journal is not None and out.held is None:   # held: the route's source keeps it (source_hold.py)
+            self.journal.new(out)
         if direct and link is not None:
             self._send_new(out, link)
         else:
@@ -182,7 +183,7 @@ class Session:
         self.inflight[pid] = out
         self.stats.sent += 1
         journal = self.journal
-        if journal is not None:
+        if journal is not None and out.held is None:
             journal.sent(out)
             if out.qos == 2:
                 # the packet id must be durable before the PUBLISH leaves, or a crash could make us
@@ -251,7 +252,10 @@ class Session:
 
     def finish(self, out: OutMsg) -> None:
         """A delivery is done (acknowledged, withdrawn): its row goes, its message once unreferenced."""
-        if self.journal is not None:
+        held = out.held
+        if held is not None:   # never journaled: the route's source lets go of it
+            held.done(out)
+        elif self.journal is not None:
             self.journal.done(out)
         if out.guard is not None:   # a clean member's shared delivery: its group row goes too
             out.guard[0].done(out)
@@ -339,9 +343,16 @@ class Session:
         self.stats.sent += 1
         return True
 
-    def detach(self) -> None:
+    def detach(self, keep: bool = True) -> None:
+        """The connection ended. ``keep``: the session outlives it, so what a route's source held for the
+        connected client (source_hold.py) is journaled now, to be sent again when the client is back."""
         self.link = None
         self.unsent = None
+        if keep and self.journal is not None and (self.inflight or self.queue):
+            for out in self.deliveries():
+                held = out.held
+                if held is not None:
+                    held.journal(self, out)
 
     # -- recovery -----------------------------------------------------------------------------------
 
@@ -367,7 +378,9 @@ class Session:
     def discard_messages(self) -> None:
         """Drop every queued and in-flight delivery (clean session, expiry, admin delete)."""
         for out in list(self.inflight.values()) + list(self.queue):
-            if self.journal is not None:
+            if out.held is not None:   # never journaled: the route's source lets go of it
+                out.held.done(out)
+            elif self.journal is not None:
                 self.journal.unref(out.msg)
             if out.guard is not None:   # handed to another member already (Publisher.reassign), or lost
                 out.guard[0].done(out)

@@ -133,10 +133,11 @@ class SessionTable:
 
     def left(self, session: Session) -> None:
         """Its connection ended: a persistent session waits for the client, a clean one ends."""
-        session.detach()
+        keep = session.persistent and not session.ends_with_connection
+        session.detach(keep)
         now = self.clock()
         session.last_seen = now
-        if session.persistent and not session.ends_with_connection:
+        if keep:
             self.store.touch_session(session.client_id, now)
             if session.expiry_seconds:
                 self._next_due = min(self._next_due, now + session.expiry_seconds)

@@ -340,7 +340,7 @@ class Router:
                                   max_inflight=max(256, BATCH * route.options.pipeline),
                                   max_queued=route.options.max_queued, acl_user=route.options.acl_user)
             return MqttTarget(self.broker, route.name, ep.client_id, route.options.default_qos,
-                              route.options.acl_user)
+                              route.options.acl_user, hold=route.options.direct)
         ctype = self._connector_type(rules, ep)
         if ctype == EMBEDDED:
             if role == "target" and ep.reply_to and ep.topic is None:   # queues named by the envelope
@@ -444,6 +444,8 @@ class Router:
                 row.update(w.source.flow_status())
             if w.intake is not None:   # publications taken directly: not yet committed, and the commits
                 row["direct"] = {"pending": w.intake.pending, "commits": w.intake.commits}
+            if isinstance(w.target, MqttTarget) and w.target.hold:   # deliveries the source held (source_hold.py)
+                row["held"] = w.target.held_status()
             for end, endpoint in (("source", w.source), ("target", w.target)):   # a provider link's state
                 link = getattr(endpoint, "link_status", None)
                 if link is not None:

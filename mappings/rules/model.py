@@ -197,7 +197,8 @@ class RouteOptions(_Model):
     # stuck before it holds their publishers (backpressure); default 100,000
     max_queued: int | None = Field(None, ge=1)
     # from an MQTT topic filter to the embedded queue store: QoS 1/2 publications are converted as they arrive
-    # and acknowledged after the queue's commit, with no copy in the broker's store (docs/broker.md)
+    # and acknowledged after the queue's commit, with no copy in the broker's store; to MQTT: a QoS 1 delivery to
+    # a connected persistent session is held by the source until its PUBACK, not journaled (docs/broker.md)
     direct: bool = True
     # MQ -> JMS: a usr property value its dt= cannot hold backs the whole message out, or is dropped (a finding)
     bad_property: Literal["backout", "drop"] = "backout"
