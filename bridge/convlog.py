@@ -221,6 +221,7 @@ class RecordLines:
         lines: list[str] = []
         append = lines.append
         now_text = json_timestamp(now)
+        last_received, received_text = None, ""   # a source's batch often shares one receive time
         for item, out, target_type, report in good:
             findings = report.findings
             parts = (route, target_proto, item.protocol, item.source_type, item.qos, *mqtt_side(item, out),
@@ -232,7 +233,9 @@ class RecordLines:
             key, size = json_string(item.key), str(item.size)
             redelivered = str(min(item.redelivery_count, 2**31 - 1))
             received = item.received
-            append(ingress.render_encoded(json_timestamp(received), key, size, redelivered))
+            if received != last_received:
+                last_received, received_text = received, json_timestamp(received)
+            append(ingress.render_encoded(received_text, key, size, redelivered))
             append(egress.render_encoded(now_text, key, size, str(out.size),
                                          str(max(0, int((now - received) * 1_000_000))), redelivered))
             if columns is not None:

@@ -25,6 +25,8 @@ from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.gateway import free_port
+
 ACTIVEMQ_HOME = Path("/usr/share/activemq")
 LAUNCHER = ACTIVEMQ_HOME / "bin" / "activemq.jar"
 JAVA_DIR = Path("/usr/share/java")
@@ -111,17 +113,13 @@ def unavailable_reason() -> str | None:
 
 
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """``count`` distinct ports that were free a moment ago (all bound at once, then released)."""
-    socks: list[socket.socket] = []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((host, 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+    """``count`` distinct ports free now, below the kernel's ephemeral range and never handed out before in this
+    process (``gateway.free_port``). Ports from bind(0) are in the ephemeral range, where the many short
+    connections of a test run leave ports in TIME-WAIT that a listener cannot bind: a CI run saw three starts
+    in a row fail that way, and every JMS test of that worker with them."""
+    if host != "127.0.0.1":
+        raise ValueError(f"tests bind only to 127.0.0.1, not {host!r}")
+    return [free_port() for _ in range(count)]
 
 
 def _die_with_parent() -> None:
