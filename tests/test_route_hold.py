@@ -44,6 +44,17 @@ def _subscriber(gw: GatewayProcess, client_id: str) -> RawClient:
     return client
 
 
+def _put_and_receive(gw: GatewayProcess, client_id: str, queue: str, tag: bytes, n: int
+                     ) -> tuple[RawClient, QueueStore, int, list[P.Publish]]:
+    """A persistent subscriber to held/#, the gateway's queue store, the broker store's writes so far, and the
+    PUBLISHes (not acknowledged) of ``n`` messages put on ``queue`` in one transaction."""
+    client = _subscriber(gw, client_id)
+    store = QueueStore(default_path(gw.data_dir)).open()
+    ops = _store_ops(gw)
+    store.put_many([(queue, _mq(f"held/{i}", tag + b"%d" % i)) for i in range(n)])
+    return client, store, ops, _publishes(client, n)
+
+
 def _publishes(client: RawClient, n: int) -> list[P.Publish]:
     got: list[P.Publish] = []
     while len(got) < n:
@@ -55,11 +66,7 @@ def _publishes(client: RawClient, n: int) -> list[P.Publish]:
 
 def test_a_held_delivery_writes_nothing_to_the_broker_and_keeps_its_message_until_the_puback(
         gateway: GatewayProcess) -> None:
-    client = _subscriber(gateway, "held-1")
-    store = QueueStore(default_path(gateway.data_dir)).open()
-    ops = _store_ops(gateway)
-    store.put_many([("MQTT.OUT", _mq(f"held/{i}", b"m%d" % i)) for i in range(5)])
-    got = _publishes(client, 5)
+    client, store, ops, got = _put_and_receive(gateway, "held-1", "MQTT.OUT", b"m", 5)
     assert [p.payload for p in got] == [b"m%d" % i for i in range(5)] and {p.qos for p in got} == {1}
     assert store.depth("MQTT.OUT") == 5   # in flight: the queue keeps them
     assert _held(gateway) == {"now": 5, "journaled": 0}
@@ -75,11 +82,7 @@ def test_a_held_delivery_writes_nothing_to_the_broker_and_keeps_its_message_unti
 def test_a_delivery_held_too_long_is_journaled_and_sent_again_after_a_reconnect(gateway: GatewayProcess) -> None:
     """No PUBACK: after the hold's time the deliveries are written to the broker's store (a message and a
     delivery row each) and the route confirms them; the client reconnecting gets them again with DUP set."""
-    client = _subscriber(gateway, "held-2")
-    store = QueueStore(default_path(gateway.data_dir)).open()
-    ops = _store_ops(gateway)
-    store.put_many([("MQTT.OUT", _mq(f"held/{i}", b"s%d" % i)) for i in range(3)])
-    first = _publishes(client, 3)
+    client, store, ops, first = _put_and_receive(gateway, "held-2", "MQTT.OUT", b"s", 3)
     wait_for(lambda: store.depth("MQTT.OUT") == 0, 10, what="the held deliveries journaled and confirmed")
     assert _store_ops(gateway) >= ops + 6
     assert _held(gateway) == {"now": 0, "journaled": 3}
@@ -94,17 +97,29 @@ def test_a_delivery_held_too_long_is_journaled_and_sent_again_after_a_reconnect(
     store.close()
 
 
+def test_a_takeover_journals_the_old_connections_held_deliveries_for_the_new_one(gateway: GatewayProcess) -> None:
+    """The same client id connects again while its first connection still holds unacknowledged deliveries: the
+    new connection gets them (DUP set, same packet ids), and once it acknowledges them the queue is empty."""
+    old, store, _, first = _put_and_receive(gateway, "held-6", "MQTT.OUT", b"o", 4)
+    new = RawClient(gateway.port)
+    assert new.connect("held-6", clean=False).session_present
+    resent = _publishes(new, 4)
+    assert [(p.payload, p.packet_id, p.dup) for p in resent] == [(p.payload, p.packet_id, True) for p in first]
+    for p in resent:
+        new.ack(P.PUBACK, p.packet_id)   # type: ignore[arg-type]
+    wait_for(lambda: store.depth("MQTT.OUT") == 0, 10, what="MQTT.OUT emptied")
+    assert old.closed_by_peer()
+    new.close()
+    store.close()
+
+
 def test_the_route_option_direct_false_journals_every_delivery(
         gateway_factory: Callable[..., GatewayProcess], tmp_path: Path) -> None:
     rules = tmp_path / "rules.yaml"
     rules.write_text("routes:\n  - {name: out, from: {connector: embedded, queue: Q.OUT}, to: {mqtt: '{topic}'},"
                      " options: {direct: false}}\n")
     gw = gateway_factory({"rules": str(rules)})
-    client = _subscriber(gw, "held-3")
-    store = QueueStore(default_path(gw.data_dir)).open()
-    ops = _store_ops(gw)
-    store.put_many([("Q.OUT", _mq(f"held/{i}", b"j%d" % i)) for i in range(4)])
-    got = _publishes(client, 4)
+    client, store, ops, got = _put_and_receive(gw, "held-3", "Q.OUT", b"j", 4)
     wait_for(lambda: store.depth("Q.OUT") == 0, 10, what="confirmed at the broker's commit, before any PUBACK")
     for p in got:
         client.ack(P.PUBACK, p.packet_id)   # type: ignore[arg-type]
