@@ -26,6 +26,13 @@ def real_message(name: str) -> bytes:
     return bytes.fromhex("".join(path.read_text().split()))
 
 
+def topic_message(topic: str, body: bytes) -> bytes:
+    """A persistent MQ message whose RFH2 mqps folder names its MQTT topic (Top), as a route to MQTT publishes it
+    (MQ Telemetry: QoS 2 in the broker, so a QoS 1 subscription gets it at QoS 1)."""
+    rfh = Rfh2(folders=(RfhFolder("mqps", (RfhElement("Top", topic),)),))
+    return encode_message(build_message(Mqmd(persistence=C.MQPER_PERSISTENT), (rfh,), body))
+
+
 def usr_message(n: int, region: str, *, priority: int = 4, persistent: bool = True) -> bytes:
     """An MQ message as a JMS application puts it: RFH2 usr folder (region String, n int), mqps Top
     ``out/<n>``, body ``m<n>`` — for selector tests (``region = 'eu' AND n > 1``)."""

@@ -13,19 +13,9 @@ from bridge.mqtt.message import Message, OutMsg
 from bridge.mqtt.session import Session
 from bridge.mqtt.source_hold import SourceHold
 from bridge.mqtt.store import QUEUED, SENT
-from mappings.mq import constants as C
-from mappings.mq.message import build_message, encode_message
-from mappings.mq.mqmd import Mqmd
-from mappings.mq.rfh2 import Rfh2, RfhElement, RfhFolder
+from tests.mq_support import topic_message
 from tests.support.gateway import GatewayProcess, wait_for
 from tests.support.mqtt_clients import RawClient
-
-
-def _mq(topic: str, body: bytes) -> bytes:
-    """A persistent MQ message for the default route MQTT.OUT -> its mqps/Top topic (QoS 2 in the broker, so a
-    QoS 1 subscription gets it at QoS 1)."""
-    rfh = Rfh2(folders=(RfhFolder("mqps", (RfhElement("Top", topic),)),))
-    return encode_message(build_message(Mqmd(persistence=C.MQPER_PERSISTENT), (rfh,), body))
 
 
 def _store_ops(gw: GatewayProcess) -> int:
@@ -51,7 +41,7 @@ def _put_and_receive(gw: GatewayProcess, client_id: str, queue: str, tag: bytes,
     client = _subscriber(gw, client_id)
     store = QueueStore(default_path(gw.data_dir)).open()
     ops = _store_ops(gw)
-    store.put_many([(queue, _mq(f"held/{i}", tag + b"%d" % i)) for i in range(n)])
+    store.put_many([(queue, topic_message(f"held/{i}", tag + b"%d" % i)) for i in range(n)])
     return client, store, ops, _publishes(client, n)
 
 
@@ -62,6 +52,18 @@ def _publishes(client: RawClient, n: int) -> list[P.Publish]:
         if isinstance(packet, P.Publish):
             got.append(packet)
     return got
+
+
+def _resent_and_acknowledged(gw: GatewayProcess, client_id: str, first: list[P.Publish]) -> RawClient:
+    """The client connects again to its session: it gets ``first`` again from the broker's journal, DUP set, with
+    the same packet ids, in order; they are acknowledged."""
+    again = RawClient(gw.port)
+    assert again.connect(client_id, clean=False).session_present
+    resent = _publishes(again, len(first))
+    assert [(p.payload, p.packet_id, p.dup) for p in resent] == [(p.payload, p.packet_id, True) for p in first]
+    for p in resent:
+        again.ack(P.PUBACK, p.packet_id)   # type: ignore[arg-type]
+    return again
 
 
 def test_a_held_delivery_writes_nothing_to_the_broker_and_keeps_its_message_until_the_puback(
@@ -87,12 +89,7 @@ def test_a_delivery_held_too_long_is_journaled_and_sent_again_after_a_reconnect(
     assert _store_ops(gateway) >= ops + 6
     assert _held(gateway) == {"now": 0, "journaled": 3}
     client.close()
-    again = RawClient(gateway.port)
-    assert again.connect("held-2", clean=False).session_present
-    resent = _publishes(again, 3)
-    assert [(p.payload, p.packet_id, p.dup) for p in resent] == [(p.payload, p.packet_id, True) for p in first]
-    for p in resent:
-        again.ack(P.PUBACK, p.packet_id)   # type: ignore[arg-type]
+    again = _resent_and_acknowledged(gateway, "held-2", first)
     again.close()
     store.close()
 
@@ -101,12 +98,7 @@ def test_a_takeover_journals_the_old_connections_held_deliveries_for_the_new_one
     """The same client id connects again while its first connection still holds unacknowledged deliveries: the
     new connection gets them (DUP set, same packet ids), and once it acknowledges them the queue is empty."""
     old, store, _, first = _put_and_receive(gateway, "held-6", "MQTT.OUT", b"o", 4)
-    new = RawClient(gateway.port)
-    assert new.connect("held-6", clean=False).session_present
-    resent = _publishes(new, 4)
-    assert [(p.payload, p.packet_id, p.dup) for p in resent] == [(p.payload, p.packet_id, True) for p in first]
-    for p in resent:
-        new.ack(P.PUBACK, p.packet_id)   # type: ignore[arg-type]
+    new = _resent_and_acknowledged(gateway, "held-6", first)
     wait_for(lambda: store.depth("MQTT.OUT") == 0, 10, what="MQTT.OUT emptied")
     assert old.closed_by_peer()
     new.close()
@@ -132,7 +124,7 @@ def test_sigkill_while_deliveries_are_held_loses_none_of_them(gateway: GatewayPr
     client = _subscriber(gateway, "held-4")
     store = QueueStore(default_path(gateway.data_dir)).open()
     bodies = [b"k%d" % i for i in range(20)]
-    store.put_many([("MQTT.OUT", _mq("held/k", b)) for b in bodies])
+    store.put_many([("MQTT.OUT", topic_message("held/k", b)) for b in bodies])
     assert [p.payload for p in _publishes(client, 20)] == bodies   # none acknowledged
     gateway.kill()
     client.close()
@@ -153,16 +145,13 @@ def test_a_clean_stop_journals_held_deliveries_and_confirms_them_at_the_source(g
     client = _subscriber(gateway, "held-5")
     store = QueueStore(default_path(gateway.data_dir)).open()
     bodies = [b"t%d" % i for i in range(10)]
-    store.put_many([("MQTT.OUT", _mq("held/t", b)) for b in bodies])
+    store.put_many([("MQTT.OUT", topic_message("held/t", b)) for b in bodies])
     first = _publishes(client, 10)
     assert gateway.stop() == 0
     assert store.depth("MQTT.OUT") == 0
     client.close()
     gateway.start()
-    again = RawClient(gateway.port)
-    assert again.connect("held-5", clean=False).session_present
-    resent = _publishes(again, 10)
-    assert [(p.payload, p.packet_id, p.dup) for p in resent] == [(p.payload, p.packet_id, True) for p in first]
+    again = _resent_and_acknowledged(gateway, "held-5", first)
     again.close()
     store.close()
 

@@ -15,6 +15,7 @@ from mappings.mq import constants as C
 from mappings.mq.message import MqMessage, build_message, decode_message, encode_message
 from mappings.mq.mqmd import Mqmd
 from mappings.mq.rfh2 import Rfh2, RfhElement, RfhFolder
+from tests.mq_support import topic_message
 from tests.support.gateway import GatewayProcess, wait_for
 from tests.support.mqtt_clients import PahoClient, RawClient
 
@@ -107,7 +108,7 @@ def test_poison_message_goes_to_backout_queue_with_reason(
     assert len(backed.body) == len(bad) and backed.body[:40] == bad[:40] and backed.body[44:48] == bad[44:48]
     assert backed.body[40:44] == b"\x00\x00\x00\x00" and backed.body[324:] == bad[324:]
     # the route is not blocked: a good message after it still flows
-    store.put("MQTT.OUT", good_message("after/poison", b"ok"))
+    store.put("MQTT.OUT", topic_message("after/poison", b"ok"))
     got = sub.wait_messages(1)
     assert got[-1].topic == "after/poison"
     store.close()
@@ -123,15 +124,6 @@ def decode_and_encode_minimal() -> bytes:
     from mappings.mq.mqmd import Mqmd, encode_mqmd
 
     return encode_mqmd(Mqmd(format=C.MQFMT_RF_HEADER_2, persistence=C.MQPER_PERSISTENT)) + b"RFH \x00\x00"
-
-
-def good_message(topic: str, body: bytes) -> bytes:
-    from mappings.mq.message import build_message, encode_message
-    from mappings.mq.mqmd import Mqmd
-    from mappings.mq.rfh2 import Rfh2, RfhElement, RfhFolder
-
-    rfh = Rfh2(folders=(RfhFolder("mqps", (RfhElement("Top", topic),)),))
-    return encode_message(build_message(Mqmd(persistence=C.MQPER_PERSISTENT), (rfh,), body))
 
 
 def test_conversion_log_ties_ingress_to_egress(gateway: GatewayProcess, clients: Callable[..., PahoClient]) -> None:
@@ -264,8 +256,8 @@ def test_a_route_cannot_forge_a_dollar_topic(gateway: GatewayProcess, clients: C
     sub.subscribe("$SYS/broker/uptime", 0)
     sub.subscribe("after/forgery", 1)
     store = _queue(gateway)
-    store.put("MQTT.OUT", good_message("$SYS/broker/uptime", b"forged 999999 seconds"))
-    store.put("MQTT.OUT", good_message("after/forgery", b"ok"))
+    store.put("MQTT.OUT", topic_message("$SYS/broker/uptime", b"forged 999999 seconds"))
+    store.put("MQTT.OUT", topic_message("after/forgery", b"ok"))
     wait_for(lambda: any(m.topic == "after/forgery" for m in sub.messages), 10, what="the message after it")
     wait_for(lambda: store.depth("BACKOUT.mq_to_mqtt") == 1, 10, what="the forgery on the backout queue")
     folder = decode_message(store.browse("BACKOUT.mq_to_mqtt")[0].data).rfh2_folder("mqbridge")

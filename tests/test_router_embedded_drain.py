@@ -9,17 +9,9 @@ from pathlib import Path
 
 from bridge.connectors.embedded import QueueStore, default_path
 from bridge.convlog import log_files
-from mappings.mq import constants as C
-from mappings.mq.message import build_message, encode_message
-from mappings.mq.mqmd import Mqmd
-from mappings.mq.rfh2 import Rfh2, RfhElement, RfhFolder
+from tests.mq_support import topic_message
 from tests.support.gateway import GatewayProcess, wait_for
 from tests.support.mqtt_clients import PahoClient
-
-
-def _message(topic: str, body: bytes) -> bytes:
-    rfh = Rfh2(folders=(RfhFolder("mqps", (RfhElement("Top", topic),)),))
-    return encode_message(build_message(Mqmd(persistence=C.MQPER_PERSISTENT), (rfh,), body))
 
 
 def _bodies(*subs: PahoClient) -> set[bytes]:
@@ -40,7 +32,7 @@ def test_sigkill_while_the_queue_drains_to_mqtt_loses_nothing(
     sub.subscribe("drain/#", 1)
     store = QueueStore(default_path(gateway.data_dir)).open()
     n = 20_000
-    store.put_many([("MQTT.OUT", _message(f"drain/{i % 7}", f"m{i}".encode())) for i in range(n)])
+    store.put_many([("MQTT.OUT", topic_message(f"drain/{i % 7}", f"m{i}".encode())) for i in range(n)])
     # the route moves the queue into the broker faster than paho takes it: kill while the queue drains
     wait_for(lambda: store.depth("MQTT.OUT") <= n - 1000, 30, what="the drain to be under way")
     gateway.kill()
@@ -63,8 +55,8 @@ def test_sigkill_while_the_queue_drains_to_mqtt_loses_nothing(
 
 def test_get_locked_hands_out_each_message_once_in_order(tmp_path: Path) -> None:
     store = QueueStore(tmp_path / "q.sqlite3").open()
-    store.put_many([("Q", _message("t", f"{i}".encode())) for i in range(6)])
-    store.put("OTHER", _message("t", b"x"))
+    store.put_many([("Q", topic_message("t", f"{i}".encode())) for i in range(6)])
+    store.put("OTHER", topic_message("t", b"x"))
     first = store.get_locked("Q", 2)
     second = store.get_locked("Q", 2)
     assert [m.seq for m in first] == [1, 2] and [m.seq for m in second] == [3, 4]
@@ -72,7 +64,7 @@ def test_get_locked_hands_out_each_message_once_in_order(tmp_path: Path) -> None
     third = store.get_locked("Q", 2)
     assert [m.seq for m in third] == [1, 5] and third[0].backout_count == 1
     other = QueueStore(tmp_path / "q.sqlite3").open()   # another process's put, after the store's cursor
-    other.put("Q", _message("t", b"late"))
+    other.put("Q", topic_message("t", b"late"))
     other.close()
     fourth = store.get_locked("Q", 5)
     assert [m.seq for m in fourth] == [6, 8]
@@ -91,7 +83,7 @@ def test_a_subscribers_full_queue_drop_is_a_finding_on_the_record(
     sub.subscribe("full/#", 1)
     sub.drop()   # away: its persistent session queues up to max_queued, then drops
     store = QueueStore(default_path(gateway.data_dir)).open()
-    store.put_many([("MQTT.OUT", _message("full/t", f"m{i}".encode())) for i in range(12)])
+    store.put_many([("MQTT.OUT", topic_message("full/t", f"m{i}".encode())) for i in range(12)])
     wait_for(lambda: store.depth("MQTT.OUT") == 0, 30, what="MQTT.OUT to be empty")
     store.close()
     egress = wait_for(lambda: (r := [x for x in _records(gateway) if x["direction"] == "egress"
