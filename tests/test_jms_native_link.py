@@ -96,3 +96,17 @@ def test_messages_without_a_jms_message_id_get_keys_of_their_own() -> None:
     assert len(keys) == 2 and all(k.startswith("jms:none-") for k in keys), keys
     with_id = JmsMessage(JmsHeaders(message_id="ID:1"), TypedMap(what="property"), TextBody("x"))
     assert source._inbound(with_id).key == "jms:ID:1"
+
+
+def test_a_failures_causes_say_what_its_own_message_does_not() -> None:
+    """ActiveMQ's ExceptionListener gets IOException "Force close due to SecurityException on connect" whose cause
+    is the SecurityException naming the password (seen in CI: status showed only the first); a cause whose
+    message is already part of the text adds nothing."""
+    security = _Throwable("java.lang.SecurityException", "User name [app] or password is invalid.")
+    closed = _Throwable("javax.jms.JMSException", "Force close due to SecurityException on connect",
+                        _Throwable("java.io.IOException", "Force close due to SecurityException on connect", security))
+    assert provider_error(closed, "connectors.amq") == ("JMS provider: Force close due to SecurityException on "
+                                                        "connect: User name [app] or password is invalid.")
+    refused = _Throwable("javax.jms.JMSException", "Could not connect: Connection refused",
+                         _Throwable("java.net.ConnectException", "Connection refused"))
+    assert provider_error(refused, "connectors.amq") == "JMS provider: Could not connect: Connection refused"

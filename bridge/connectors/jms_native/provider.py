@@ -117,8 +117,19 @@ class Provider:
 
 
 def _why(exc: Any) -> str:
+    """A Java failure's message, followed by what its causes add: ActiveMQ's ExceptionListener gets "Force close
+    due to SecurityException on connect", whose cause says that the user name or password is invalid."""
     message = exc.getMessage()
-    return str(message) if message is not None else str(exc.getClass().getName())
+    text = str(message) if message is not None else str(exc.getClass().getName())
+    cause = exc.getCause()
+    for _ in range(8):   # a cause chain, bounded
+        if cause is None:
+            break
+        detail = cause.getMessage()
+        if detail is not None and str(detail) not in text:
+            text += f": {detail}"
+        cause = cause.getCause()
+    return text
 
 
 _MISSING = re.compile(r"(?:NoClassDefFoundError|ClassNotFoundException):? ([\w$./]+)")
