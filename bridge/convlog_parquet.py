@@ -250,9 +250,10 @@ def columns_table(cols: FileColumns) -> Any:  # noqa: ANN401 - a pyarrow Table
     return table
 
 
-def read_log(data: bytes) -> Any:  # noqa: ANN401 - a pyarrow Table
+def read_log(data: bytes, *, threads: bool = False) -> Any:  # noqa: ANN401 - a pyarrow Table
     """A whole hour file's records, checked: every line one JSON object of the record's fields (no other key,
-    no blank line, the last line terminated), typed as the schema says, and passing ``validated``."""
+    no blank line, the last line terminated), typed as the schema says, and passing ``validated``. ``threads``:
+    parse blocks on pyarrow's thread pool (the audit's read of new lines; the gateway's sidecar thread uses one)."""
     import pyarrow as pa
     import pyarrow.json as pj
 
@@ -266,7 +267,7 @@ def read_log(data: bytes) -> Any:  # noqa: ANN401 - a pyarrow Table
     if not data.startswith(b"{") or data.count(b"\n{") != lines - 1:  # every line starts an object
         raise Rejected("a line does not start with '{' (a blank line, or not a record)")
     try:
-        table = pj.read_json(pa.py_buffer(data), read_options=pj.ReadOptions(use_threads=False,
+        table = pj.read_json(pa.py_buffer(data), read_options=pj.ReadOptions(use_threads=threads,
                                                                               block_size=BLOCK_BYTES),
                              parse_options=pj.ParseOptions(explicit_schema=arrow_schema(text_times=True),
                                                            unexpected_field_behavior="error"))

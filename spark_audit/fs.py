@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 from py4j.protocol import Py4JError, Py4JJavaError
 from pyspark import SparkContext
@@ -28,6 +28,12 @@ def is_remote(path: str | None) -> bool:
 def join(base: str, *parts: str) -> str:
     """base/part/...: a URI keeps its scheme and authority (pathlib would fold its "//")."""
     return "/".join([base.rstrip("/"), *(p.strip("/") for p in parts)])
+
+
+def local_path(uri: str) -> str:
+    """A local file path from a file: URI as Spark reports and logs them (any other text unchanged)."""
+    parsed = urlparse(uri)
+    return unquote(parsed.path) if parsed.scheme == "file" else uri
 
 
 def parent(uri: str) -> str:

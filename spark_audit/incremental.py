@@ -5,10 +5,11 @@ the tail does not reach back far enough (a late file older than the tail, or no 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from functools import reduce
-from urllib.parse import unquote, urlparse
+from typing import TypeVar
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -19,6 +20,7 @@ from spark_audit.audit import has_partitions, run_audit
 from spark_audit.carry import KEY_COLUMNS, Carried, TailFile, next_tail, read_state, tail_file_rows, write_state
 from spark_audit.findings import AuditResult
 from spark_audit.frames import empty_frame, local_frame
+from spark_audit.fs import local_path
 from spark_audit.ingest import IngestResult
 from spark_audit.parquet_log import has_rows
 from spark_audit.schema import stored_schema
@@ -121,12 +123,6 @@ def _tail_files(carried: Carried, earlier: Earlier, new: NewRows, tail_start: da
     return next_tail(Carried(), tail_start, [*from_log, *new.files])
 
 
-def local_path(uri: str) -> str:
-    """A local file path from the file: URI Spark reports in _metadata.file_path (others unchanged)."""
-    parsed = urlparse(uri)
-    return unquote(parsed.path) if parsed.scheme == "file" else uri
-
-
 def _union(frames: list[DataFrame]) -> DataFrame:
     return reduce(DataFrame.unionByName, frames)
 
@@ -149,6 +145,22 @@ def new_window(config: AuditConfig, new: IngestResult, last_as_of: datetime | No
     return replace(config, since=since, until=until, incremental=True)
 
 
+ADAPTIVE = "spark.sql.adaptive.enabled"
+T = TypeVar("T")
+
+
+def without_adaptive_plans(spark: SparkSession, work: Callable[[], T]) -> T:
+    """work() with adaptive query execution off. An incremental audit's inputs are small and its plans are the
+    same run after run; AQE made each shuffle stage a job of its own (13 jobs a run instead of 9), and a
+    tick's audit took 1.5-2.7 s with it off against 1.9-4.0 s on (bench/HISTORY.md, session 23)."""
+    before = spark.conf.get(ADAPTIVE)
+    spark.conf.set(ADAPTIVE, "false")
+    try:
+        return work()
+    finally:
+        spark.conf.set(ADAPTIVE, before)
+
+
 def audit_new(spark: SparkSession, parquet_dir: str, checkpoint_dir: str, new: NewRows, carried: Carried,
               prior_log: bool, config: AuditConfig) -> AuditResult:
     """Audit the new rows' window against the carried tail; record the next run's tail and state."""
@@ -165,7 +177,7 @@ def audit_new(spark: SparkSession, parquet_dir: str, checkpoint_dir: str, new: N
     if earlier.tail is not None:
         sources.append(_bounded(_null_padded(earlier.tail), bounds, counted=False, tail=True))
     sources += [_bounded(_null_padded(e), bounds, counted=False) for e in earlier.rows]
-    result = run_audit(AuditData(_union(sources), as_of, window))
+    result = without_adaptive_plans(spark, lambda: run_audit(AuditData(_union(sources), as_of, window)))
 
     tail_start = as_of - 2 * grace
     if earlier.complete_from is not None:

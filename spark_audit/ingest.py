@@ -299,14 +299,22 @@ def ingest_batch(
     """Write a micro-batch's valid rows into the Parquet log, counting problems in the same pass.
 
     The rows are written to a staging directory of their own first and the files then moved into the
-    log's date/hour partitions, so the caller knows exactly which files hold the new rows (no listing
-    of the log). The staging directory's name starts with "_": Spark never reads it as a partition.
-    The moved files are named f"{name}-{i:05d}.parquet" (i counts the batch's files): a name that
-    identifies the batch makes the files of an earlier attempt at it findable and replaceable.
-    before_move, when given, gets the counts and the target paths before the first file moves.
+    log's date/hour partitions (move_staged), so the caller knows exactly which files hold the new rows.
     """
     shutil.rmtree(staging_dir, ignore_errors=True)  # what a failed attempt at this batch left
     result = ingest_frame(tagged, staging_dir, "overwrite", compact=False)
+    return result, move_staged(staging_dir, parquet_dir, name, result, before_move)
+
+
+def move_staged(staging_dir: str, parquet_dir: str, name: str, result: IngestResult,
+                before_move: Callable[[IngestResult, list[str]], None] | None = None) -> list[str]:
+    """Move a batch's staged date=D/hour=H files into the log's partitions; the moved files' paths.
+
+    No listing of the log is needed to know them. The staging directory's name starts with "_": Spark never
+    reads it as a partition. The moved files are named f"{name}-{i:05d}.parquet" (i counts the batch's files):
+    a name that identifies the batch makes the files of an earlier attempt at it findable and replaceable.
+    before_move, when given, gets the counts and the target paths before the first file moves.
+    """
     moves: list[tuple[Path, Path]] = []
     for part in sorted(Path(staging_dir).glob("date=*/hour=*")):
         target = Path(parquet_dir) / part.parent.name / part.name
@@ -321,7 +329,7 @@ def ingest_batch(
             os.replace(crc, checksum_path(target))
         os.replace(source, target)
     shutil.rmtree(staging_dir, ignore_errors=True)
-    return result, [str(t) for _, t in moves]
+    return [str(t) for _, t in moves]
 
 
 def checksum_path(path: Path) -> Path:

@@ -399,8 +399,7 @@ def read_before_ledger(checkpoint_dir: str) -> set[str]:
                 uri = json.loads(line)["path"]
             except (ValueError, KeyError, TypeError):
                 continue
-            parsed = urlparse(str(uri))
-            local = unquote(parsed.path) if parsed.scheme == "file" else str(uri)
+            local = fs.local_path(str(uri))
             if Path(local).parent.name != SLICES_DIR:
                 paths.add(os.path.abspath(local))
     return paths

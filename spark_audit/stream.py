@@ -15,8 +15,9 @@ from pyspark import SparkContext
 from pyspark.sql import DataFrame, SparkSession
 
 from spark_audit.carry import Carried, TailFile
-from spark_audit.ingest import IngestResult, checksum_path, expand_paths, ingest_batch, stream_logs
-from spark_audit.sources import remove_slices, slice_dir, slices_now, stage_new, unread_input
+from spark_audit.checked_read import read_checked, write_checked
+from spark_audit.ingest import IngestResult, checksum_path, expand_paths, ingest_batch, move_staged, stream_logs
+from spark_audit.sources import file_key, remove_slices, slice_dir, slices_now, stage_new, unread_input
 
 STAGING_DIR = "_incoming"  # inside the Parquet log; "_": never read as a partition
 STREAM_DIR = "stream"  # in the checkpoint directory: Structured Streaming's own checkpoint
@@ -139,6 +140,36 @@ def _remove_earlier_attempt(checkpoint_dir: str, batch_id: int) -> None:
         checksum_path(Path(f)).unlink(missing_ok=True)
 
 
+def planned_slices(checkpoint_dir: str, batch_id: int) -> set[str] | None:
+    """The slices micro-batch batch_id reads, from the stream's own logs (as read_before_ledger reads them):
+    offsets/N names the file source's log entry ({"logOffset": N}, and N-1 the batch before), and that entry,
+    sources/0/N (or N.compact, into which every tenth entry folds the earlier ones), lists a JSON object per
+    file with its batchId. None when the logs do not say it plainly: Spark then reads the batch, which knows.
+    """
+    stream = Path(checkpoint_dir) / STREAM_DIR
+
+    def log_offset(n: int) -> object:
+        try:
+            return json.loads((stream / "offsets" / str(n)).read_text().splitlines()[-1]).get("logOffset")
+        except (OSError, ValueError, IndexError, AttributeError):
+            return None
+
+    if log_offset(batch_id) != batch_id or (batch_id > 0 and log_offset(batch_id - 1) != batch_id - 1):
+        return None
+    for name in (str(batch_id), f"{batch_id}.compact"):
+        try:
+            lines = (stream / "sources" / "0" / name).read_text().splitlines()
+        except OSError:
+            continue
+        try:
+            entries = [json.loads(line) for line in lines[1:]] if lines and lines[0] == "v1" else []
+            paths = {file_key(str(e["path"])) for e in entries if e.get("batchId") == batch_id}
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None
+        return paths or None
+    return None
+
+
 def _stream_id(checkpoint_dir: str) -> str:
     """The stream's id (its checkpoint's metadata): batch ids are unique only within one checkpoint."""
     metadata = Path(checkpoint_dir) / STREAM_DIR / "metadata"
@@ -156,6 +187,7 @@ def ingest_new_files(spark: SparkSession, logs_dir: str, parquet_dir: str, check
         new.add(record)
     staged = stage_new(checkpoint_dir, expand_paths([logs_dir]))
     waiting = slices_now(checkpoint_dir)
+    waiting_keys = {file_key(str(p)) for p in waiting}
 
     def handle(batch: DataFrame, batch_id: int) -> None:
         staging = str(Path(parquet_dir) / STAGING_DIR / f"batch-{batch_id}")
@@ -166,7 +198,15 @@ def ingest_new_files(spark: SparkSession, logs_dir: str, parquet_dir: str, check
             write_record(checkpoint_dir, BatchRecord(batch_id, counts, tuple(targets)))
 
         name = f"b{batch_id}-{_stream_id(checkpoint_dir)}"
-        counts, files = ingest_batch(batch, staging, parquet_dir, name, before_move)
+        # The usual batch (every slice staged before the stream started) of valid records only: read by the
+        # gateway's checked reader (spark_audit.checked_read); any other, or any doubt: parsed by Spark.
+        planned = planned_slices(checkpoint_dir, batch_id)
+        table = read_checked(sorted(planned)) if planned is not None and planned == waiting_keys else None
+        if table is not None:
+            counts = write_checked(table, staging)
+            files = move_staged(staging, parquet_dir, name, counts, before_move)
+        else:
+            counts, files = ingest_batch(batch, staging, parquet_dir, name, before_move)
         _crash_for_tests("after-move")
         new.add(BatchRecord(batch_id, counts, tuple(files)))
 

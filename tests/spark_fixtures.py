@@ -47,3 +47,28 @@ def generated_log(messages: int, lost_every: int = 97, duplicated_every: int = 8
         if malformed_every and i % malformed_every == malformed_every // 4:
             lines.append("this is not json")
     return "".join(line + "\n" for line in lines).encode()
+
+
+def findings(summary: dict[str, Any]) -> dict[str, Any]:
+    """What an audit found, in a form that adds up over incremental runs."""
+    failures: dict[tuple[str, str, str], int] = {}
+    for r in summary["failures"]:
+        key = (r["status"], r["route"], r["reason"])
+        failures[key] = failures.get(key, 0) + int(r["records"])
+    return {
+        "losses": {r["message_key"] for r in summary["losses"]},
+        "unexpected_egress": {r["message_key"] for r in summary["unexpected_egress"]},
+        "duplicates": {(r["kind"], r["message_key"], r["copies"]) for r in summary["duplicates"]},
+        "failures": failures,
+        "records": sum(int(r["records"]) for r in summary["volume"]["hour"]),
+        "dropped": summary["verdict"]["dropped"],
+    }
+
+
+def union(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    failures = dict(a["failures"])
+    for key, n in b["failures"].items():
+        failures[key] = failures.get(key, 0) + n
+    return {"losses": a["losses"] | b["losses"], "unexpected_egress": a["unexpected_egress"] | b["unexpected_egress"],
+            "duplicates": a["duplicates"] | b["duplicates"], "failures": failures,
+            "records": a["records"] + b["records"], "dropped": a["dropped"] + b["dropped"]}

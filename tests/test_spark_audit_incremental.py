@@ -14,15 +14,15 @@ import pytest
 pytest.importorskip("pyspark")
 
 try:
-    from tests.spark_fixtures import FIXTURE_LOGS, generated_log, spark  # noqa: F401
+    from tests.spark_fixtures import FIXTURE_LOGS, findings, generated_log, spark, union  # noqa: F401
 except ImportError:  # tests/ is not a package: pytest puts this directory on sys.path
-    from spark_fixtures import FIXTURE_LOGS, generated_log, spark  # noqa: F401
+    from spark_fixtures import FIXTURE_LOGS, findings, generated_log, spark, union  # noqa: F401
 
 from spark_audit import rollup  # noqa: E402
 from spark_audit import run as run_module  # noqa: E402
 from spark_audit.aggregates import build_rollups  # noqa: E402
 from spark_audit.audit import ingest, load, run_audit  # noqa: E402
-from spark_audit.incremental import run_incremental  # noqa: E402
+from spark_audit.incremental import ADAPTIVE, run_incremental, without_adaptive_plans  # noqa: E402
 from spark_audit.ingest import expand_paths  # noqa: E402
 from spark_audit.options import build_parser  # noqa: E402
 from spark_audit.report import build_summary  # noqa: E402
@@ -262,31 +262,6 @@ def test_every_and_incremental_take_one_directory(spark, tmp_path, capsys):
     assert "exactly one LOGS directory" in capsys.readouterr().err
 
 
-def findings(summary: dict[str, Any]) -> dict[str, Any]:
-    """What an audit found, in a form that adds up over incremental runs."""
-    failures: dict[tuple[str, str, str], int] = {}
-    for r in summary["failures"]:
-        key = (r["status"], r["route"], r["reason"])
-        failures[key] = failures.get(key, 0) + int(r["records"])
-    return {
-        "losses": {r["message_key"] for r in summary["losses"]},
-        "unexpected_egress": {r["message_key"] for r in summary["unexpected_egress"]},
-        "duplicates": {(r["kind"], r["message_key"], r["copies"]) for r in summary["duplicates"]},
-        "failures": failures,
-        "records": sum(int(r["records"]) for r in summary["volume"]["hour"]),
-        "dropped": summary["verdict"]["dropped"],
-    }
-
-
-def union(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    failures = dict(a["failures"])
-    for key, n in b["failures"].items():
-        failures[key] = failures.get(key, 0) + n
-    return {"losses": a["losses"] | b["losses"], "unexpected_egress": a["unexpected_egress"] | b["unexpected_egress"],
-            "duplicates": a["duplicates"] | b["duplicates"], "failures": failures,
-            "records": a["records"] + b["records"], "dropped": a["dropped"] + b["dropped"]}
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_a_crash_after_the_move_or_after_the_commit_loses_and_doubles_nothing(spark, tmp_path):
@@ -392,3 +367,19 @@ def test_a_growing_file_is_audited_exactly_once_while_every_runs(spark, tmp_path
     assert sum(int(s["input"]["rows_read"]) for s in summaries) == full_input.rows_read
     assert spark.read.parquet(str(out / "parquet")).count() == full_input.valid
     assert all(s["verdict"]["damaged_files"] == 0 and not s["input"]["notes"] for s in summaries)
+
+
+def test_an_incremental_audit_plans_without_aqe_and_gives_the_setting_back(spark):
+    """The audit of an incremental run sees adaptive query execution off; the session's own setting is back
+    afterwards, also when the audit fails."""
+    before = spark.conf.get(ADAPTIVE)
+    assert before == "true"
+    assert without_adaptive_plans(spark, lambda: spark.conf.get(ADAPTIVE)) == "false"
+    assert spark.conf.get(ADAPTIVE) == before
+
+    def fails() -> None:
+        raise RuntimeError("the audit failed")
+
+    with pytest.raises(RuntimeError, match="the audit failed"):
+        without_adaptive_plans(spark, fails)
+    assert spark.conf.get(ADAPTIVE) == before

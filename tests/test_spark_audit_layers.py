@@ -10,7 +10,8 @@ PACKAGE = ROOT / "spark_audit"
 # Bottom to top, as spark_audit/__init__.py lists them.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("options", "cds", "session", "frames", "fs"),
-    ("schema", "sources", "lines", "sidecars", "parquet_log", "ingest", "carry", "stream"),
+    ("schema", "sources", "lines", "sidecars", "parquet_log", "ingest", "checked_read", "carry",
+     "stream"),
     ("rollup",),
     ("scope", "keys", "aggregates", "findings", "audit", "incremental"),
     ("charts", "report"),

@@ -1,0 +1,196 @@
+"""The incremental ingest's quick read (spark_audit/checked_read.py): a micro-batch of valid records only is read
+by the gateway's checked reader and stored without Spark parsing it; the stored rows, counts and findings are
+those of Spark's parse; a batch with any bad line, or one the stream's logs do not plainly name, is Spark's."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyspark")
+pq = pytest.importorskip("pyarrow.parquet")
+
+try:
+    from tests.spark_fixtures import FIXTURE_LOGS, findings, generated_log, spark, union  # noqa: F401
+except ImportError:  # tests/ is not a package: pytest puts this directory on sys.path
+    from spark_fixtures import FIXTURE_LOGS, findings, generated_log, spark, union  # noqa: F401
+
+from spark_audit import stream  # noqa: E402
+from spark_audit.audit import ingest, load, run_audit  # noqa: E402
+from spark_audit.ingest import expand_paths  # noqa: E402
+from spark_audit.options import build_parser  # noqa: E402
+from spark_audit.report import build_summary  # noqa: E402
+from spark_audit.run import run  # noqa: E402
+from spark_audit.scope import AuditConfig  # noqa: E402
+from spark_audit.stream import BATCHES_DIR, TEST_CRASH_EXIT, planned_slices  # noqa: E402
+
+pytestmark = pytest.mark.spark
+
+def _other_keys(log: bytes) -> bytes:
+    """The same records under other message keys (h<i> instead of g<i>)."""
+    return log.replace(b'"message_key":"g', b'"message_key":"h')
+
+
+def _writers(parquet: Path) -> set[str]:
+    """Which library wrote the log's data files (Parquet's created_by: Spark's parquet-mr or pyarrow's C++)."""
+    return {("pyarrow" if "parquet-cpp" in pq.ParquetFile(f).metadata.created_by else "spark")
+            for f in parquet.glob("date=*/hour=*/*.parquet")}
+
+
+def _audit(logs: Path, out: Path, spark: Any) -> dict[str, Any]:  # noqa: ANN401
+    argv = [str(logs), "--incremental", "--out", str(out), "--grace", "60", "--no-parquet-tables"]
+    run(build_parser().parse_args(argv), spark)
+    return json.loads((out / "summary.json").read_text())
+
+
+def _input(summary: dict[str, Any]) -> dict[str, Any]:
+    return {k: summary["input"][k] for k in ("rows_read", "valid", "bad", "problems", "problems_by_file",
+                                             "min_time", "max_time")}
+
+
+def _stored(spark: Any, parquet: Path) -> Any:  # noqa: ANN401
+    """The log's rows without the key hash columns (the quick read leaves them to the audit)."""
+    rows = spark.read.parquet(str(parquet))
+    return rows.drop("_key_hash", "_key_check")
+
+
+def test_valid_new_lines_are_read_by_the_checked_reader_with_spark_s_results(spark, tmp_path, monkeypatch):
+    """Two ticks (a new file across an hour boundary, then the same file grown and a second file): each batch
+    is stored by pyarrow, and counts, findings and stored rows equal those of the same ticks parsed by Spark."""
+    content = generated_log(4000, malformed_every=0)   # 10:00 to 11:06: two hour partitions
+    cut = content.index(b"\n", len(content) * 2 // 3) + 1
+    second = _other_keys(generated_log(300, malformed_every=0))
+
+    def ticks(root: Path) -> list[dict[str, Any]]:
+        logs = root / "logs"
+        logs.mkdir(parents=True)
+        (logs / "convlog-a.jsonl").write_bytes(content[:cut])
+        got = [_audit(logs, root / "out", spark)]
+        with (logs / "convlog-a.jsonl").open("ab") as f:
+            f.write(content[cut:])
+        (logs / "convlog-b.jsonl").write_bytes(second)
+        got.append(_audit(logs, root / "out", spark))
+        return got
+
+    quick = ticks(tmp_path / "quick")
+    assert _writers(tmp_path / "quick" / "out" / "parquet") == {"pyarrow"}
+    monkeypatch.setattr(stream, "read_checked", lambda paths: None)   # every batch parsed by Spark
+    parsed = ticks(tmp_path / "parsed")
+    assert _writers(tmp_path / "parsed" / "out" / "parquet") == {"spark"}
+
+    for q, p in zip(quick, parsed, strict=True):
+        assert _input(q) == _input(p)
+        assert findings(q) == findings(p)
+        assert q["verdict"] == p["verdict"]
+    assert quick[0]["input"]["rows_read"] > 0 and quick[1]["input"]["rows_read"] > 0
+    assert findings(quick[0])["losses"] and findings(quick[1])["duplicates"]   # findings to miss
+    a = _stored(spark, tmp_path / "quick" / "out" / "parquet")
+    b = _stored(spark, tmp_path / "parsed" / "out" / "parquet")
+    assert a.count() == b.count() == content.count(b"\n") + second.count(b"\n")
+    assert a.exceptAll(b.select(*a.columns)).count() == 0 and b.select(*a.columns).exceptAll(a).count() == 0
+
+
+def test_a_batch_with_a_bad_line_is_parsed_by_spark_which_quotes_it(spark, tmp_path):
+    """One malformed line refuses the whole batch to the checked reader: Spark parses it, counts the bad line
+    and quotes it with its file and line number; the valid rows are stored once."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    content = generated_log(200, malformed_every=0)
+    lines = content.splitlines(keepends=True)
+    (logs / "convlog-a.jsonl").write_bytes(b"".join([*lines[:50], b"{not json\n", *lines[50:]]))
+    summary = _audit(logs, tmp_path / "out", spark)
+    assert _writers(tmp_path / "out" / "parquet") == {"spark"}
+    assert summary["input"]["problems"] == {"malformed": 1}
+    assert [(s["line"], s["text"]) for s in summary["input"]["samples"]] == [(51, "{not json")]
+    assert _stored(spark, tmp_path / "out" / "parquet").count() == len(lines)
+
+
+def test_planned_slices_reads_the_stream_s_logs_or_says_it_does_not_know(tmp_path):
+    """The micro-batch's files from offsets/N and sources/0/N (or N.compact, entries of other batches left
+    out); None where they do not say it plainly."""
+    checkpoint = tmp_path / "checkpoint"
+    offsets, sources = checkpoint / "stream" / "offsets", checkpoint / "stream" / "sources" / "0"
+    offsets.mkdir(parents=True)
+    sources.mkdir(parents=True)
+
+    def offset(n: int, log_offset: int) -> None:
+        (offsets / str(n)).write_text(f'v1\n{{"batchWatermarkMs":0}}\n{{"logOffset":{log_offset}}}')
+
+    def entry(path: str, batch: int) -> str:
+        return json.dumps({"path": f"file://{path}", "timestamp": 1, "batchId": batch})
+
+    offset(0, 0)
+    (sources / "0").write_text("v1\n" + entry("/x/slices/0000-a.jsonl", 0))
+    assert planned_slices(str(checkpoint), 0) == {"/x/slices/0000-a.jsonl"}
+    for n in range(1, 10):
+        offset(n, n)
+    (sources / "9.compact").write_text("v1\n" + "\n".join(
+        [entry("/x/slices/0000-a.jsonl", 0), entry("/x/slices/0009-b%20c.jsonl", 9),
+         entry("/x/slices/0009-d.jsonl", 9)]))
+    assert planned_slices(str(checkpoint), 9) == {"/x/slices/0009-b c.jsonl", "/x/slices/0009-d.jsonl"}
+    assert planned_slices(str(checkpoint), 5) is None   # no source log entry of its own
+    assert planned_slices(str(checkpoint), 10) is None   # no offsets
+    offset(10, 11)
+    (sources / "10").write_text("v1\n" + entry("/x/slices/0010-e.jsonl", 10))
+    assert planned_slices(str(checkpoint), 10) is None   # the source's offset is not the batch's
+    offset(10, 10)
+    assert planned_slices(str(checkpoint), 10) == {"/x/slices/0010-e.jsonl"}
+    (sources / "10").write_text("v2\n" + entry("/x/slices/0010-e.jsonl", 10))
+    assert planned_slices(str(checkpoint), 10) is None   # a format this code does not know
+    (sources / "10").write_text("v1\n{not json")
+    assert planned_slices(str(checkpoint), 10) is None
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_crash_in_a_quick_batch_loses_and_doubles_nothing(spark, tmp_path):
+    """A real `python -m spark_audit --incremental` dies right after a quick batch's files moved into the log,
+    then again after the stream committed the batch run again with a new file staged beside it (which that
+    batch does not read: Spark parses the batches of that run); the next run audits it once, and the log and
+    the runs' findings equal a full audit's."""
+    logs, out = tmp_path / "logs", tmp_path / "out"
+    logs.mkdir()
+    argv = [str(logs), "--incremental", "--out", str(out), "--grace", "60", "--no-parquet-tables"]
+    checkpoint, parquet = out / "checkpoint", out / "parquet"
+
+    def crash(point: str) -> None:
+        env = {**os.environ, "MQB_TEST_CRASH_AT": point}
+        done = subprocess.run([sys.executable, "-m", "spark_audit", *argv], env=env, capture_output=True,
+                              text=True, timeout=600, cwd=Path(__file__).resolve().parents[1])
+        assert done.returncode == TEST_CRASH_EXIT, done.stderr[-3000:]
+
+    shutil.copy(FIXTURE_LOGS / "gateway-a.jsonl", logs)
+    first = _audit(logs, out, spark)
+    assert first["input"]["rows_read"] == 46 and _writers(parquet) == {"pyarrow"}
+
+    g, h = generated_log(500, malformed_every=0), _other_keys(generated_log(300, malformed_every=0))
+    (logs / "convlog-g.jsonl").write_bytes(g)
+    crash("after-move")
+    moved = json.loads((checkpoint / BATCHES_DIR / "1.json").read_text())["files"]
+    assert moved and all(Path(f).is_file() for f in moved)
+    assert all("parquet-cpp" in pq.ParquetFile(f).metadata.created_by for f in moved)   # the quick read's
+    assert not (checkpoint / "stream" / "commits" / "1").exists()
+
+    (logs / "convlog-h.jsonl").write_bytes(h)
+    crash("after-commit")   # batch 1 again (its files replaced), then batch 2, each committed, neither audited
+    assert (checkpoint / "stream" / "commits" / "1").is_file()
+
+    second = _audit(logs, out, spark)
+    assert second["input"]["rows_read"] == g.count(b"\n") + h.count(b"\n")
+    _audit(logs, out, spark)
+    assert json.loads((out / "summary.json").read_text())["input"]["rows_read"] == 0
+
+    full_parquet = str(tmp_path / "full")
+    assert ingest(spark, expand_paths([logs]), full_parquet).valid == 46 + second["input"]["rows_read"]
+    log, full_log = _stored(spark, parquet), _stored(spark, Path(full_parquet))
+    assert log.count() == full_log.count()
+    assert log.exceptAll(full_log.select(*log.columns)).count() == 0
+    full = run_audit(load(spark, full_parquet, AuditConfig(grace_seconds=60)))
+    full.cleanup()
+    assert union(findings(first), findings(second)) == findings(build_summary(full, None))
