@@ -81,9 +81,9 @@ SELECT count(*) FROM (SELECT message_key, route FROM r GROUP BY message_key, rou
 """
 
 
-def timed(argv: list[str], env: dict[str, str]) -> tuple[float, str]:
+def timed(argv: list[str], env: dict[str, str], cwd: Path | None = None) -> tuple[float, str]:
     start = time.perf_counter()
-    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False, cwd=cwd)
     wall = time.perf_counter() - start
     lines = [line for line in done.stdout.splitlines() if line.startswith("losses:")]
     if done.returncode not in (0, 1) or not lines:
@@ -122,10 +122,13 @@ def main() -> int:
             else:
                 out = tempfile.mkdtemp(prefix="mqb-audit-cmd-")
                 logs = args.sidecars if name == "mqbridge+sidecars" else args.logs
-                env = {**os.environ, "PYTHONPATH": str(trees.get(name, ROOT))}
-                argv = [sys.executable, "-m", "spark_audit", logs, "--out", out, "--no-parquet-tables"]
+                tree = Path(trees.get(name, ROOT))
+                env = {**os.environ, "PYTHONPATH": str(tree)}
+                # run in the tree: `python -m` puts the working directory first on sys.path, before
+                # PYTHONPATH (run from this repository, every tree's runs ran this tree's code before)
+                argv = [sys.executable, "-m", "spark_audit", os.path.abspath(logs), "--out", out, "--no-parquet-tables"]
                 try:
-                    wall, verdict = timed(argv, env)
+                    wall, verdict = timed(argv, env, cwd=tree)
                 finally:
                     shutil.rmtree(out, ignore_errors=True)
             results[name].append({"wall_s": round(wall, 2), "load1": round(load, 2), "verdict": verdict})

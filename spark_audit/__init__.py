@@ -5,9 +5,9 @@ those listed before it (tests/test_spark_audit_layers.py):
   fs (files of hdfs://, s3a://, file:// paths through Hadoop's FileSystem API)
 - ingest: schema, sources (which bytes of the log files are read), lines (numbered lines, for samples),
   sidecars (the gateway's Parquet copies of closed files, used when they match), parquet_log (the Parquet
-  log's partitions and the sidecars it reads in place), ingest (JSON Lines -> Parquet log), checked_read
-  (an incremental batch of valid records read by the gateway's checked reader), carry (an incremental run's
-  tail), stream (incremental)
+  log's partitions and the sidecars it reads in place), checked_read (files of valid records only, read by
+  the gateway's checked reader), ingest (JSON Lines -> Parquet log), carry (an incremental run's tail),
+  stream (incremental)
 - rollups: rollup (stored per-file groups of the window aggregate)
 - audit: scope, keys (per-key findings), aggregates (the window job), findings, audit (a full audit),
   incremental (an incremental audit)

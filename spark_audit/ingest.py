@@ -18,6 +18,7 @@ from pyspark.sql.streaming import DataStreamReader
 
 from mappings.convlog_schema import FIELDS
 from spark_audit import fs
+from spark_audit.checked_read import Written, read_checked, write_checked
 from spark_audit.lines import FILE_COLUMN, LINE_COLUMN, TEXT_COLUMN, numbered_lines
 from spark_audit.parquet_log import SidecarRef, accept, read_ledger, write_ledger
 from spark_audit.schema import (
@@ -306,6 +307,17 @@ def ingest_batch(
     return result, move_staged(staging_dir, parquet_dir, name, result, before_move)
 
 
+def ingest_checked(table: Any, staging_dir: str) -> IngestResult:  # noqa: ANN401 - a pyarrow Table
+    """Stage the rows the checked reader read (spark_audit.checked_read) as ingest_batch stages Spark's, counted."""
+    shutil.rmtree(staging_dir, ignore_errors=True)  # what a failed attempt at this batch left
+    return _written(write_checked(table, staging_dir, "part-00000"))
+
+
+def _written(written: Written) -> IngestResult:
+    return IngestResult(rows_read=written.rows, valid=written.rows, min_time=written.min_time,
+                        max_time=written.max_time)
+
+
 def move_staged(staging_dir: str, parquet_dir: str, name: str, result: IngestResult,
                 before_move: Callable[[IngestResult, list[str]], None] | None = None) -> list[str]:
     """Move a batch's staged date=D/hour=H files into the log's partitions; the moved files' paths.
@@ -394,15 +406,39 @@ def _ingest_files(spark: SparkSession, paths: list[str], prep: Callable[[list[st
 
 
 def _ingest_staged(spark: SparkSession, staged: Staged, parquet_dir: str, mode: str, compact: bool) -> IngestResult:
-    """Ingest what prepare staged; nothing readable: the log of an earlier ingest is not audited in its place."""
-    if staged.paths:
-        result = ingest_frame(read_logs(spark, staged.paths), parquet_dir, mode, compact)
-    else:
-        if mode == "overwrite":
-            if fs.is_remote(parquet_dir):
-                fs.Hadoop().delete(parquet_dir)
-            else:
-                shutil.rmtree(parquet_dir, ignore_errors=True)
-        result = IngestResult()
+    """Ingest what prepare staged; nothing readable: the log of an earlier ingest is not audited in its place.
+
+    Local files of valid records only are read by the checked reader (spark_audit.checked_read) one at a time
+    and staged beside the log, the others parsed by Spark into the log (replacing it, with mode "overwrite");
+    then the staged files move in."""
+    local = not fs.is_remote(parquet_dir) and not any(fs.is_remote(p) for p in staged.paths)
+    checked = IngestResult()
+    parsed = list(staged.paths)
+    beside = Path(tempfile.mkdtemp(prefix=".mqb-audit-checked-", dir=Path(parquet_dir).parent)) if local else None
+    try:
+        if beside is not None:
+            parsed = []
+            for i, path in enumerate(staged.paths):
+                table = read_checked([path])
+                if table is None:
+                    parsed.append(path)
+                else:
+                    checked.merge(_written(write_checked(table, beside, f"{i:06d}")))
+                    del table
+        if parsed:
+            result = ingest_frame(read_logs(spark, parsed), parquet_dir, mode, compact)
+        else:
+            if mode == "overwrite":
+                if fs.is_remote(parquet_dir):
+                    fs.Hadoop().delete(parquet_dir)
+                else:
+                    shutil.rmtree(parquet_dir, ignore_errors=True)
+            result = IngestResult()
+        if beside is not None and checked.rows_read:
+            move_staged(str(beside), parquet_dir, f"checked-{uuid.uuid4().hex[:12]}", checked)
+        result.merge(checked)
+    finally:
+        if beside is not None:
+            shutil.rmtree(beside, ignore_errors=True)
     result.add_staged(staged)
     return result

@@ -15,8 +15,16 @@ from pyspark import SparkContext
 from pyspark.sql import DataFrame, SparkSession
 
 from spark_audit.carry import Carried, TailFile
-from spark_audit.checked_read import read_checked, write_checked
-from spark_audit.ingest import IngestResult, checksum_path, expand_paths, ingest_batch, move_staged, stream_logs
+from spark_audit.checked_read import read_checked
+from spark_audit.ingest import (
+    IngestResult,
+    checksum_path,
+    expand_paths,
+    ingest_batch,
+    ingest_checked,
+    move_staged,
+    stream_logs,
+)
 from spark_audit.sources import file_key, remove_slices, slice_dir, slices_now, stage_new, unread_input
 
 STAGING_DIR = "_incoming"  # inside the Parquet log; "_": never read as a partition
@@ -203,7 +211,7 @@ def ingest_new_files(spark: SparkSession, logs_dir: str, parquet_dir: str, check
         planned = planned_slices(checkpoint_dir, batch_id)
         table = read_checked(sorted(planned)) if planned is not None and planned == waiting_keys else None
         if table is not None:
-            counts = write_checked(table, staging)
+            counts = ingest_checked(table, staging)
             files = move_staged(staging, parquet_dir, name, counts, before_move)
         else:
             counts, files = ingest_batch(batch, staging, parquet_dir, name, before_move)

@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -72,3 +75,11 @@ def union(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     return {"losses": a["losses"] | b["losses"], "unexpected_egress": a["unexpected_egress"] | b["unexpected_egress"],
             "duplicates": a["duplicates"] | b["duplicates"], "failures": failures,
             "records": a["records"] + b["records"], "dropped": a["dropped"] + b["dropped"]}
+
+
+def crash_incremental(argv: list[str], point: str, exit_code: int) -> None:
+    """`python -m spark_audit ARGV` made to die at a crash point (spark_audit/stream.py MQB_TEST_CRASH_AT)."""
+    env = {**os.environ, "MQB_TEST_CRASH_AT": point}
+    done = subprocess.run([sys.executable, "-m", "spark_audit", *argv], env=env, capture_output=True, text=True,
+                          timeout=600, cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == exit_code, done.stderr[-3000:]

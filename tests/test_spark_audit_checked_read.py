@@ -1,13 +1,11 @@
-"""The incremental ingest's quick read (spark_audit/checked_read.py): a micro-batch of valid records only is read
-by the gateway's checked reader and stored without Spark parsing it; the stored rows, counts and findings are
-those of Spark's parse; a batch with any bad line, or one the stream's logs do not plainly name, is Spark's."""
+"""The quick read (spark_audit/checked_read.py): a log file (one-shot) or an incremental micro-batch of valid
+records only is read by the gateway's checked reader and stored without Spark parsing it; the stored rows,
+counts and findings are those of Spark's parse; a file or batch with any bad line, or a batch the stream's
+logs do not plainly name, is Spark's."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +15,11 @@ pytest.importorskip("pyspark")
 pq = pytest.importorskip("pyarrow.parquet")
 
 try:
-    from tests.spark_fixtures import FIXTURE_LOGS, findings, generated_log, spark, union  # noqa: F401
+    from tests.spark_fixtures import FIXTURE_LOGS, crash_incremental, findings, generated_log, spark, union  # noqa: F401
 except ImportError:  # tests/ is not a package: pytest puts this directory on sys.path
-    from spark_fixtures import FIXTURE_LOGS, findings, generated_log, spark, union  # noqa: F401
+    from spark_fixtures import FIXTURE_LOGS, crash_incremental, findings, generated_log, spark, union  # noqa: F401
 
+from spark_audit import ingest as ingest_module  # noqa: E402
 from spark_audit import stream  # noqa: E402
 from spark_audit.audit import ingest, load, run_audit  # noqa: E402
 from spark_audit.ingest import expand_paths  # noqa: E402
@@ -111,6 +110,34 @@ def test_a_batch_with_a_bad_line_is_parsed_by_spark_which_quotes_it(spark, tmp_p
     assert _stored(spark, tmp_path / "out" / "parquet").count() == len(lines)
 
 
+def test_a_one_shot_audit_reads_valid_files_quickly_and_parses_the_others(spark, tmp_path, monkeypatch):
+    """A one-shot audit of three files: the two of valid records only are stored by pyarrow, the one with a bad
+    line by Spark (which quotes it); the summary and the stored rows equal those of Spark parsing all three."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    valid = generated_log(1500, malformed_every=0)
+    (logs / "convlog-a.jsonl").write_bytes(valid)
+    (logs / "convlog-b.jsonl").write_bytes(_other_keys(generated_log(700, malformed_every=0)))
+    shutil.copy(FIXTURE_LOGS / "gateway-b.jsonl", logs)   # bad lines of several kinds
+
+    def audit(out: Path) -> dict[str, Any]:
+        run(build_parser().parse_args([str(logs), "--out", str(out), "--grace", "60", "--no-parquet-tables"]), spark)
+        return json.loads((out / "summary.json").read_text())
+
+    quick = audit(tmp_path / "quick")
+    assert _writers(tmp_path / "quick" / "parquet") == {"pyarrow", "spark"}
+    monkeypatch.setattr(ingest_module, "read_checked", lambda paths: None)
+    parsed = audit(tmp_path / "parsed")
+    assert _writers(tmp_path / "parsed" / "parquet") == {"spark"}
+
+    assert quick["input"] == parsed["input"]
+    assert quick["input"]["bad"] > 0 and quick["input"]["samples"]
+    assert findings(quick) == findings(parsed) and quick["verdict"] == parsed["verdict"]
+    a, b = _stored(spark, tmp_path / "quick" / "parquet"), _stored(spark, tmp_path / "parsed" / "parquet")
+    assert a.count() == b.count() == quick["input"]["valid"]
+    assert a.exceptAll(b.select(*a.columns)).count() == 0
+
+
 def test_planned_slices_reads_the_stream_s_logs_or_says_it_does_not_know(tmp_path):
     """The micro-batch's files from offsets/N and sources/0/N (or N.compact, entries of other batches left
     out); None where they do not say it plainly."""
@@ -160,10 +187,7 @@ def test_a_crash_in_a_quick_batch_loses_and_doubles_nothing(spark, tmp_path):
     checkpoint, parquet = out / "checkpoint", out / "parquet"
 
     def crash(point: str) -> None:
-        env = {**os.environ, "MQB_TEST_CRASH_AT": point}
-        done = subprocess.run([sys.executable, "-m", "spark_audit", *argv], env=env, capture_output=True,
-                              text=True, timeout=600, cwd=Path(__file__).resolve().parents[1])
-        assert done.returncode == TEST_CRASH_EXIT, done.stderr[-3000:]
+        crash_incremental(argv, point, TEST_CRASH_EXIT)
 
     shutil.copy(FIXTURE_LOGS / "gateway-a.jsonl", logs)
     first = _audit(logs, out, spark)

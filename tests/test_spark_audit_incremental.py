@@ -2,10 +2,7 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +11,9 @@ import pytest
 pytest.importorskip("pyspark")
 
 try:
-    from tests.spark_fixtures import FIXTURE_LOGS, findings, generated_log, spark, union  # noqa: F401
+    from tests.spark_fixtures import FIXTURE_LOGS, crash_incremental, findings, generated_log, spark, union  # noqa: F401
 except ImportError:  # tests/ is not a package: pytest puts this directory on sys.path
-    from spark_fixtures import FIXTURE_LOGS, findings, generated_log, spark, union  # noqa: F401
+    from spark_fixtures import FIXTURE_LOGS, crash_incremental, findings, generated_log, spark, union  # noqa: F401
 
 from spark_audit import rollup  # noqa: E402
 from spark_audit import run as run_module  # noqa: E402
@@ -277,10 +274,7 @@ def test_a_crash_after_the_move_or_after_the_commit_loses_and_doubles_nothing(sp
         return json.loads((out / "summary.json").read_text())
 
     def crash(point: str) -> None:
-        env = {**os.environ, "MQB_TEST_CRASH_AT": point}
-        done = subprocess.run([sys.executable, "-m", "spark_audit", *argv], env=env, capture_output=True,
-                              text=True, timeout=600, cwd=Path(__file__).resolve().parents[1])
-        assert done.returncode == TEST_CRASH_EXIT, done.stderr[-3000:]
+        crash_incremental(argv, point, TEST_CRASH_EXIT)
 
     shutil.copy(FIXTURE_LOGS / "gateway-a.jsonl", logs)
     run(build_parser().parse_args(argv), spark)

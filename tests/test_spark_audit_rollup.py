@@ -24,6 +24,7 @@ try:
 except ImportError:  # tests/ is not a package: pytest puts this directory on sys.path
     from spark_fixtures import FIXTURE_LOGS, spark  # noqa: F401
 
+from spark_audit import ingest as ingest_module  # noqa: E402
 from spark_audit import rollup  # noqa: E402
 from spark_audit.aggregates import build_rollups  # noqa: E402
 from spark_audit.audit import ingest, load, run_audit  # noqa: E402
@@ -46,8 +47,11 @@ WINDOWS: list[dict[str, Any]] = [
 
 @pytest.fixture(scope="module")
 def parquet(spark, tmp_path_factory) -> Path:
+    """The fixture logs parsed by Spark, every file with its key hashes (not the checked reader's files)."""
     out = tmp_path_factory.mktemp("rollup") / "parquet"
-    assert ingest(spark, expand_paths([FIXTURE_LOGS]), str(out)).valid == 55
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ingest_module, "read_checked", lambda paths: None)
+        assert ingest(spark, expand_paths([FIXTURE_LOGS]), str(out)).valid == 55
     return out
 
 
@@ -86,6 +90,17 @@ def test_rollups_give_the_findings_of_a_full_scan(spark, parquet, window):
     assert rolled.rows["volume_hourly"] or not rolled.data.rows_in_window
     # With a plan every file in scope is known to carry its key hashes: the string hashes are skipped.
     assert rolled.data.hashes_stored == (rolled.data.rollup is not None) and not scanned.data.hashes_stored
+
+
+def test_rollups_of_files_without_key_hashes_give_the_findings_of_a_full_scan(spark, tmp_path):
+    """gateway-a, all valid, read by the checked reader (no key hash columns) beside gateway-b parsed by Spark:
+    a plan over them does not claim stored hashes, and its findings are a full scan's."""
+    log = tmp_path / "parquet"
+    assert ingest(spark, expand_paths([FIXTURE_LOGS]), str(log)).valid == 55
+    assert not all(e.hashed for e in rollup.read_manifest(str(log)).values())
+    rolled, scanned = audit(spark, log, True), audit(spark, log, False)
+    assert rolled.data.rollup is not None and not rolled.data.hashes_stored
+    same_findings(rolled, scanned)
 
 
 def test_a_rewritten_file_is_scanned_not_trusted(spark, parquet, tmp_path):
