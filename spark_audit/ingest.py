@@ -307,10 +307,14 @@ def ingest_batch(
     return result, move_staged(staging_dir, parquet_dir, name, result, before_move)
 
 
-def ingest_checked(table: Any, staging_dir: str) -> IngestResult:  # noqa: ANN401 - a pyarrow Table
-    """Stage the rows the checked reader read (spark_audit.checked_read) as ingest_batch stages Spark's, counted."""
+def ingest_checked(
+    table: Any, staging_dir: str, parquet_dir: str, name: str,  # noqa: ANN401 - a pyarrow Table
+    before_move: Callable[[IngestResult, list[str]], None] | None = None,
+) -> tuple[IngestResult, list[str]]:
+    """ingest_batch for a micro-batch the checked reader read (spark_audit.checked_read): every row valid."""
     shutil.rmtree(staging_dir, ignore_errors=True)  # what a failed attempt at this batch left
-    return _written(write_checked(table, staging_dir, "part-00000"))
+    result = _written(write_checked(table, staging_dir, "part-00000"))
+    return result, move_staged(staging_dir, parquet_dir, name, result, before_move)
 
 
 def _written(written: Written) -> IngestResult:
@@ -411,7 +415,7 @@ def _ingest_staged(spark: SparkSession, staged: Staged, parquet_dir: str, mode: 
     Local files of valid records only are read by the checked reader (spark_audit.checked_read) one at a time
     and staged beside the log, the others parsed by Spark into the log (replacing it, with mode "overwrite");
     then the staged files move in."""
-    local = not fs.is_remote(parquet_dir) and not any(fs.is_remote(p) for p in staged.paths)
+    local = bool(staged.paths) and not fs.is_remote(parquet_dir) and not any(map(fs.is_remote, staged.paths))
     checked = IngestResult()
     parsed = list(staged.paths)
     beside = Path(tempfile.mkdtemp(prefix=".mqb-audit-checked-", dir=Path(parquet_dir).parent)) if local else None
@@ -424,7 +428,7 @@ def _ingest_staged(spark: SparkSession, staged: Staged, parquet_dir: str, mode: 
                     parsed.append(path)
                 else:
                     checked.merge(_written(write_checked(table, beside, f"{i:06d}")))
-                    del table
+                    del table   # freed before the next file is read: one file's table in memory at a time
         if parsed:
             result = ingest_frame(read_logs(spark, parsed), parquet_dir, mode, compact)
         else:

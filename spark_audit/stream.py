@@ -22,7 +22,6 @@ from spark_audit.ingest import (
     expand_paths,
     ingest_batch,
     ingest_checked,
-    move_staged,
     stream_logs,
 )
 from spark_audit.sources import file_key, remove_slices, slice_dir, slices_now, stage_new, unread_input
@@ -211,8 +210,7 @@ def ingest_new_files(spark: SparkSession, logs_dir: str, parquet_dir: str, check
         planned = planned_slices(checkpoint_dir, batch_id)
         table = read_checked(sorted(planned)) if planned is not None and planned == waiting_keys else None
         if table is not None:
-            counts = ingest_checked(table, staging)
-            files = move_staged(staging, parquet_dir, name, counts, before_move)
+            counts, files = ingest_checked(table, staging, parquet_dir, name, before_move)
         else:
             counts, files = ingest_batch(batch, staging, parquet_dir, name, before_move)
         _crash_for_tests("after-move")

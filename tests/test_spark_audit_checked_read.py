@@ -26,10 +26,12 @@ from spark_audit.ingest import expand_paths  # noqa: E402
 from spark_audit.options import build_parser  # noqa: E402
 from spark_audit.report import build_summary  # noqa: E402
 from spark_audit.run import run  # noqa: E402
+from spark_audit.schema import KEY_CHECK, KEY_HASH  # noqa: E402
 from spark_audit.scope import AuditConfig  # noqa: E402
 from spark_audit.stream import BATCHES_DIR, TEST_CRASH_EXIT, planned_slices  # noqa: E402
 
 pytestmark = pytest.mark.spark
+
 
 def _other_keys(log: bytes) -> bytes:
     """The same records under other message keys (h<i> instead of g<i>)."""
@@ -56,7 +58,7 @@ def _input(summary: dict[str, Any]) -> dict[str, Any]:
 def _stored(spark: Any, parquet: Path) -> Any:  # noqa: ANN401
     """The log's rows without the key hash columns (the quick read leaves them to the audit)."""
     rows = spark.read.parquet(str(parquet))
-    return rows.drop("_key_hash", "_key_check")
+    return rows.drop(KEY_HASH, KEY_CHECK)
 
 
 def test_valid_new_lines_are_read_by_the_checked_reader_with_spark_s_results(spark, tmp_path, monkeypatch):
