@@ -1,7 +1,7 @@
 """Where the one-shot `mqbridge audit LOGS` command's time goes: its steps in one process (session start with
-the sidecar check beside it, ingest, load, audit, outputs), wall seconds and the JVM's CPU seconds (from
-/proc/<pid>/stat) per step. Runs on any tree (PYTHONPATH=<tree>); a tree without spark_audit.parquet_log
-checks sidecars inside its ingest.
+the read-ahead beside it (spark_audit.read_ahead; in older trees the sidecar check), ingest, load, audit,
+outputs), wall seconds and the JVM's CPU seconds (from /proc/<pid>/stat) per step. Runs on any tree
+(PYTHONPATH=<tree>); a tree without spark_audit.parquet_log checks sidecars inside its ingest.
 
   PYTHONPATH=<tree> .venv/bin/python bench/audit_command_phases.py /tmp/bn1/logs-sidecars /tmp/phases-out
 """
@@ -24,6 +24,10 @@ def main() -> int:
     from spark_audit.session import build_session
 
     try:
+        from spark_audit.read_ahead import read_ahead
+    except ImportError:  # a tree before the read-ahead
+        read_ahead = None
+    try:
         from spark_audit.parquet_log import precheck
     except ImportError:  # a tree before the sidecars were read in place
         precheck = None
@@ -33,7 +37,11 @@ def main() -> int:
     tick = os.sysconf("SC_CLK_TCK")
     marks: list[tuple[str, float, float]] = []
     begin = time.perf_counter()
-    checked = ThreadPoolExecutor(1).submit(precheck, paths) if precheck is not None else None
+    parquet = os.path.join(out, "parquet")
+    if read_ahead is not None:
+        checked = ThreadPoolExecutor(1).submit(read_ahead, paths, parquet)
+    else:
+        checked = ThreadPoolExecutor(1).submit(precheck, paths) if precheck is not None else None
     spark = build_session(None)
 
     def mark(name: str) -> None:
@@ -41,10 +49,15 @@ def main() -> int:
         marks.append((name, time.perf_counter(), (int(fields[11]) + int(fields[12])) / tick))
 
     mark("session")
-    extra: dict[str, Any] = {"checked": checked.result()} if checked is not None else {}
-    ingested = ingest(spark, paths, os.path.join(out, "parquet"), rollups=False, compact=False, **extra)
+    extra: dict[str, Any] = {}
+    if checked is not None:
+        extra = {"ahead" if read_ahead is not None else "checked": checked.result()}
+    ingested = ingest(spark, paths, parquet, rollups=False, compact=False, **extra)
     mark("ingest")
-    data = load(spark, os.path.join(out, "parquet"), AuditConfig())
+    try:
+        data = load(spark, parquet, AuditConfig(), newest=ingested.max_time)
+    except TypeError:  # a tree whose load finds the newest row itself
+        data = load(spark, parquet, AuditConfig())
     mark("load")
     result = run_audit(data)
     mark("audit")

@@ -22,7 +22,6 @@ def main() -> int:
     from bridge.convlog_parquet import write_sidecar
     from spark_audit.audit import ingest, load, run_audit
     from spark_audit.ingest import expand_paths
-    from spark_audit.parquet_log import precheck
     from spark_audit.scope import AuditConfig
     from spark_audit.session import build_session
 
@@ -42,7 +41,7 @@ def main() -> int:
         started = time.perf_counter()
         paths = expand_paths([str(logs)])
         parquet = str(work / name / "parquet")
-        ingest(spark, paths, parquet, checked=precheck(paths))
+        ingest(spark, paths, parquet)
         result = run_audit(load(spark, parquet, AuditConfig()))
         took = time.perf_counter() - started
         print(f"{name}: {took:.2f} s (losses {result.counts['losses']})", flush=True)

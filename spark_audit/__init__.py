@@ -6,7 +6,8 @@ those listed before it (tests/test_spark_audit_layers.py):
 - ingest: schema, sources (which bytes of the log files are read), lines (numbered lines, for samples),
   sidecars (the gateway's Parquet copies of closed files, used when they match), parquet_log (the Parquet
   log's partitions and the sidecars it reads in place), checked_read (files of valid records only, read by
-  the gateway's checked reader), ingest (JSON Lines -> Parquet log), carry (an incremental run's tail),
+  the gateway's checked reader), read_ahead (a one-shot ingest's work done while the JVM starts), ingest
+  (JSON Lines -> Parquet log), carry (an incremental run's tail),
   stream (incremental)
 - rollups: rollup (stored per-file groups of the window aggregate)
 - audit: scope, keys (per-key findings), aggregates (the window job), findings, audit (a full audit),

@@ -42,7 +42,7 @@ from spark_audit.findings import (
     with_trend,
 )
 from spark_audit.frames import empty_frame
-from spark_audit.ingest import Checked, IngestResult, ingest_logs
+from spark_audit.ingest import IngestResult, ingest_logs
 from spark_audit.keys import (
     DUPLICATE_SCHEMA,
     FAILURE_SCHEMA,
@@ -57,6 +57,7 @@ from spark_audit.keys import (
     key_problem_rows,
     key_problems,
 )
+from spark_audit.read_ahead import ReadAhead
 from spark_audit.schema import partition_hour, stored_schema
 from spark_audit.scope import (
     EPOCH,
@@ -100,24 +101,26 @@ def max_event_time(frame: DataFrame) -> datetime | None:
 
 
 def ingest(spark: SparkSession, paths: list[str], parquet_dir: str, mode: str = "overwrite",
-           rollups: bool = True, compact: bool = True, checked: Checked | None = None) -> IngestResult:
+           rollups: bool = True, compact: bool = True, ahead: ReadAhead | None = None) -> IngestResult:
     """Parse the logs once into the Parquet log (spark_audit.ingest); then, with rollups, the new files'
     rollups (spark_audit.rollup) for the full audits that follow. compact: one file per hour partition;
-    checked: the sidecars already checked (spark_audit.parquet_log.precheck)."""
-    result = ingest_logs(spark, paths, parquet_dir, mode, compact, checked)
+    ahead: the work without Spark done already (spark_audit.read_ahead)."""
+    result = ingest_logs(spark, paths, parquet_dir, mode, compact, ahead)
     if rollups:
         build_rollups(spark, parquet_dir)
     return result
 
 
-def load(spark: SparkSession, parquet_dir: str, config: AuditConfig, rollups: bool = True) -> AuditData:
+def load(spark: SparkSession, parquet_dir: str, config: AuditConfig, rollups: bool = True,
+         newest: datetime | None = None) -> AuditData:
     """Define the pruned Parquet frame (window plus grace) and find "as of" (until, else the newest row).
 
     Nothing is cached: measured on local[2], Spark's columnar cache of 1M rows costs more than the
     pruned Parquet scans it saves (see bench/README.md). The newest row is looked for in the newest
     partition first (a scan of one hour), the whole window only when that partition has no row in it;
     not at all when the stored rollups know it. rollups: use the files' stored rollups where they apply
-    (spark_audit/rollup.py; never for incremental runs, whose frames are built elsewhere).
+    (spark_audit/rollup.py; never for incremental runs, whose frames are built elsewhere). newest: the log's
+    newest valid row when the caller knows it (an ingest that wrote the whole log counted it): no scan.
     """
     widened = None
     widen = timedelta(seconds=config.grace_seconds)
@@ -148,6 +151,8 @@ def load(spark: SparkSession, parquet_dir: str, config: AuditConfig, rollups: bo
         rolled = RolledUp(merged, part(plan.covered), part(plan.scanned, sidecars), len(plan.covered),
                           len(plan.scanned) + len(refs))
     as_of = config.until
+    if as_of is None and newest is not None and (config.since is None or newest >= config.since - widen):
+        as_of = newest
     if as_of is None and plan is not None:
         newest = rollup.newest_time(plan)
         if newest is not None and (config.since is None or newest >= config.since - widen):

@@ -18,9 +18,10 @@ from pyspark.sql.streaming import DataStreamReader
 
 from mappings.convlog_schema import FIELDS
 from spark_audit import fs
-from spark_audit.checked_read import Written, read_checked, write_checked
+from spark_audit.checked_read import Written, write_checked
 from spark_audit.lines import FILE_COLUMN, LINE_COLUMN, TEXT_COLUMN, numbered_lines
-from spark_audit.parquet_log import SidecarRef, accept, read_ledger, write_ledger
+from spark_audit.parquet_log import Checked, SidecarRef, accept, read_ledger, write_ledger
+from spark_audit.read_ahead import ReadAhead, read_ahead
 from spark_audit.schema import (
     CORRUPT_COLUMN,
     FUTURE_VERSION,
@@ -42,7 +43,6 @@ PARTITION_COLUMNS = ("date", "hour")
 SAMPLE_LIMIT = 10
 SAMPLE_CHARS = 500
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-Checked = tuple[Sidecars, list[SidecarRef]]  # sidecars to read in place and notes on the others, checked
 
 JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN}
 
@@ -354,14 +354,22 @@ def checksum_path(path: Path) -> Path:
 
 
 def ingest_logs(spark: SparkSession, paths: list[str], parquet_dir: str, mode: str = "overwrite",
-                compact: bool = True, checked: Checked | None = None) -> IngestResult:
+                compact: bool = True, ahead: ReadAhead | None = None) -> IngestResult:
     """Parse the logs once: valid rows compacted into Parquet, bad rows counted by problem and file.
 
     Only complete lines are read; gzip files are decompressed first and a damaged one is reported with
     its readable part ingested (spark_audit.sources). spark_audit.audit.ingest also stores the new files'
-    rollups. checked: the sidecars parquet_log.precheck checked already (else they are checked here).
+    rollups. Local logs are checked, staged and read by the checked reader first (spark_audit.read_ahead;
+    ahead: that done already, while the session started) and Spark parses what it refused.
     """
     remote_in, remote_out = any(map(fs.is_remote, paths)), fs.is_remote(parquet_dir)
+    if ahead is None and not remote_in and not remote_out:
+        ahead = read_ahead(paths, parquet_dir)
+    if ahead is not None:
+        try:
+            return _ingest_ahead(spark, ahead, parquet_dir, mode, compact)
+        finally:
+            ahead.close()
     if not remote_out:
         Path(parquet_dir).parent.mkdir(parents=True, exist_ok=True)
     # Staging beside the log, never in it (a local log beside a remote Parquet log: a local temporary one).
@@ -369,8 +377,7 @@ def ingest_logs(spark: SparkSession, paths: list[str], parquet_dir: str, mode: s
         tempfile.mkdtemp(prefix=".mqb-audit-staging-", dir=None if remote_out else Path(parquet_dir).parent))
     try:
         if not remote_in:
-            return _ingest_files(spark, paths, lambda ps: prepare(ps, local or Path()), parquet_dir, mode, compact,
-                                 checked)
+            return _ingest_files(spark, paths, lambda ps: prepare(ps, local or Path()), parquet_dir, mode, compact)
         hadoop = fs.Hadoop()
         uris = [p if fs.is_remote(p) else hadoop.qualify(fs.join("file://", os.path.abspath(p))) for p in paths]
         staging = hadoop.qualify(fs.join("file://", str(local)) if local is not None else fs.join(
@@ -385,13 +392,13 @@ def ingest_logs(spark: SparkSession, paths: list[str], parquet_dir: str, mode: s
 
 
 def _ingest_files(spark: SparkSession, paths: list[str], prep: Callable[[list[str]], Staged], parquet_dir: str,
-                  mode: str, compact: bool, checked: Checked | None = None) -> IngestResult:
+                  mode: str, compact: bool) -> IngestResult:
     """Read each file from its Parquet sidecar in place where one still describes it and its every row keeps
     the field rules (spark_audit.sidecars, spark_audit.parquet_log), else parse its JSON into the Parquet log.
     The sidecars used are listed in the log's ledger, not copied. When their check fails (a page Spark cannot
     read), every file is parsed: a sidecar is never needed, so a damaged one costs time, not the audit."""
-    found, refs = checked if checked is not None else (choose(paths), [])
-    if checked is None and found.used:
+    found, refs = choose(paths), []
+    if found.used:
         try:
             found, refs = accept(spark, found)
         except Exception as e:  # noqa: BLE001 - any failure: the JSON alone decides (and fails again if it is the cause)
@@ -399,50 +406,47 @@ def _ingest_files(spark: SparkSession, paths: list[str], prep: Callable[[list[st
             found = Sidecars(notes={**found.notes, **{p: f"Parquet sidecar could not be read ({text[:300]}); "
                                                         "its JSON was read" for p in found.used}})
     kept = read_ledger(parquet_dir) if mode == "append" else []
-    result = _ingest_staged(spark, prep([p for p in paths if p not in found.used]), parquet_dir, mode, compact)
+    staged = prep([p for p in paths if p not in found.used])
+    result = _parsed(spark, staged.paths, parquet_dir, mode, compact)
+    result.add_staged(staged)
+    return _with_sidecars(result, parquet_dir, kept, (found, refs))
+
+
+def _ingest_ahead(spark: SparkSession, ahead: ReadAhead, parquet_dir: str, mode: str, compact: bool) -> IngestResult:
+    """_ingest_files after read_ahead: Spark parses the files the checked reader refused into the log (replacing
+    it, with mode "overwrite"), then the checked reader's files move in."""
+    kept = read_ledger(parquet_dir) if mode == "append" else []
+    result = _parsed(spark, ahead.parse, parquet_dir, mode, compact)
+    checked = IngestResult()
+    for written in ahead.written:
+        checked.merge(_written(written))
+    if ahead.written_dir is not None and checked.rows_read:
+        move_staged(str(ahead.written_dir), parquet_dir, f"checked-{uuid.uuid4().hex[:12]}", checked)
+    result.merge(checked)
+    result.add_staged(ahead.staged)
+    return _with_sidecars(result, parquet_dir, kept, ahead.sidecars)
+
+
+def _parsed(spark: SparkSession, paths: list[str], parquet_dir: str, mode: str, compact: bool) -> IngestResult:
+    """Spark parses paths into the log; nothing to parse: the log of an earlier ingest is not audited in
+    place of this one (mode "overwrite" empties it)."""
+    if paths:
+        return ingest_frame(read_logs(spark, paths), parquet_dir, mode, compact)
+    if mode == "overwrite":
+        if fs.is_remote(parquet_dir):
+            fs.Hadoop().delete(parquet_dir)
+        else:
+            shutil.rmtree(parquet_dir, ignore_errors=True)
+    return IngestResult()
+
+
+def _with_sidecars(result: IngestResult, parquet_dir: str, kept: list[SidecarRef], sidecars: Checked) -> IngestResult:
+    """The ledger written (the kept entries and the sidecars read in place), their rows counted, the notes."""
+    found, refs = sidecars
     write_ledger(parquet_dir, [*kept, *refs])
     for ref in refs:
         result.merge(IngestResult(rows_read=ref.rows, valid=ref.rows, min_time=_from_micros(ref.min_us),
                                   max_time=_from_micros(ref.max_us)))
     result.notes.update(found.notes)
     result.sidecar_files = len(refs)
-    return result
-
-
-def _ingest_staged(spark: SparkSession, staged: Staged, parquet_dir: str, mode: str, compact: bool) -> IngestResult:
-    """Ingest what prepare staged; nothing readable: the log of an earlier ingest is not audited in its place.
-
-    Local files of valid records only are read by the checked reader (spark_audit.checked_read) one at a time
-    and staged beside the log, the others parsed by Spark into the log (replacing it, with mode "overwrite");
-    then the staged files move in."""
-    local = bool(staged.paths) and not fs.is_remote(parquet_dir) and not any(map(fs.is_remote, staged.paths))
-    checked = IngestResult()
-    parsed = list(staged.paths)
-    beside = Path(tempfile.mkdtemp(prefix=".mqb-audit-checked-", dir=Path(parquet_dir).parent)) if local else None
-    try:
-        if beside is not None:
-            parsed = []
-            for i, path in enumerate(staged.paths):
-                table = read_checked([path])
-                if table is None:
-                    parsed.append(path)
-                else:
-                    checked.merge(_written(write_checked(table, beside, f"{i:06d}")))
-                    del table   # freed before the next file is read: one file's table in memory at a time
-        if parsed:
-            result = ingest_frame(read_logs(spark, parsed), parquet_dir, mode, compact)
-        else:
-            if mode == "overwrite":
-                if fs.is_remote(parquet_dir):
-                    fs.Hadoop().delete(parquet_dir)
-                else:
-                    shutil.rmtree(parquet_dir, ignore_errors=True)
-            result = IngestResult()
-        if beside is not None and checked.rows_read:
-            move_staged(str(beside), parquet_dir, f"checked-{uuid.uuid4().hex[:12]}", checked)
-        result.merge(checked)
-    finally:
-        if beside is not None:
-            shutil.rmtree(beside, ignore_errors=True)
-    result.add_staged(staged)
     return result

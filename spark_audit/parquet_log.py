@@ -60,6 +60,9 @@ class SidecarRef:
     max_us: int | None
 
 
+Checked = tuple[Sidecars, list[SidecarRef]]  # sidecars to read in place and notes on the others, checked
+
+
 def _ledger_uri(parquet_dir: str) -> str:
     return fs.join(parquet_dir, LEDGER) if fs.is_remote(parquet_dir) else str(Path(parquet_dir) / LEDGER)
 
@@ -204,7 +207,7 @@ def accept(spark: SparkSession, found: Sidecars) -> tuple[Sidecars, list[Sidecar
     return kept, refs
 
 
-def precheck(paths: list[str]) -> tuple[Sidecars, list[SidecarRef]] | None:
+def precheck(paths: list[str]) -> Checked | None:
     """The sidecars of local plain log files, checked without Spark (pyarrow; run while the session starts):
     the footer as sidecars.choose checks it, then every row against the gateway's own check
     (bridge.convlog_parquet.validated: the audit's field rules plus from_dict's, so never laxer than the

@@ -20,8 +20,9 @@ from spark_audit.cds import missing_note
 from spark_audit.charts import visible
 from spark_audit.findings import AuditResult
 from spark_audit.incremental import run_incremental
-from spark_audit.ingest import Checked, IngestResult, expand_paths
-from spark_audit.parquet_log import has_rows, precheck
+from spark_audit.ingest import IngestResult, expand_paths
+from spark_audit.parquet_log import has_rows
+from spark_audit.read_ahead import ReadAhead, read_ahead
 from spark_audit.report import build_summary, write_outputs
 from spark_audit.rollup import pending_rollups
 from spark_audit.scope import AuditConfig
@@ -94,9 +95,9 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> int:
     # SparkContext of this process, not the thread's active session: getActiveSession is per JVM thread,
     # and a caller's session seen from another thread would be stopped under it.
     own_session = spark is None and SparkContext._active_spark_context is None
-    # A one-shot audit of local logs checks their Parquet sidecars (pyarrow) while the JVM starts.
-    prechecked = (None if remote or not paths or args.incremental or every is not None
-                  else in_thread(lambda: precheck(paths)))
+    # A one-shot audit of local logs checks, stages and reads what it can without Spark while the JVM starts.
+    ahead = (None if remote or not paths or args.incremental or every is not None
+             else in_thread(lambda: read_ahead(paths, parquet_dir)))
     if own_session and resolve_master(args.master) is not None:   # (under spark-submit: its JVM, not ours)
         note = missing_note(driver_java_options(full_jit=every is not None))
         if note is not None:
@@ -117,8 +118,10 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> int:
         if args.incremental:
             return guarded(lambda: incremental_once(session, args, parquet_dir))
         return guarded(lambda: full_audit(session, args, paths, parquet_dir,
-                                          prechecked.result() if prechecked is not None else None))
+                                          ahead.result() if ahead is not None else None))
     finally:
+        if ahead is not None and ahead.exception() is None and ahead.result() is not None:
+            ahead.result().close()   # (the ingest closed it, unless the session failed to start)
         if own_session:
             session.stop()
 
@@ -135,7 +138,7 @@ def checked(args: argparse.Namespace, paths: list[str], parquet_dir: str, every:
     return None
 
 
-def in_thread(work: Callable[[], Checked | None]) -> Future[Checked | None]:
+def in_thread(work: Callable[[], ReadAhead | None]) -> Future[ReadAhead | None]:
     """Run work in a thread of its own (its result: the Future's)."""
     pool = ThreadPoolExecutor(max_workers=1)
     try:
@@ -145,17 +148,19 @@ def in_thread(work: Callable[[], Checked | None]) -> Future[Checked | None]:
 
 
 def full_audit(session: SparkSession, args: argparse.Namespace, paths: list[str], parquet_dir: str,
-               checked: Checked | None = None) -> int:
+               ahead: ReadAhead | None = None) -> int:
     """Ingest the logs (if any) and audit the Parquet log.
 
     An ingest here writes no rollups and does not compact its files (a shuffle): the one audit that follows
     does not need either, and the whole command measured no slower without them (bench/HISTORY.md). An
     audit of a Parquet log as it is (no LOGS) stores the rollups of the files that have none after its
-    verdict, for the audits after it. checked: the sidecars parquet_log.precheck checked (None: checked here).
+    verdict, for the audits after it. ahead: the ingest's work done without Spark (spark_audit.read_ahead).
     """
     if args.logs:
-        ingested = ingest(session, paths, parquet_dir, rollups=False, compact=False, checked=checked)
-        return report(run_audit(load(session, parquet_dir, config_from(args))), ingested, args)
+        ingested = ingest(session, paths, parquet_dir, rollups=False, compact=False, ahead=ahead)
+        # the log is what this ingest wrote (or the sidecars it listed): its newest row is known
+        data = load(session, parquet_dir, config_from(args), newest=ingested.max_time)
+        return report(run_audit(data), ingested, args)
     code = report(run_audit(load(session, parquet_dir, config_from(args))), None, args)
     build_rollups(session, parquet_dir)
     return code

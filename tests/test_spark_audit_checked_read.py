@@ -4,8 +4,10 @@ counts and findings are those of Spark's parse; a file or batch with any bad lin
 logs do not plainly name, is Spark's."""
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +21,13 @@ try:
 except ImportError:  # tests/ is not a package: pytest puts this directory on sys.path
     from spark_fixtures import FIXTURE_LOGS, crash_incremental, findings, generated_log, spark, union  # noqa: F401
 
-from spark_audit import ingest as ingest_module  # noqa: E402
+from spark_audit import read_ahead as read_ahead_module  # noqa: E402
 from spark_audit import stream  # noqa: E402
 from spark_audit.audit import ingest, load, run_audit  # noqa: E402
+from spark_audit.checked_read import write_checked  # noqa: E402
 from spark_audit.ingest import expand_paths  # noqa: E402
 from spark_audit.options import build_parser  # noqa: E402
+from spark_audit.read_ahead import read_ahead  # noqa: E402
 from spark_audit.report import build_summary  # noqa: E402
 from spark_audit.run import run  # noqa: E402
 from spark_audit.schema import KEY_CHECK, KEY_HASH  # noqa: E402
@@ -121,6 +125,10 @@ def test_a_one_shot_audit_reads_valid_files_quickly_and_parses_the_others(spark,
     (logs / "convlog-a.jsonl").write_bytes(valid)
     (logs / "convlog-b.jsonl").write_bytes(_other_keys(generated_log(700, malformed_every=0)))
     shutil.copy(FIXTURE_LOGS / "gateway-b.jsonl", logs)   # bad lines of several kinds
+    more = generated_log(400, malformed_every=0).replace(b'"message_key":"g', b'"message_key":"k')
+    (logs / "convlog-c.jsonl.gz").write_bytes(gzip.compress(more))   # staged (inflated), then read
+    (logs / "convlog-d.jsonl").write_bytes(more.replace(b'"message_key":"k', b'"message_key":"m')
+                                           + b'{"unfinished')   # its complete lines staged, then read
 
     def audit(out: Path) -> dict[str, Any]:
         run(build_parser().parse_args([str(logs), "--out", str(out), "--grace", "60", "--no-parquet-tables"]), spark)
@@ -128,7 +136,8 @@ def test_a_one_shot_audit_reads_valid_files_quickly_and_parses_the_others(spark,
 
     quick = audit(tmp_path / "quick")
     assert _writers(tmp_path / "quick" / "parquet") == {"pyarrow", "spark"}
-    monkeypatch.setattr(ingest_module, "read_checked", lambda paths: None)
+    assert quick["input"]["notes"]   # the unfinished last line, not read
+    monkeypatch.setattr(read_ahead_module, "read_checked", lambda paths: None)
     parsed = audit(tmp_path / "parsed")
     assert _writers(tmp_path / "parsed" / "parquet") == {"spark"}
 
@@ -138,6 +147,44 @@ def test_a_one_shot_audit_reads_valid_files_quickly_and_parses_the_others(spark,
     a, b = _stored(spark, tmp_path / "quick" / "parquet"), _stored(spark, tmp_path / "parsed" / "parquet")
     assert a.count() == b.count() == quick["input"]["valid"]
     assert a.exceptAll(b.select(*a.columns)).count() == 0
+    # the read-ahead's staging and written files are gone: moved into the log, or removed
+    assert [p.name for p in (tmp_path / "quick").iterdir() if p.name.startswith(".mqb-audit")] == []
+
+
+def test_a_read_ahead_that_fails_leaves_nothing_beside_the_log(tmp_path, monkeypatch):
+    """A failure while the checked reader's files are written (a full disk): the error is raised and the
+    staging and the written files are removed."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "convlog-a.jsonl.gz").write_bytes(gzip.compress(generated_log(50, malformed_every=0)))
+    (logs / "convlog-b.jsonl").write_bytes(generated_log(50, malformed_every=0))
+    parquet = tmp_path / "out" / "parquet"
+    written = []
+
+    def full_disk(table: Any, directory: Path, name: str) -> Any:  # noqa: ANN401
+        if written:
+            raise OSError(28, "No space left on device")
+        written.append(write_checked(table, directory, name))
+        return written[-1]
+
+    monkeypatch.setattr(read_ahead_module, "write_checked", full_disk)
+    with pytest.raises(OSError, match="No space"):
+        read_ahead(expand_paths([logs]), str(parquet))
+    assert written and list((tmp_path / "out").iterdir()) == []
+
+
+def test_the_newest_row_counted_by_the_ingest_gives_load_s_as_of(spark, tmp_path):
+    """load given the ingest's newest valid row finds the "as of" that scanning the log finds, in every window
+    (one ending before the rows; one starting after them, where neither finds a row)."""
+    parquet = tmp_path / "parquet"
+    ingested = ingest(spark, expand_paths([FIXTURE_LOGS]), str(parquet), rollups=False)
+    assert ingested.max_time is not None
+    for config in (AuditConfig(), AuditConfig(grace_seconds=0),
+                   AuditConfig(since=ingested.min_time + timedelta(minutes=30)),
+                   AuditConfig(until=ingested.max_time - timedelta(minutes=30)),
+                   AuditConfig(since=ingested.max_time + timedelta(hours=1))):
+        known = load(spark, str(parquet), config, rollups=False, newest=ingested.max_time).as_of
+        assert known == load(spark, str(parquet), config, rollups=False).as_of, config
 
 
 def test_planned_slices_reads_the_stream_s_logs_or_says_it_does_not_know(tmp_path):

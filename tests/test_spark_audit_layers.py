@@ -10,7 +10,8 @@ PACKAGE = ROOT / "spark_audit"
 # Bottom to top, as spark_audit/__init__.py lists them.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("options", "cds", "session", "frames", "fs"),
-    ("schema", "sources", "lines", "sidecars", "parquet_log", "ingest", "checked_read", "carry",
+    ("schema", "sources", "lines", "sidecars", "parquet_log", "ingest", "checked_read", "read_ahead",
+     "carry",
      "stream"),
     ("rollup",),
     ("scope", "keys", "aggregates", "findings", "audit", "incremental"),

@@ -24,7 +24,7 @@ try:
 except ImportError:  # tests/ is not a package: pytest puts this directory on sys.path
     from spark_fixtures import FIXTURE_LOGS, spark  # noqa: F401
 
-from spark_audit import ingest as ingest_module  # noqa: E402
+from spark_audit import read_ahead as read_ahead_module  # noqa: E402
 from spark_audit import rollup  # noqa: E402
 from spark_audit.aggregates import build_rollups  # noqa: E402
 from spark_audit.audit import ingest, load, run_audit  # noqa: E402
@@ -50,7 +50,7 @@ def parquet(spark, tmp_path_factory) -> Path:
     """The fixture logs parsed by Spark, every file with its key hashes (not the checked reader's files)."""
     out = tmp_path_factory.mktemp("rollup") / "parquet"
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(ingest_module, "read_checked", lambda paths: None)
+        patch.setattr(read_ahead_module, "read_checked", lambda paths: None)
         assert ingest(spark, expand_paths([FIXTURE_LOGS]), str(out)).valid == 55
     return out
 
