@@ -227,13 +227,20 @@ def incremental_once(session: SparkSession, args: argparse.Namespace, parquet_di
     return code
 
 
-def roll_up(session: SparkSession, parquet_dir: str, timings: dict[str, float] | None = None) -> None:
-    """The rollups of the log's files that have none (spark_audit/rollup.py)."""
+def roll_up(session: SparkSession, parquet_dir: str, timings: dict[str, float] | None = None,
+            most: int | None = None) -> tuple[int, int]:
+    """The rollups of the log's files that have none (spark_audit/rollup.py), of the oldest ``most`` of them
+    when given: how many files got one, and how many are still without."""
     started = time.perf_counter()
+    built = left = 0
     if has_partitions(parquet_dir):
-        build_rollups(session, parquet_dir)
+        pending = pending_rollups(parquet_dir)
+        chosen = pending if most is None else sorted(pending, key=lambda f: f.stat().st_mtime_ns)[:most]
+        built = build_rollups(session, parquet_dir, chosen) if chosen else 0
+        left = len(pending) - len(chosen)
     if timings is not None:
         timings["rollups"] = time.perf_counter() - started
+    return built, left
 
 
 # --every: the rollups of a run's files are built at once when the next run is at least this far off (idle
@@ -241,6 +248,10 @@ def roll_up(session: SparkSession, parquet_dir: str, timings: dict[str, float] |
 # does not make each run wait for the last one's rollups (docs/audit.md)
 ROLLUP_IDLE_SECONDS = 5.0
 ROLLUP_FILES = 8
+# Once nothing new has come for ROLLUP_IDLE_SECONDS, each tick that finds nothing new builds rollups a busy
+# spell deferred, this many files at a time (the oldest first): lines arriving meanwhile wait for one slice at
+# most. Sooner, a pause between batches would make the next batch wait (measured: ~1 s a tick).
+ROLLUP_IDLE_SLICE = 2
 IDLE_SAID_EVERY = 60.0   # --every at least this: every tick with nothing new says so (a sign of life)
 
 
@@ -250,6 +261,21 @@ def _anything_new(checkpoint: str, logs_dir: str) -> bool:
         return anything_new(checkpoint, logs_dir)
     except Exception:  # noqa: BLE001 - the run reports it (guarded) and the loop goes on
         return True
+
+
+def _roll_up_idle(session: SparkSession, parquet_dir: str, runs: int, most: int | None) -> bool:
+    """A quiet tick's slice of the deferred rollups (``most`` files; None: all), said with its time; whether some
+    are still to build."""
+    timings: dict[str, float] = {}
+    try:
+        built, left = roll_up(session, parquet_dir, timings, most=most)
+    except Exception as e:  # noqa: BLE001 - only a speed-up: said, and tried again at the next quiet tick
+        print(f"audit: rollups not stored: {failure_text(e)}", file=sys.stderr, flush=True)
+        return True
+    if built:
+        print(f"audit run {runs}: rollups of {built} files stored while idle ({timings['rollups']:.1f} s; "
+              f"{left} still without one)", flush=True)
+    return left > 0
 
 
 def follow(session: SparkSession, args: argparse.Namespace, parquet_dir: str, every: float,
@@ -265,6 +291,8 @@ def follow(session: SparkSession, args: argparse.Namespace, parquet_dir: str, ev
     runs = 0
     code = 0
     idle_said = False
+    deferred = False   # a busy run left rollups to build (quiet ticks build them)
+    last_busy = 0.0    # when the last run with new lines ended
     while True:
         started = time.monotonic()
         if runs and (Path(args.out) / "summary.json").exists() and not _anything_new(checkpoint, args.logs[0]):
@@ -272,6 +300,9 @@ def follow(session: SparkSession, args: argparse.Namespace, parquet_dir: str, ev
             if not idle_said or every >= IDLE_SAID_EVERY:   # a fast loop says it once per quiet spell
                 print(f"audit run {runs}: no new lines; the last report stands", flush=True)
                 idle_said = True
+            last = max_runs is not None and runs >= max_runs   # (the last run leaves none to build)
+            if deferred and (last or time.monotonic() - last_busy >= ROLLUP_IDLE_SECONDS):
+                deferred = _roll_up_idle(session, parquet_dir, runs, None if last else ROLLUP_IDLE_SLICE)
         else:
             timings: dict[str, float] = {}
             code = guarded(partial(incremental_once, session, args, parquet_dir, timings, rollups=False))
@@ -282,8 +313,13 @@ def follow(session: SparkSession, args: argparse.Namespace, parquet_dir: str, ev
                     or len(pending_rollups(parquet_dir)) >= ROLLUP_FILES:
                 try:   # only a speed-up for later full audits: a failure is said, and tried again later
                     roll_up(session, parquet_dir, timings)
+                    deferred = False
                 except Exception as e:  # noqa: BLE001
                     print(f"audit: rollups not stored: {failure_text(e)}", file=sys.stderr, flush=True)
+                    deferred = True
+            else:
+                deferred = True
+            last_busy = time.monotonic()
             wait = max(0.0, started + every - time.monotonic())
             spent = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in timings.items())
             print(f"audit run {runs} exit {code}{f' ({spent})' if spent else ''}; next run in {wait:.0f} s",

@@ -193,6 +193,41 @@ def test_every_defers_rollups_while_the_next_tick_is_near(spark, tmp_path, monke
     assert rollup.pending_rollups(parquet) == []  # the last run stored every file's rollup
 
 
+@pytest.mark.parametrize("quiet_for", [0.0, 3600.0])
+def test_quiet_ticks_build_the_deferred_rollups_a_slice_at_a_time(spark, tmp_path, monkeypatch, capsys, quiet_for):
+    """Once nothing new has come for ROLLUP_IDLE_SECONDS, rollups a busy tick deferred are built by the ticks that
+    find nothing new, ROLLUP_IDLE_SLICE files each, each slice said; lines arriving after that are audited at
+    the next tick. Before that pause, quiet ticks build none (a batch arriving would wait for them)."""
+    monkeypatch.setattr(run_module, "ROLLUP_IDLE_SLICE", 1)
+    monkeypatch.setattr(run_module, "ROLLUP_IDLE_SECONDS", quiet_for)
+    logs, out = tmp_path / "logs", tmp_path / "out"
+    logs.mkdir()
+    shutil.copy(FIXTURE_LOGS / "gateway-b.jsonl", logs)   # two hours: two data files
+    parquet = str(out / "parquet")
+    args = build_parser().parse_args([str(logs), "--every", "0.5", "--max-runs", "20", "--out", str(out),
+                                      "--grace", "60", "--no-parquet-tables"])
+    pending: list[int] = []
+    rows_read: list[int] = []
+
+    def next_tick(_seconds: float) -> None:
+        pending.append(len(rollup.pending_rollups(parquet)))
+        rows_read.append(json.loads((out / "summary.json").read_text())["input"]["rows_read"])
+        if pending[-1] == 0 and not (logs / "gateway-a.jsonl").exists():   # all built: new lines arrive
+            shutil.copy(FIXTURE_LOGS / "gateway-a.jsonl", logs)
+
+    follow(spark, args, parquet, args.every, sleep=next_tick)
+    first = pending[0]
+    assert first == 2
+    if quiet_for:   # never quiet for long enough: nothing built until the last tick, which stores them all
+        assert set(pending) == {first} and "rollups of 2 files stored while idle" in capsys.readouterr().out
+        assert rollup.pending_rollups(parquet) == []
+        return
+    assert pending[:first + 1] == list(range(first, -1, -1))   # one file a quiet tick, none on the busy one
+    lines = len((FIXTURE_LOGS / "gateway-a.jsonl").read_bytes().splitlines())
+    assert rows_read[first + 1] == lines   # the tick after they arrived read gateway-a's lines
+    assert pending[-1] == 0 and capsys.readouterr().out.count("rollups of 1 files stored while idle") > first
+
+
 def test_every_rolls_up_the_files_it_writes_for_later_full_audits(spark, tmp_path):
     """After each run's verdict the new files' rollups are stored: a full audit of the Parquet log the
     --every loop keeps (--parquet DIR, no LOGS) reads them and finds what a scan of every row and a fresh
