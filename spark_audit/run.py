@@ -16,6 +16,7 @@ from pyspark.sql import SparkSession
 from spark_audit import fs
 from spark_audit.aggregates import build_rollups
 from spark_audit.audit import has_partitions, ingest, load, run_audit
+from spark_audit.beside import RollupsBeside
 from spark_audit.cds import missing_note
 from spark_audit.charts import visible
 from spark_audit.findings import AuditResult
@@ -102,7 +103,7 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> int:
         note = missing_note(driver_java_options(full_jit=every is not None))
         if note is not None:
             print(note, file=sys.stderr, flush=True)
-    session = spark or build_session(args.master, full_jit=every is not None)
+    session = spark or build_session(args.master, full_jit=every is not None, pools=every is not None)
     try:
         if remote:  # listed through Hadoop's FileSystem API, which needs the session
             try:
@@ -293,37 +294,44 @@ def follow(session: SparkSession, args: argparse.Namespace, parquet_dir: str, ev
     idle_said = False
     deferred = False   # a busy run left rollups to build (quiet ticks build them)
     last_busy = 0.0    # when the last run with new lines ended
-    while True:
-        started = time.monotonic()
-        if runs and (Path(args.out) / "summary.json").exists() and not _anything_new(checkpoint, args.logs[0]):
-            runs += 1
-            if not idle_said or every >= IDLE_SAID_EVERY:   # a fast loop says it once per quiet spell
-                print(f"audit run {runs}: no new lines; the last report stands", flush=True)
-                idle_said = True
-            last = max_runs is not None and runs >= max_runs   # (the last run leaves none to build)
-            if deferred and (last or time.monotonic() - last_busy >= ROLLUP_IDLE_SECONDS):
-                deferred = _roll_up_idle(session, parquet_dir, runs, None if last else ROLLUP_IDLE_SLICE)
-        else:
-            timings: dict[str, float] = {}
-            code = guarded(partial(incremental_once, session, args, parquet_dir, timings, rollups=False))
-            runs += 1   # (a failed run is reported; the next may succeed)
-            idle_said = False
-            last = max_runs is not None and runs >= max_runs
-            if last or started + every - time.monotonic() >= ROLLUP_IDLE_SECONDS \
-                    or len(pending_rollups(parquet_dir)) >= ROLLUP_FILES:
-                try:   # only a speed-up for later full audits: a failure is said, and tried again later
-                    roll_up(session, parquet_dir, timings)
-                    deferred = False
-                except Exception as e:  # noqa: BLE001
-                    print(f"audit: rollups not stored: {failure_text(e)}", file=sys.stderr, flush=True)
-                    deferred = True
+    beside = RollupsBeside(session, lambda own: roll_up(own, parquet_dir))
+    try:
+        while True:
+            started = time.monotonic()
+            beside.collect()
+            if runs and (Path(args.out) / "summary.json").exists() and not _anything_new(checkpoint, args.logs[0]):
+                runs += 1
+                if not idle_said or every >= IDLE_SAID_EVERY:   # a fast loop says it once per quiet spell
+                    print(f"audit run {runs}: no new lines; the last report stands", flush=True)
+                    idle_said = True
+                last = max_runs is not None and runs >= max_runs   # (the last run leaves none to build)
+                if last:
+                    beside.wait()
+                if deferred and not beside.busy and (last or time.monotonic() - last_busy >= ROLLUP_IDLE_SECONDS):
+                    deferred = _roll_up_idle(session, parquet_dir, runs, None if last else ROLLUP_IDLE_SLICE)
             else:
+                timings: dict[str, float] = {}
+                code = guarded(partial(incremental_once, session, args, parquet_dir, timings, rollups=False))
+                runs += 1   # (a failed run is reported; the next may succeed)
+                idle_said = False
+                last = max_runs is not None and runs >= max_runs
                 deferred = True
-            last_busy = time.monotonic()
-            wait = max(0.0, started + every - time.monotonic())
-            spent = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in timings.items())
-            print(f"audit run {runs} exit {code}{f' ({spent})' if spent else ''}; next run in {wait:.0f} s",
-                  flush=True)
-        if max_runs is not None and runs >= max_runs:
-            return code
-        sleep(max(0.0, started + every - time.monotonic()))
+                if last or started + every - time.monotonic() >= ROLLUP_IDLE_SECONDS:
+                    beside.wait()
+                    try:   # only a speed-up for later full audits: a failure is said, and tried again later
+                        roll_up(session, parquet_dir, timings)
+                        deferred = False
+                    except Exception as e:  # noqa: BLE001
+                        print(f"audit: rollups not stored: {failure_text(e)}", file=sys.stderr, flush=True)
+                elif not beside.busy and len(pending_rollups(parquet_dir)) >= ROLLUP_FILES:
+                    beside.start()   # the next runs go on meanwhile
+                last_busy = time.monotonic()
+                wait = max(0.0, started + every - time.monotonic())
+                spent = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in timings.items())
+                print(f"audit run {runs} exit {code}{f' ({spent})' if spent else ''}; next run in {wait:.0f} s",
+                      flush=True)
+            if max_runs is not None and runs >= max_runs:
+                return code
+            sleep(max(0.0, started + every - time.monotonic()))
+    finally:
+        beside.close()

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
 from spark_audit.cds import cds_options
 
 DEFAULT_MASTER = "local[2]"
+POOLS_FILE = Path(__file__).with_name("pools.xml")
 # Serial GC and C1-only JIT cut driver start-up time by ~15% for short audit jobs. C1-only sizes the code
 # cache at 48 MB, which one ingest plus a few audits fill; the JIT then stops and everything after runs
 # interpreted (measured: incremental runs 2x slower), hence the larger code cache.
@@ -25,8 +27,9 @@ def driver_java_options(full_jit: bool = False) -> str:
     return os.environ.get("MQB_SPARK_DRIVER_JAVA_OPTIONS", default)
 
 
-def session_conf(master: str = DEFAULT_MASTER, full_jit: bool = False) -> dict[str, str]:
-    """The Spark settings the audit runs with; loopback binding only for local masters."""
+def session_conf(master: str = DEFAULT_MASTER, full_jit: bool = False, pools: bool = False) -> dict[str, str]:
+    """The Spark settings the audit runs with; loopback binding only for local masters. pools: FAIR scheduling
+    with the pools of pools.xml (the `--every` session)."""
     java_options = driver_java_options(full_jit)
     conf = {
         "spark.ui.enabled": "false",
@@ -50,6 +53,9 @@ def session_conf(master: str = DEFAULT_MASTER, full_jit: bool = False) -> dict[s
         # five extra py4j round trips each, 7,000 of an incremental run's 11,000 (docs/conversion-log.md).
         "spark.python.sql.dataFrameDebugging.enabled": "false",
     }
+    if pools:   # the --every session: rollups built beside the runs in a pool of their own (spark_audit/beside.py)
+        conf["spark.scheduler.mode"] = "FAIR"
+        conf["spark.scheduler.allocation.file"] = str(POOLS_FILE)
     if master.startswith("local"):
         conf["spark.driver.host"] = "127.0.0.1"
         conf["spark.driver.bindAddress"] = "127.0.0.1"
@@ -64,10 +70,11 @@ def resolve_master(master: str | None) -> str | None:
 
 
 def build_session(master: str | None = DEFAULT_MASTER, app_name: str = "mqbridge-audit",
-                  full_jit: bool = False) -> SparkSession:
+                  full_jit: bool = False, pools: bool = False) -> SparkSession:
     """Create (or reuse) the SparkSession for an audit run (master None: see resolve_master).
 
-    full_jit: the JVM options of a session that runs much of the same code (see FULL_JIT_JAVA_OPTIONS).
+    full_jit: the JVM options of a session that runs much of the same code (see FULL_JIT_JAVA_OPTIONS); pools:
+    FAIR scheduling (see session_conf).
     """
     resolved = resolve_master(master)
     builder = SparkSession.builder.appName(app_name)
@@ -75,7 +82,7 @@ def build_session(master: str | None = DEFAULT_MASTER, app_name: str = "mqbridge
         builder = builder.master(resolved)
         if resolved.startswith("local"):
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # before the JVM starts: no hostname lookup
-    for key, value in session_conf(resolved or "", full_jit).items():
+    for key, value in session_conf(resolved or "", full_jit, pools).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

@@ -27,6 +27,7 @@ from spark_audit.run import follow, run  # noqa: E402
 from spark_audit.scope import AuditConfig  # noqa: E402
 from spark_audit.sources import remove_slices, slices_now, stage_new  # noqa: E402
 from spark_audit.stream import BATCHES_DIR, TEST_CRASH_EXIT  # noqa: E402
+from tests.support.gateway import wait_for  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
@@ -171,9 +172,10 @@ def test_a_fast_loop_says_nothing_new_once_per_quiet_spell(tmp_path, monkeypatch
 
 
 @pytest.mark.parametrize("threshold", [1, 100])
-def test_every_defers_rollups_while_the_next_tick_is_near(spark, tmp_path, monkeypatch, threshold):
+def test_every_defers_rollups_while_the_next_tick_is_near(spark, tmp_path, monkeypatch, threshold, capsys):
     """With the next tick less than ROLLUP_IDLE_SECONDS away, a run's rollups wait until ROLLUP_FILES files
-    lack one (or the last run): the verdict of the next run does not wait for them."""
+    lack one, then are built beside the next runs (spark_audit/beside.py; the last run builds what is left):
+    the verdict of the next run does not wait for them."""
     monkeypatch.setattr(run_module, "ROLLUP_FILES", threshold)
     logs, out = tmp_path / "logs", tmp_path / "out"
     logs.mkdir()
@@ -184,12 +186,16 @@ def test_every_defers_rollups_while_the_next_tick_is_near(spark, tmp_path, monke
     rolled: list[tuple[int, int]] = []
 
     def next_tick(_seconds: float) -> None:   # after the first run: its files, and the rollups stored
-        rolled.append((len(rollup.data_files(parquet)), len(rollup.read_manifest(parquet))))
+        files = len(rollup.data_files(parquet))
+        if threshold == 1:   # being built beside: stored within a bound, while the loop goes on
+            wait_for(lambda: len(rollup.read_manifest(parquet)) == files, 120, what="the rollups beside")
+        rolled.append((files, len(rollup.read_manifest(parquet))))
         shutil.copy(FIXTURE_LOGS / "gateway-b.jsonl", logs)
 
     follow(spark, args, parquet, args.every, sleep=next_tick)
     [(files, stored)] = rolled
     assert files > 0 and stored == (files if threshold == 1 else 0)
+    assert ("stored beside the runs" in capsys.readouterr().out) == (threshold == 1)
     assert rollup.pending_rollups(parquet) == []  # the last run stored every file's rollup
 
 

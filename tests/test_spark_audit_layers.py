@@ -16,7 +16,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("rollup",),
     ("scope", "keys", "aggregates", "findings", "audit", "incremental"),
     ("charts", "report"),
-    ("run", "__main__", "cds.__main__"),
+    ("beside", "run", "__main__", "cds.__main__"),
 )
 
 
