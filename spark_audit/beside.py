@@ -74,6 +74,9 @@ class RollupsBeside:
             self._running.exception()   # (waits)
             self.collect()
 
-    def close(self) -> None:
-        self.wait()
-        self._pool.shutdown(wait=True)
+    def close(self, wait: bool = True) -> None:
+        """Wait for a running build (wait), or leave it to end with the session (the loop was interrupted:
+        stopping the session cancels its jobs; a rollup build cut short leaves nothing wrong behind)."""
+        if wait:
+            self.wait()
+        self._pool.shutdown(wait=wait)

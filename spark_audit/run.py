@@ -295,6 +295,7 @@ def follow(session: SparkSession, args: argparse.Namespace, parquet_dir: str, ev
     deferred = False   # a busy run left rollups to build (quiet ticks build them)
     last_busy = 0.0    # when the last run with new lines ended
     beside = RollupsBeside(session, lambda own: roll_up(own, parquet_dir))
+    finished = False
     try:
         while True:
             started = time.monotonic()
@@ -331,7 +332,8 @@ def follow(session: SparkSession, args: argparse.Namespace, parquet_dir: str, ev
                 print(f"audit run {runs} exit {code}{f' ({spent})' if spent else ''}; next run in {wait:.0f} s",
                       flush=True)
             if max_runs is not None and runs >= max_runs:
+                finished = True
                 return code
             sleep(max(0.0, started + every - time.monotonic()))
     finally:
-        beside.close()
+        beside.close(wait=finished)

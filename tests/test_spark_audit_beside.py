@@ -102,3 +102,13 @@ spark.stop()
     expected = [f"{name} {pools[name].findtext('weight')} {pools[name].findtext('minShare')}"
                 for name in ("default", POOL)]
     assert done.stdout.split("\n")[:3] == [*expected, "rows 1000"]
+
+
+def test_an_interrupted_loop_does_not_wait_for_the_build(spark):
+    """close(wait=False): the loop was interrupted; the build is left to end with the session."""
+    release = threading.Event()
+    beside = RollupsBeside(spark, lambda _own: (release.wait(60), (0, 0))[1])
+    beside.start()
+    beside.close(wait=False)
+    assert beside.busy   # returned at once, the build still running
+    release.set()
