@@ -12,5 +12,6 @@ those listed before it (tests/test_spark_audit_layers.py):
 - rollups: rollup (stored per-file groups of the window aggregate)
 - audit: scope, keys (per-key findings), aggregates (the window job), findings, audit (a full audit),
   incremental (an incremental audit)
-- report: charts, report; on top the command line: run, __main__, cds.__main__
+- report: charts, report; on top the command line: beside (rollups built beside the `--every` runs), run,
+  __main__, cds.__main__
 """
