@@ -212,6 +212,7 @@ def columns_table(cols: FileColumns) -> Any:  # noqa: ANN401 - a pyarrow Table
     order[0::2] = range(n)
     order[1::2] = range(n, 2 * n)
     interleave = pa.array(order, pa.int64())
+    line_rows = pa.concat_arrays([ingress_rows, egress_rows]).take(interleave)   # each line's template row
     received, now = _numbers(cols.received, pa.float64()), _numbers(cols.now, pa.float64())
     latency = pc.max_element_wise(pc.cast(pc.multiply(pc.subtract(now, received), 1_000_000.0), pa.int64(),
                                           safe=False), 0)   # int(): toward zero, as the line's text
@@ -230,6 +231,12 @@ def columns_table(cols: FileColumns) -> Any:  # noqa: ANN401 - a pyarrow Table
     columns = []
     for spec, field in zip(FIELDS, schema, strict=True):
         name = spec.name
+        if name not in ingress_vars and name not in egress_vars:   # fixed on both lines: one take
+            col = base.column(name).combine_chunks().take(line_rows)
+            if spec.kind == TIMESTAMP and col.type != pa.int64():
+                raise Rejected(f"{name}: not among the lines' values")
+            columns.append(col if col.type == field.type else col.cast(field.type))
+            continue
         sides = []
         for variable, rows, i in ((ingress_vars, ingress_rows, 0), (egress_vars, egress_rows, 1)):
             if name in variable:
