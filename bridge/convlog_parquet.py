@@ -233,20 +233,17 @@ def columns_table(cols: FileColumns) -> Any:  # noqa: ANN401 - a pyarrow Table
         name = spec.name
         if name not in ingress_vars and name not in egress_vars:   # fixed on both lines: one take
             col = base.column(name).combine_chunks().take(line_rows)
-            if spec.kind == TIMESTAMP and col.type != pa.int64():
-                raise Rejected(f"{name}: not among the lines' values")
-            columns.append(col if col.type == field.type else col.cast(field.type))
-            continue
-        sides = []
-        for variable, rows, i in ((ingress_vars, ingress_rows, 0), (egress_vars, egress_rows, 1)):
-            if name in variable:
-                if name not in per_message or per_message[name][i] is None:
-                    raise Rejected(f"{name}: a variable field without its values")
-                sides.append(per_message[name][i])
-            else:
-                sides.append(base.column(name).combine_chunks().take(rows))
-        col = pa.concat_arrays([s if s.type == sides[0].type else s.cast(sides[0].type) for s in sides])
-        col = col.take(interleave)
+        else:
+            sides = []
+            for variable, rows, i in ((ingress_vars, ingress_rows, 0), (egress_vars, egress_rows, 1)):
+                if name in variable:
+                    if name not in per_message or per_message[name][i] is None:
+                        raise Rejected(f"{name}: a variable field without its values")
+                    sides.append(per_message[name][i])
+                else:
+                    sides.append(base.column(name).combine_chunks().take(rows))
+            col = pa.concat_arrays([s if s.type == sides[0].type else s.cast(sides[0].type) for s in sides])
+            col = col.take(interleave)
         if spec.kind == TIMESTAMP and col.type != pa.int64():   # text would skip the grammar: the JSON decides
             raise Rejected(f"{name}: not among the lines' values")
         if col.type != field.type:   # e.g. event_time: int64 microseconds -> timestamp[us, UTC]

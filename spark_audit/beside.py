@@ -22,9 +22,12 @@ MAX_PARTITION_BYTES = "4m"  # Spark's default 128m made tasks of seconds: the ru
 class RollupsBeside:
     """At most one build at a time; ``collect`` says how the last one ended, once."""
 
-    def __init__(self, session: SparkSession, build: Callable[[SparkSession], tuple[int, int]]) -> None:
-        """build: store the rollups with the session it is given; (files rolled up, files still without)."""
+    def __init__(self, session: SparkSession, build: Callable[[SparkSession], tuple[int, int]],
+                 failure_text: Callable[[BaseException], str]) -> None:
+        """build: store the rollups with the session it is given; (files rolled up, files still without).
+        failure_text: a failed build's one line (the command's own, spark_audit.run.failure_text)."""
         self._parent = session
+        self._failure_text = failure_text
         self._session: SparkSession | None = None   # made at the first build
         self._build = build
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mqb-rollups")
@@ -52,7 +55,7 @@ class RollupsBeside:
         built, left = self._build(self._session)
         return built, left, time.perf_counter() - started
 
-    def collect(self, prefix: str = "audit") -> None:
+    def collect(self) -> None:
         """Say how a finished build ended (nothing while it runs, or when there is none)."""
         done = self._running
         if done is None or not done.done():
@@ -60,12 +63,11 @@ class RollupsBeside:
         self._running = None
         exc = done.exception()
         if exc is not None:
-            text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            print(f"{prefix}: rollups not stored: {text}", file=sys.stderr, flush=True)
+            print(f"audit: rollups not stored: {self._failure_text(exc)}", file=sys.stderr, flush=True)
             return
         built, left, seconds = done.result()
         if built:
-            print(f"{prefix}: rollups of {built} files stored beside the runs ({seconds:.1f} s; {left} still "
+            print(f"audit: rollups of {built} files stored beside the runs ({seconds:.1f} s; {left} still "
                   "without one)", flush=True)
 
     def wait(self) -> None:

@@ -167,7 +167,7 @@ def full_audit(session: SparkSession, args: argparse.Namespace, paths: list[str]
     return code
 
 
-def failure_text(e: Exception) -> str:
+def failure_text(e: BaseException) -> str:
     """One line naming the failure; for a JVM error, the Java exception itself (py4j's own first line
     only says which proxy call failed, e.g. "An error occurred while calling o123.start")."""
     java = getattr(e, "java_exception", None)
@@ -294,7 +294,7 @@ def follow(session: SparkSession, args: argparse.Namespace, parquet_dir: str, ev
     idle_said = False
     deferred = False   # a busy run left rollups to build (quiet ticks build them)
     last_busy = 0.0    # when the last run with new lines ended
-    beside = RollupsBeside(session, lambda own: roll_up(own, parquet_dir))
+    beside = RollupsBeside(session, lambda own: roll_up(own, parquet_dir), failure_text)
     finished = False
     try:
         while True:

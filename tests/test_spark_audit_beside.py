@@ -18,6 +18,7 @@ except ImportError:  # tests/ is not a package: pytest puts this directory on sy
     from spark_fixtures import spark  # noqa: F401
 
 from spark_audit.beside import MAX_PARTITION_BYTES, POOL, RollupsBeside  # noqa: E402
+from spark_audit.run import failure_text  # noqa: E402
 from spark_audit.session import POOLS_FILE, session_conf  # noqa: E402
 
 pytestmark = pytest.mark.spark
@@ -34,7 +35,7 @@ def test_a_build_beside_runs_in_its_pool_and_session_one_at_a_time(spark, capsys
         assert release.wait(60)
         return 3, 1
 
-    beside = RollupsBeside(spark, build)
+    beside = RollupsBeside(spark, build, failure_text)
     try:
         assert beside.start() and beside.busy
         assert not beside.start()   # one build at a time
@@ -56,11 +57,11 @@ def test_a_failed_build_beside_is_said_and_another_may_start(spark, capsys):
     def failing(_own):
         raise OSError("No space left on device")
 
-    beside = RollupsBeside(spark, failing)
+    beside = RollupsBeside(spark, failing, failure_text)
     try:
         assert beside.start()
         beside.wait()
-        assert "rollups not stored: No space left on device" in capsys.readouterr().err
+        assert "rollups not stored: OSError: No space left on device" in capsys.readouterr().err
         assert beside.start()
     finally:
         beside.close()
@@ -107,7 +108,7 @@ spark.stop()
 def test_an_interrupted_loop_does_not_wait_for_the_build(spark):
     """close(wait=False): the loop was interrupted; the build is left to end with the session."""
     release = threading.Event()
-    beside = RollupsBeside(spark, lambda _own: (release.wait(60), (0, 0))[1])
+    beside = RollupsBeside(spark, lambda _own: (release.wait(60), (0, 0))[1], failure_text)
     beside.start()
     beside.close(wait=False)
     assert beside.busy   # returned at once, the build still running
