@@ -1,19 +1,22 @@
 """A local one-shot ingest's work that needs no JVM, done in a thread while the session starts
 (spark_audit.run): the Parquet sidecars checked (parquet_log.precheck), the other files staged
 (sources.prepare: gzip inflated, an unfinished last line left out) and each staged file of valid records read
-by the checked reader and written as the Parquet log's files in a directory beside the log. Only the files
-the checked reader refuses are left for Spark to parse; spark_audit.ingest does that and moves the written
-files in. On 2 cores the JVM's start keeps about one busy, so the other reads meanwhile (bench/HISTORY.md).
+by the checked reader and written as the Parquet log's files in a directory beside the log (one file per hour
+for all of them: checked_read.HourFiles). Only the files the checked reader refuses are left for Spark to
+parse; spark_audit.ingest does that and moves the written files in. On 2 cores the JVM's start keeps about
+one busy, so the other reads meanwhile (bench/HISTORY.md).
 """
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from spark_audit import fs
-from spark_audit.checked_read import Written, read_checked, write_checked
+from spark_audit.checked_read import HourFiles, Written, read_checked
 from spark_audit.parquet_log import Checked, precheck
 from spark_audit.sources import Staged, prepare
 
@@ -51,15 +54,23 @@ def read_ahead(paths: list[str], parquet_dir: str) -> ReadAhead | None:
     try:
         used = sidecars[0].used
         ahead.staged = prepare([p for p in paths if p not in used], ahead.staging)
-        for i, path in enumerate(ahead.staged.paths):
-            table = read_checked([path])
-            if table is None:
-                ahead.parse.append(path)
-                continue
-            if ahead.written_dir is None:
-                ahead.written_dir = Path(tempfile.mkdtemp(prefix=".mqb-audit-checked-", dir=beside))
-            ahead.written.append(write_checked(table, ahead.written_dir, f"{i:06d}"))
-            del table   # freed before the next file is read: one file's table in memory at a time
+        with contextlib.ExitStack() as files:
+            hours: HourFiles | None = None
+            pool = files.enter_context(ThreadPoolExecutor(1, thread_name_prefix="mqb-read-ahead"))
+            reads = [pool.submit(read_checked, [path]) for path in ahead.staged.paths[:1]]
+            for i, path in enumerate(ahead.staged.paths):
+                if i + 1 < len(ahead.staged.paths):   # the next file parsed while this one is written
+                    reads.append(pool.submit(read_checked, [ahead.staged.paths[i + 1]]))
+                table = reads[i].result()
+                reads[i] = None
+                if table is None:
+                    ahead.parse.append(path)
+                    continue
+                if hours is None:
+                    ahead.written_dir = Path(tempfile.mkdtemp(prefix=".mqb-audit-checked-", dir=beside))
+                    hours = files.enter_context(HourFiles(ahead.written_dir, "checked"))
+                ahead.written.append(hours.add(table))
+                del table   # freed before the next file is read: one file's table in memory at a time
     except BaseException:
         ahead.close()
         raise

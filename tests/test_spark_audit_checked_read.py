@@ -24,7 +24,7 @@ except ImportError:  # tests/ is not a package: pytest puts this directory on sy
 from spark_audit import read_ahead as read_ahead_module  # noqa: E402
 from spark_audit import stream  # noqa: E402
 from spark_audit.audit import ingest, load, run_audit  # noqa: E402
-from spark_audit.checked_read import write_checked  # noqa: E402
+from spark_audit.checked_read import HourFiles  # noqa: E402
 from spark_audit.ingest import expand_paths  # noqa: E402
 from spark_audit.options import build_parser  # noqa: E402
 from spark_audit.read_ahead import read_ahead  # noqa: E402
@@ -151,6 +151,34 @@ def test_a_one_shot_audit_reads_valid_files_quickly_and_parses_the_others(spark,
     assert [p.name for p in (tmp_path / "quick").iterdir() if p.name.startswith(".mqb-audit")] == []
 
 
+def test_the_read_ahead_writes_one_file_per_hour_for_all_its_files(tmp_path):
+    """Two files of valid records over the same two hours are written as two Parquet files, one per hour, each
+    holding its hour's rows of both (Spark pays per file it opens); a file with a bad line is left to Spark."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    a, b = generated_log(5000, malformed_every=0), _other_keys(generated_log(5000, malformed_every=0))
+    (logs / "convlog-a.jsonl").write_bytes(a)
+    (logs / "convlog-b.jsonl").write_bytes(b)
+    (logs / "convlog-c.jsonl").write_bytes(generated_log(100))   # a line that is not JSON
+    ahead = read_ahead(expand_paths([logs]), str(tmp_path / "out" / "parquet"))
+    assert ahead is not None and ahead.written_dir is not None
+    try:
+        assert [Path(p).name for p in ahead.parse] == ["convlog-c.jsonl"]
+        files = sorted(ahead.written_dir.glob("date=*/hour=*/*.parquet"))
+        assert [f"{f.parent.parent.name}/{f.parent.name}" for f in files] == ["date=2026-03-01/hour=10",
+                                                                             "date=2026-03-01/hour=11"]
+        assert [w.rows for w in ahead.written] == [a.count(b"\n"), b.count(b"\n")]
+        tables = [pq.read_table(f, partitioning=None) for f in files]
+        assert sum(t.num_rows for t in tables) == a.count(b"\n") + b.count(b"\n")
+        for f, table in zip(files, tables, strict=True):
+            hour = int(f.parent.name.split("=")[1])
+            assert {t.hour for t in table.column("event_time").to_pylist()} == {hour}
+            assert {k[0] for k in table.column("message_key").to_pylist()} == {"g", "h"}   # both files' rows
+    finally:
+        ahead.close()
+    assert [p.name for p in (tmp_path / "out").iterdir()] == []
+
+
 def test_a_read_ahead_that_fails_leaves_nothing_beside_the_log(tmp_path, monkeypatch):
     """A failure while the checked reader's files are written (a full disk): the error is raised and the
     staging and the written files are removed."""
@@ -160,14 +188,15 @@ def test_a_read_ahead_that_fails_leaves_nothing_beside_the_log(tmp_path, monkeyp
     (logs / "convlog-b.jsonl").write_bytes(generated_log(50, malformed_every=0))
     parquet = tmp_path / "out" / "parquet"
     written = []
+    add = HourFiles.add
 
-    def full_disk(table: Any, directory: Path, name: str) -> Any:  # noqa: ANN401
+    def full_disk(files: HourFiles, table: Any) -> Any:  # noqa: ANN401
         if written:
             raise OSError(28, "No space left on device")
-        written.append(write_checked(table, directory, name))
+        written.append(add(files, table))
         return written[-1]
 
-    monkeypatch.setattr(read_ahead_module, "write_checked", full_disk)
+    monkeypatch.setattr(HourFiles, "add", full_disk)
     with pytest.raises(OSError, match="No space"):
         read_ahead(expand_paths([logs]), str(parquet))
     assert written and list((tmp_path / "out").iterdir()) == []
