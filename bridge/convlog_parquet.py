@@ -261,10 +261,11 @@ def read_log(data: bytes, *, threads: bool = False) -> Any:  # noqa: ANN401 - a 
     import pyarrow as pa
     import pyarrow.json as pj
 
-    try:
-        data.decode("utf-8")  # pyarrow's JSON reader takes invalid UTF-8 into strings as it is
-    except UnicodeDecodeError as e:
-        raise Rejected(f"not UTF-8 at byte {e.start}") from None
+    if not data.isascii():   # ASCII is UTF-8 (a test of ~20 ms per 100 MB, where decoding costs ~60 ms)
+        try:
+            data.decode("utf-8")  # pyarrow's JSON reader takes invalid UTF-8 into strings as it is
+        except UnicodeDecodeError as e:
+            raise Rejected(f"not UTF-8 at byte {e.start}") from None
     lines = data.count(b"\n")
     if not data.endswith(b"\n"):
         raise Rejected("the last line is not terminated")

@@ -82,6 +82,11 @@ class RemoteFile:
 DataFile = Path | RemoteFile
 
 
+def files(n: int) -> str:
+    """"1 file", "3 files": a count of data files as the messages say it."""
+    return f"{n} file{'' if n == 1 else 's'}"
+
+
 def data_files(parquet_dir: str) -> list[DataFile]:
     """The log's data files (date=*/hour=*/*.parquet), sorted."""
     if fs.is_remote(parquet_dir):

@@ -25,7 +25,7 @@ from spark_audit.ingest import IngestResult, expand_paths
 from spark_audit.parquet_log import has_rows
 from spark_audit.read_ahead import ReadAhead, read_ahead
 from spark_audit.report import build_summary, write_outputs
-from spark_audit.rollup import pending_rollups
+from spark_audit.rollup import files, pending_rollups
 from spark_audit.scope import AuditConfig
 from spark_audit.session import build_session, driver_java_options, resolve_master
 from spark_audit.stream import anything_new
@@ -245,10 +245,16 @@ def roll_up(session: SparkSession, parquet_dir: str, timings: dict[str, float] |
 
 
 # --every: the rollups of a run's files are built at once when the next run is at least this far off (idle
-# time); sooner, they wait until this many files lack one, so that a busy loop (new lines at every tick)
-# does not make each run wait for the last one's rollups (docs/audit.md)
+# time); sooner, they are built beside the next runs (spark_audit/beside.py), so that a busy loop (new lines
+# at every tick) does not make each run wait for the last one's rollups (docs/audit.md): after the JVM's first
+# ROLLUP_WARM_RUNS runs with new lines (its slowest, C2 compiling: a build beside the second made it 0.7 s
+# slower), a build of the oldest ROLLUP_BESIDE_FILES files whenever one lacks a rollup. A file at a time
+# spreads the cost over the ticks: built 8 at a time, the tick that met the build took 4.5-5.0 s where the
+# others took 2.1-2.9 s; now the first build adds ~0.6 s to its tick and the later ones little
+# (bench/HISTORY.md, session 25). What a steady feed leaves waits for quiet ticks or the last run.
 ROLLUP_IDLE_SECONDS = 5.0
-ROLLUP_FILES = 8
+ROLLUP_BESIDE_FILES = 1
+ROLLUP_WARM_RUNS = 2
 # Once nothing new has come for ROLLUP_IDLE_SECONDS, each tick that finds nothing new builds rollups a busy
 # spell deferred, this many files at a time (the oldest first): lines arriving meanwhile wait for one slice at
 # most. Sooner, a pause between batches would make the next batch wait (measured: ~1 s a tick).
@@ -274,7 +280,7 @@ def _roll_up_idle(session: SparkSession, parquet_dir: str, runs: int, most: int 
         print(f"audit: rollups not stored: {failure_text(e)}", file=sys.stderr, flush=True)
         return True
     if built:
-        print(f"audit run {runs}: rollups of {built} files stored while idle ({timings['rollups']:.1f} s; "
+        print(f"audit run {runs}: rollups of {files(built)} stored while idle ({timings['rollups']:.1f} s; "
               f"{left} still without one)", flush=True)
     return left > 0
 
@@ -294,7 +300,9 @@ def follow(session: SparkSession, args: argparse.Namespace, parquet_dir: str, ev
     idle_said = False
     deferred = False   # a busy run left rollups to build (quiet ticks build them)
     last_busy = 0.0    # when the last run with new lines ended
-    beside = RollupsBeside(session, lambda own: roll_up(own, parquet_dir), failure_text)
+    audited = 0        # runs that read new lines
+    beside = RollupsBeside(session, lambda own: roll_up(own, parquet_dir, most=ROLLUP_BESIDE_FILES),
+                           failure_text)
     finished = False
     try:
         while True:
@@ -314,6 +322,7 @@ def follow(session: SparkSession, args: argparse.Namespace, parquet_dir: str, ev
                 timings: dict[str, float] = {}
                 code = guarded(partial(incremental_once, session, args, parquet_dir, timings, rollups=False))
                 runs += 1   # (a failed run is reported; the next may succeed)
+                audited += 1
                 idle_said = False
                 last = max_runs is not None and runs >= max_runs
                 deferred = True
@@ -324,7 +333,7 @@ def follow(session: SparkSession, args: argparse.Namespace, parquet_dir: str, ev
                         deferred = False
                     except Exception as e:  # noqa: BLE001
                         print(f"audit: rollups not stored: {failure_text(e)}", file=sys.stderr, flush=True)
-                elif not beside.busy and len(pending_rollups(parquet_dir)) >= ROLLUP_FILES:
+                elif not beside.busy and audited > ROLLUP_WARM_RUNS and pending_rollups(parquet_dir):
                     beside.start()   # the next runs go on meanwhile
                 last_busy = time.monotonic()
                 wait = max(0.0, started + every - time.monotonic())

@@ -171,15 +171,19 @@ def test_a_fast_loop_says_nothing_new_once_per_quiet_spell(tmp_path, monkeypatch
     assert err.count("could not audit") == 3 and "unreadable ledger" in err
 
 
-@pytest.mark.parametrize("threshold", [1, 100])
-def test_every_defers_rollups_while_the_next_tick_is_near(spark, tmp_path, monkeypatch, threshold, capsys):
-    """With the next tick less than ROLLUP_IDLE_SECONDS away, a run's rollups wait until ROLLUP_FILES files
-    lack one, then are built beside the next runs (spark_audit/beside.py; the last run builds what is left):
-    the verdict of the next run does not wait for them."""
-    monkeypatch.setattr(run_module, "ROLLUP_FILES", threshold)
+@pytest.mark.parametrize(("warm_runs", "beside_files"), [(0, 100), (1, 100), (0, 1)])
+def test_every_defers_rollups_while_the_next_tick_is_near(spark, tmp_path, monkeypatch, warm_runs, beside_files,
+                                                          capsys):
+    """With the next tick less than ROLLUP_IDLE_SECONDS away, a run's rollups are built beside the next runs
+    once the JVM's first ROLLUP_WARM_RUNS runs with new lines are done, the oldest ROLLUP_BESIDE_FILES files a
+    build (spark_audit/beside.py; the last run builds what is left): the verdict of the next run does not
+    wait for them."""
+    monkeypatch.setattr(run_module, "ROLLUP_BESIDE_FILES", beside_files)
+    monkeypatch.setattr(run_module, "ROLLUP_WARM_RUNS", warm_runs)
+    beside = warm_runs == 0
     logs, out = tmp_path / "logs", tmp_path / "out"
     logs.mkdir()
-    shutil.copy(FIXTURE_LOGS / "gateway-a.jsonl", logs)
+    shutil.copy(FIXTURE_LOGS / "gateway-b.jsonl", logs)   # two hours: two data files
     args = build_parser().parse_args([str(logs), "--every", "0.5", "--max-runs", "2", "--out", str(out),
                                       "--grace", "60", "--no-parquet-tables"])
     parquet = str(out / "parquet")
@@ -187,15 +191,16 @@ def test_every_defers_rollups_while_the_next_tick_is_near(spark, tmp_path, monke
 
     def next_tick(_seconds: float) -> None:   # after the first run: its files, and the rollups stored
         files = len(rollup.data_files(parquet))
-        if threshold == 1:   # being built beside: stored within a bound, while the loop goes on
-            wait_for(lambda: len(rollup.read_manifest(parquet)) == files, 120, what="the rollups beside")
+        if beside:   # being built beside: stored within a bound, while the loop goes on
+            wait_for(lambda: len(rollup.read_manifest(parquet)) == min(files, beside_files), 120,
+                     what="the rollups beside")
         rolled.append((files, len(rollup.read_manifest(parquet))))
-        shutil.copy(FIXTURE_LOGS / "gateway-b.jsonl", logs)
+        shutil.copy(FIXTURE_LOGS / "gateway-a.jsonl", logs)
 
     follow(spark, args, parquet, args.every, sleep=next_tick)
     [(files, stored)] = rolled
-    assert files > 0 and stored == (files if threshold == 1 else 0)
-    assert ("stored beside the runs" in capsys.readouterr().out) == (threshold == 1)
+    assert files == 2 and stored == (min(files, beside_files) if beside else 0)
+    assert ("stored beside the runs" in capsys.readouterr().out) == beside
     assert rollup.pending_rollups(parquet) == []  # the last run stored every file's rollup
 
 
@@ -206,6 +211,7 @@ def test_quiet_ticks_build_the_deferred_rollups_a_slice_at_a_time(spark, tmp_pat
     the next tick. Before that pause, quiet ticks build none (a batch arriving would wait for them)."""
     monkeypatch.setattr(run_module, "ROLLUP_IDLE_SLICE", 1)
     monkeypatch.setattr(run_module, "ROLLUP_IDLE_SECONDS", quiet_for)
+    monkeypatch.setattr(run_module, "ROLLUP_WARM_RUNS", 100)   # none built beside the runs: only quiet ticks build
     logs, out = tmp_path / "logs", tmp_path / "out"
     logs.mkdir()
     shutil.copy(FIXTURE_LOGS / "gateway-b.jsonl", logs)   # two hours: two data files
@@ -231,7 +237,7 @@ def test_quiet_ticks_build_the_deferred_rollups_a_slice_at_a_time(spark, tmp_pat
     assert pending[:first + 1] == list(range(first, -1, -1))   # one file a quiet tick, none on the busy one
     lines = len((FIXTURE_LOGS / "gateway-a.jsonl").read_bytes().splitlines())
     assert rows_read[first + 1] == lines   # the tick after they arrived read gateway-a's lines
-    assert pending[-1] == 0 and capsys.readouterr().out.count("rollups of 1 files stored while idle") > first
+    assert pending[-1] == 0 and capsys.readouterr().out.count("rollups of 1 file stored while idle") > first
 
 
 def test_every_rolls_up_the_files_it_writes_for_later_full_audits(spark, tmp_path):
