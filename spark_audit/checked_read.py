@@ -9,6 +9,7 @@ the audit computes for files without them (docs/audit.md, "Running it", "Parquet
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 from dataclasses import dataclass
@@ -113,5 +114,9 @@ class HourFiles:
     def __enter__(self) -> HourFiles:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        if exc_type is None:
+            self.close()
+            return
+        with contextlib.suppress(Exception):   # the error in flight is the one to report
+            self.close()
