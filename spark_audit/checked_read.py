@@ -76,6 +76,8 @@ class HourFiles:
         import pyarrow.compute as pc
         import pyarrow.parquet as pq
 
+        from bridge.convlog_parquet import dictionary_fields
+
         times = table.column("event_time")   # timestamp[us, UTC]
         micros = times.cast(pa.int64())
         hours = pc.floor_temporal(times, unit="hour").cast(pa.int64())
@@ -90,7 +92,8 @@ class HourFiles:
                 first = EPOCH + timedelta(microseconds=hour)
                 part = self.directory / f"date={first.date().isoformat()}" / f"hour={first.hour}"
                 part.mkdir(parents=True, exist_ok=True)
-                writer = self._writers[hour] = pq.ParquetWriter(part / f"{self.name}.parquet", table.schema)
+                writer = self._writers[hour] = pq.ParquetWriter(part / f"{self.name}.parquet", table.schema,
+                                                                use_dictionary=dictionary_fields(table.schema))
             rows = table.slice(start, n)
             start += n
             if not rows.schema.equals(writer.schema):   # the same fields typed alike; a nullability may differ

@@ -101,6 +101,24 @@ def test_the_writer_writes_a_sidecar_for_each_file_it_closes_with_the_records_va
     assert total + open_file.read_text().count("\n") == len(lines)
 
 
+def dictionary_columns(path: Path) -> set[str]:
+    """The columns of a Parquet file with a dictionary page in its first row group."""
+    group = pq.ParquetFile(path).metadata.row_group(0)
+    return {group.column(i).path_in_schema for i in range(group.num_columns)
+            if group.column(i).dictionary_page_offset is not None}
+
+
+def test_fields_of_one_value_a_record_are_written_without_a_dictionary(tmp_path):
+    """event_time, message_key and the sizes and latency are near one value a record: a dictionary of them is
+    outgrown and decoded again by every reader; the other fields keep theirs."""
+    assert convlog_parquet.PLAIN_FIELDS <= {f.name for f in FIELDS}
+    path = tmp_path / "convlog-20260301-10.jsonl"
+    path.write_bytes(generated_log(600, malformed_every=0))
+    with_dictionary = dictionary_columns(write_sidecar(path))
+    assert not with_dictionary & convlog_parquet.PLAIN_FIELDS
+    assert {"route", "direction", "status", "client_id", "destination"} <= with_dictionary
+
+
 def one_line(**changes: object) -> str:
     base = json.loads((FIXTURE_LOGS / "gateway-a.jsonl").read_text().splitlines()[1])  # an egress record
     return json.dumps({**base, **changes}) + "\n"

@@ -21,6 +21,7 @@ try:
 except ImportError:  # tests/ is not a package: pytest puts this directory on sys.path
     from spark_fixtures import FIXTURE_LOGS, crash_incremental, findings, generated_log, spark, union  # noqa: F401
 
+from bridge.convlog_parquet import PLAIN_FIELDS  # noqa: E402
 from spark_audit import read_ahead as read_ahead_module  # noqa: E402
 from spark_audit import stream  # noqa: E402
 from spark_audit.audit import ingest, load, run_audit  # noqa: E402
@@ -174,6 +175,10 @@ def test_the_read_ahead_writes_one_file_per_hour_for_all_its_files(tmp_path):
             hour = int(f.parent.name.split("=")[1])
             assert {t.hour for t in table.column("event_time").to_pylist()} == {hour}
             assert {k[0] for k in table.column("message_key").to_pylist()} == {"g", "h"}   # both files' rows
+            group = pq.ParquetFile(f).metadata.row_group(0)   # fields of one value a record: no dictionary
+            plain = {group.column(i).path_in_schema for i in range(group.num_columns)
+                     if group.column(i).dictionary_page_offset is None}
+            assert PLAIN_FIELDS <= plain and "route" not in plain
     finally:
         ahead.close()
     assert [p.name for p in (tmp_path / "out").iterdir()] == []
