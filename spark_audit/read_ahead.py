@@ -11,9 +11,11 @@ from __future__ import annotations
 import contextlib
 import shutil
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from spark_audit import fs
 from spark_audit.checked_read import HourFiles, Written, read_checked
@@ -57,12 +59,11 @@ def read_ahead(paths: list[str], parquet_dir: str) -> ReadAhead | None:
         with contextlib.ExitStack() as files:
             hours: HourFiles | None = None
             pool = files.enter_context(ThreadPoolExecutor(1, thread_name_prefix="mqb-read-ahead"))
-            reads = [pool.submit(read_checked, [path]) for path in ahead.staged.paths[:1]]
+            reads: deque[Future[Any]] = deque(pool.submit(read_checked, [p]) for p in ahead.staged.paths[:1])
             for i, path in enumerate(ahead.staged.paths):
                 if i + 1 < len(ahead.staged.paths):   # the next file parsed while this one is written
                     reads.append(pool.submit(read_checked, [ahead.staged.paths[i + 1]]))
-                table = reads[i].result()
-                reads[i] = None
+                table = reads.popleft().result()
                 if table is None:
                     ahead.parse.append(path)
                     continue
@@ -70,7 +71,7 @@ def read_ahead(paths: list[str], parquet_dir: str) -> ReadAhead | None:
                     ahead.written_dir = Path(tempfile.mkdtemp(prefix=".mqb-audit-checked-", dir=beside))
                     hours = files.enter_context(HourFiles(ahead.written_dir, "checked"))
                 ahead.written.append(hours.add(table))
-                del table   # freed before the next file is read: one file's table in memory at a time
+                del table   # freed before the next is waited for: two tables in memory at most (this, the next)
     except BaseException:
         ahead.close()
         raise
