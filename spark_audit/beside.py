@@ -15,7 +15,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from pyspark.sql import SparkSession
 
-from spark_audit.rollup import files
+from spark_audit.rollup import count_files
 
 POOL = "mqbridge-rollups"   # as named in pools.xml
 MAX_PARTITION_BYTES = "4m"  # Spark's default 128m made tasks of seconds: the runs' jobs waited for them
@@ -69,7 +69,7 @@ class RollupsBeside:
             return
         built, left, seconds = done.result()
         if built:
-            print(f"audit: rollups of {files(built)} stored beside the runs ({seconds:.1f} s; {left} still "
+            print(f"audit: rollups of {count_files(built)} stored beside the runs ({seconds:.1f} s; {left} still "
                   "without one)", flush=True)
 
     def wait(self) -> None:

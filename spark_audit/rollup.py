@@ -82,7 +82,7 @@ class RemoteFile:
 DataFile = Path | RemoteFile
 
 
-def files(n: int) -> str:
+def count_files(n: int) -> str:
     """"1 file", "3 files": a count of data files as the messages say it."""
     return f"{n} file{'' if n == 1 else 's'}"
 

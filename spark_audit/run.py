@@ -25,7 +25,7 @@ from spark_audit.ingest import IngestResult, expand_paths
 from spark_audit.parquet_log import has_rows
 from spark_audit.read_ahead import ReadAhead, read_ahead
 from spark_audit.report import build_summary, write_outputs
-from spark_audit.rollup import files, pending_rollups
+from spark_audit.rollup import count_files, pending_rollups
 from spark_audit.scope import AuditConfig
 from spark_audit.session import build_session, driver_java_options, resolve_master
 from spark_audit.stream import anything_new
@@ -280,7 +280,7 @@ def _roll_up_idle(session: SparkSession, parquet_dir: str, runs: int, most: int 
         print(f"audit: rollups not stored: {failure_text(e)}", file=sys.stderr, flush=True)
         return True
     if built:
-        print(f"audit run {runs}: rollups of {files(built)} stored while idle ({timings['rollups']:.1f} s; "
+        print(f"audit run {runs}: rollups of {count_files(built)} stored while idle ({timings['rollups']:.1f} s; "
               f"{left} still without one)", flush=True)
     return left > 0
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge.connectors.embedded import QueueStore
+from bridge.connectors.embedded import QueueStore, QueueStoreError
 from mappings.mq import constants as C
 from mappings.mq.message import build_message, decode_message, encode_message
 from mappings.mq.mqmd import Mqmd
@@ -29,7 +29,12 @@ def test_a_put_stamps_the_msg_id_the_queue_defaults_and_the_put_time(tmp_path: P
             for queue in ("A", "B"):
                 store.put_many([(queue, as_queue), (queue, own)])
         for queue in ("A", "B"):
-            got = [decode_message(store.get(queue).data) for _ in range(4)]   # type: ignore[union-attr]
+            raw = [store.get(queue).data for _ in range(4)]   # type: ignore[union-attr]
+            for data, given in zip(raw, (as_queue, own, as_queue, own), strict=True):
+                # every byte as given but Priority, Persistence, MsgId (40-72) and PutDate, PutTime (304-320)
+                assert len(data) == len(given) and data[:40] == given[:40]
+                assert data[72:304] == given[72:304] and data[320:] == given[320:]
+            got = [decode_message(data) for data in raw]
             priority, persistent = DEFINITIONS[queue]
             for md in (got[0].md, got[2].md):
                 assert (md.priority, md.persistence) == (priority, int(persistent))
@@ -48,7 +53,7 @@ def test_a_put_stamps_the_msg_id_the_queue_defaults_and_the_put_time(tmp_path: P
 def test_a_put_of_what_is_not_an_mq_message_is_refused(tmp_path: Path) -> None:
     store = QueueStore(tmp_path / "q.sqlite3").open()
     try:
-        with pytest.raises(Exception, match="must start with an MQMD"):
+        with pytest.raises(QueueStoreError, match="must start with an MQMD"):
             store.put("A", b"XX" + encode_message(build_message(Mqmd(), (), b"body"))[2:])
         assert store.depth("A") == 0
     finally:
