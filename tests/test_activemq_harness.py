@@ -68,7 +68,17 @@ class StompCollector(stomp.ConnectionListener):
     def __init__(self) -> None:
         self.frames: list[Frame] = []
         self.errors: list[Frame] = []
+        self.receipts: set[str] = set()
         self.cond = threading.Condition()
+
+    def on_receipt(self, frame: Frame) -> None:
+        with self.cond:
+            self.receipts.add(frame.headers["receipt-id"])
+            self.cond.notify_all()
+
+    def wait_receipt(self, receipt: str, timeout: float = 10.0) -> None:
+        with self.cond:
+            assert self.cond.wait_for(lambda: receipt in self.receipts, timeout), f"no RECEIPT {receipt}"
 
     def on_message(self, frame: Frame) -> None:
         with self.cond:
@@ -110,7 +120,11 @@ def subscribe_and_wait(
     try:
         return collector.wait(n)
     finally:
-        conn.unsubscribe(dest)
+        # with a receipt: ActiveMQ answers once the consumer is gone, so a message sent next cannot reach it
+        # (and come back under the same subscription id with this subscription's transformation)
+        receipt = f"unsubscribe-{dest}-{time.monotonic_ns()}"
+        conn.unsubscribe(dest, headers={"receipt": receipt})
+        collector.wait_receipt(receipt)
 
 
 # ---------------------------------------------------------------- the harness itself
