@@ -49,7 +49,7 @@ from mqtt_load import Spec, proc_cpu, run_scenario  # noqa: E402
 from run_broker_bench import CODE_TREES, Broker, PySpy, hot_spots, machine, make_broker  # noqa: E402
 
 from bench.mqtt_load_clients import Stats, SubProto  # noqa: E402
-from bench.mqtt_load_proc import loop_runner, raise_nofile  # noqa: E402
+from bench.mqtt_load_proc import children, loop_runner, raise_nofile  # noqa: E402
 from bench.mqtt_load_wire import DISCONNECT  # noqa: E402
 from bridge.connectors.embedded import QueueStore  # noqa: E402
 from mappings.mq import constants as C  # noqa: E402
@@ -61,6 +61,9 @@ PAYLOAD = 256
 QUEUE_IN, QUEUE_OUT = "MQTT.IN", "MQTT.OUT"
 BROKERS = {"broker": ["mqbridge-FULL", "mosquitto+persist", "mosquitto+persist+unbounded", "mosquitto"],
            "route-in": ["mqbridge-FULL"], "route-out": ["mqbridge-FULL"]}
+# ceilings, run only when named with -b: the gateway without the conversion log's Parquet sidecars, or
+# without the conversion log at all (what the log costs the route)
+CEILINGS = ["mqbridge-FULL+nosidecar", "mqbridge-FULL+nolog"]
 
 
 def _queue_depth(broker: Broker, queue: str) -> int | None:
@@ -102,9 +105,10 @@ class Strace:
         return calls
 
 
-def thread_cpu(pid: int) -> dict[str, float]:
+def thread_cpu(pid: int, top: bool = True) -> dict[str, float]:
     """CPU seconds (utime + stime) per thread of a process, from /proc, by the thread's OS name (the gateway
-    names its threads: bridge/threadnames.py; "main" is the event loop; a name used twice gets its id)."""
+    names its threads: bridge/threadnames.py; "main" is the event loop; a name used twice gets its id); with
+    ``top``, also its child processes' threads ("child:NAME")."""
     out: dict[str, float] = {}
     tck = os.sysconf("SC_CLK_TCK")
     for tid in sorted(os.listdir(f"/proc/{pid}/task"), key=int):
@@ -117,6 +121,15 @@ def thread_cpu(pid: int) -> dict[str, float]:
             continue
         key = "main" if int(tid) == pid else (name if name not in out else f"{name}/{tid}")
         out[key] = (int(parts[11]) + int(parts[12])) / tck
+    if top:
+        for child in children(pid):   # the gateway's sidecar process: its threads as "child:NAME"
+            try:
+                with open(f"/proc/{child}/comm") as f:
+                    comm = f.read().strip()
+            except OSError:
+                continue
+            out.update({f"child:{comm if name == 'main' else name}": v
+                        for name, v in thread_cpu(child, top=False).items()})
     return out
 
 
@@ -405,7 +418,9 @@ def main(argv: list[str] | None = None) -> int:
     results: list[dict[str, Any]] = []
     for rep in range(a.repeat):
         for scenario in a.scenario or list(BROKERS):
-            for base in BROKERS[scenario]:
+            for base in BROKERS[scenario] + (CEILINGS if scenario != "broker" else []):
+                if base in CEILINGS and base not in (a.broker or []):
+                    continue
                 variants = [base, *(f"{base}@{n}" for n in CODE_TREES if base.startswith("mqbridge"))]
                 for label in variants:
                     if a.broker and label.partition("@")[0] not in a.broker:

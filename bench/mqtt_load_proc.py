@@ -34,16 +34,33 @@ def raise_nofile() -> int:
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
+def children(pid: int) -> list[int]:
+    """The live processes whose parent is ``pid`` (e.g. the gateway's sidecar process), from /proc."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                    out.append(int(entry))
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
+
+
 def proc_cpu(pid: int | None) -> float | None:
-    """utime + stime of a process (all its threads), seconds."""
+    """utime + stime of a process (all its threads), its live children's (recursively) and its reaped children's,
+    seconds: the gateway's sidecar process works for it."""
     if not pid:
         return None
     try:
         with open(f"/proc/{pid}/stat") as f:
             parts = f.read().rsplit(")", 1)[1].split()
-        return (int(parts[11]) + int(parts[12])) / _CLK_TCK
     except OSError:
         return None
+    own = sum(int(v) for v in parts[11:15]) / _CLK_TCK
+    return own + sum(proc_cpu(child) or 0.0 for child in children(pid))
 
 
 def thread_cpu(pid: int | None) -> dict[str, float]:

@@ -196,8 +196,9 @@ class Mosquitto(Broker):
 
 class Mqbridge(Broker):
     def __init__(self, workdir: Path, synchronous: str = "FULL", code: Path = ROOT, acl: bool = False,
-                 transport: str | None = None) -> None:
+                 transport: str | None = None, convlog: dict[str, Any] | None = None) -> None:
         super().__init__(workdir)
+        self.convlog = convlog    # e.g. {"enabled": False}: a ceiling measure without the conversion log
         self.synchronous = synchronous
         self.code = code          # the source tree the broker runs from (--code: A/B of two commits)
         self.acl = acl
@@ -239,6 +240,7 @@ class Mqbridge(Broker):
                        **({"acl_file": str(_acl_file(self.dir))} if self.acl else {})},
             "admin": {"enabled": True, "port": self.admin_port},   # loopback; read once after the run
             "logging": {"level": "WARNING"},
+            **({"convlog": self.convlog} if self.convlog else {}),
         }))
         log = open(self.dir / "broker.log", "wb")
         self.proc = subprocess.Popen([str(VENV_PY), "-m", "bridge", "serve", "-c", str(cfg)], cwd=self.code,
@@ -339,8 +341,9 @@ def make_broker(label: str, workdir: Path) -> Broker:
     mode, _, code = label.split("-", 1)[1].partition("@")
     synchronous, *extras = mode.split("+")
     transport = next((e for e in extras if e in TRANSPORTS), None)
+    convlog = {"nolog": {"enabled": False}, "nosidecar": {"parquet_sidecars": False}}
     broker = Mqbridge(workdir, synchronous=synchronous, code=CODE_TREES[code] if code else ROOT, acl=acl,
-                      transport=transport)
+                      transport=transport, convlog=next((convlog[e] for e in extras if e in convlog), None))
     broker.label = label
     return broker
 
@@ -356,7 +359,8 @@ class PySpy:
     def attach(self, pid: int, seconds: float) -> None:
         def run() -> None:
             subprocess.run([self.exe, "record", "--pid", str(pid), "--duration", str(max(1, int(seconds))),
-                            "--rate", "200", "--format", "raw", "--output", str(self.out), "--nonblocking"],
+                            "--rate", "200", "--format", "raw", "--output", str(self.out), "--nonblocking",
+                            *os.environ.get("MQB_PYSPY_ARGS", "").split()],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
         self.thread = threading.Thread(target=run, daemon=True)
         self.thread.start()

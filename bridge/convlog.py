@@ -14,7 +14,8 @@ from pathlib import Path
 
 from bridge.connectors.base import Inbound, Outbound
 from bridge.convlog_columns import FileColumns, LineColumns
-from bridge.convlog_parquet import SidecarWriter, closed_files
+from bridge.convlog_parquet import closed_files
+from bridge.convlog_sidecar_writer import SidecarWriter
 from bridge.threadnames import name_this_thread
 from mappings.convlog_schema import ConversionRecord, Direction, LineTemplate, Status, json_string, json_timestamp
 from mappings.mqtt.publication import MqttPublication

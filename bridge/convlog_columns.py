@@ -7,9 +7,16 @@ template's fixed values with the message's variable ones, so the pair and those 
 from __future__ import annotations
 
 from array import array
-from typing import Any
+from typing import Any, NamedTuple
 
 MAX_MESSAGES = 400_000   # values kept for one file at most (~45 MB); a larger file's sidecar parses its JSON
+
+
+class TemplateFields(NamedTuple):
+    """What a sidecar takes from a LineTemplate (its fields, not its encoders): sent to the sidecar process."""
+
+    variable: tuple[str, ...]
+    values: dict[str, Any]
 
 
 class LineColumns:
@@ -74,3 +81,15 @@ class FileColumns:
     @property
     def messages(self) -> int:
         return len(self.pair)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled for the sidecar process (bridge/convlog_sidecar_process): each template pair as the fields
+        columns_table reads (``variable``, ``values``); the id index stays behind."""
+        state = {name: getattr(self, name) for name in self.__slots__ if name not in ("templates", "_index")}
+        state["templates"] = [tuple(TemplateFields(t.variable, t.values) for t in p[:2]) for p in self.templates]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
+        self._index = {}

@@ -1,24 +1,21 @@
 """Parquet sidecars of closed conversion-log hour files: X.jsonl written once more as X.jsonl.parquet, so that
 the audit reads columns instead of parsing JSON (docs/conversion-log.md, "Parquet sidecars").
 
-One low-priority background thread writes them, one file at a time, with pyarrow (the optional extra
-``mqbridge[parquet]``; without it no sidecar is written). A file gets a sidecar only when every line passes
-the audit's rules; otherwise the audit parses the JSON and reports the bad lines as it always did.
+A child process writes them, one file at a time, with pyarrow (the optional extra ``mqbridge[parquet]``;
+without it no sidecar is written): bridge/convlog_sidecar_writer.py and convlog_sidecar_process.py. A file
+gets a sidecar only when every line passes the audit's rules; otherwise the audit parses the JSON and reports
+the bad lines as it always did.
 """
 from __future__ import annotations
 
 import importlib.util
 import logging
 import os
-import queue
 import re
-import threading
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from bridge.convlog_columns import FileColumns
-from bridge.threadnames import name_this_thread
 from mappings.convlog_schema import (
     BOOL,
     FIELDS,
@@ -49,8 +46,6 @@ log = logging.getLogger("mqbridge.convlog")
 # both take. pyarrow's cast rejects 24:00 and :60 as well; this keeps the rule explicit.
 _CLOCK = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ](?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]"
 BLOCK_BYTES = 16 << 20  # pyarrow's JSON block: larger than any line (a line may not straddle two blocks)
-NICE = 10  # the writer thread's niceness (Linux: per thread)
-MAX_QUEUED_VALUES = 2  # closed files waiting with their lines' values (memory); beyond, their JSON is parsed
 
 
 class Rejected(Exception):
@@ -380,106 +375,25 @@ def closed_files(directory: Path, hour: str, max_bytes: int) -> list[Path]:
     return out
 
 
-class SidecarWriter:
-    """The background thread: sidecars for the files ``submit`` names, one at a time, at low priority.
+class SidecarOutcome(NamedTuple):
+    """What became of one file's sidecar (``sidecar_job``): ``status`` written, current (a backlog file's
+    sidecar already describes it), rejected (a line breaks the audit's rules: ``detail`` says which) or failed
+    (an error: ``detail``); ``from_values``: written from the writer's values, not the JSON."""
 
-    On start it first writes those of ``backlog`` (closed files without a current sidecar: a crash or a
-    stop came between a rotation and its sidecar). Never the asyncio loop's thread, never the log writer's."""
+    status: str
+    from_values: bool = False
+    detail: str = ""
 
-    _unavailable_logged = False
 
-    def __init__(self, max_pending: int = 1024) -> None:
-        self._queue: queue.Queue[tuple[Path, FileColumns | None] | None] = queue.Queue(max_pending)
-        self._thread: threading.Thread | None = None
-        self._stopping = threading.Event()
-        self._values_lock = threading.Lock()
-        self._queued_values = 0   # queued files that carry their values (each up to ~45 MB: bounded)
-        self.written = 0
-        self.from_values = 0   # of ``written``: built from the writer's values of the lines, not their JSON
-        self.rejected = 0
-
-    def start(self, backlog: Callable[[], list[Path]] = list) -> bool:
-        """Start the thread; False (logged once at INFO) without pyarrow. The backlog is listed here, before
-        the caller's log writer runs: a file it fills and rotates later is submitted (with its values), never
-        also found in the backlog."""
-        if not available():
-            if not SidecarWriter._unavailable_logged:
-                SidecarWriter._unavailable_logged = True
-                log.info("conversion log: pyarrow not installed (mqbridge[parquet]): no Parquet sidecars written")
-            return False
-        try:
-            first = backlog()
-        except OSError as e:
-            log.warning("conversion log: closed files not listed for Parquet sidecars: %s", e)
-            first = []
-        self._thread = threading.Thread(target=self._run, args=(first,),
-                                        name="mqbridge-convlog-parquet", daemon=True)
-        self._thread.start()
-        return True
-
-    @property
-    def active(self) -> bool:
-        return self._thread is not None
-
-    def submit(self, path: Path, columns: FileColumns | None = None) -> None:
-        if self._thread is None:
-            return
-        if columns is not None:
-            with self._values_lock:
-                if self._queued_values >= MAX_QUEUED_VALUES:
-                    columns = None   # the sidecar writer is behind: this one parses its JSON, memory stays bounded
-                else:
-                    self._queued_values += 1
-        try:
-            self._queue.put_nowait((path, columns))
-        except queue.Full:  # the next start's backlog scan finds it
-            if columns is not None:
-                with self._values_lock:
-                    self._queued_values -= 1
-            log.warning("conversion log: sidecar queue full, %s left for the next start", path.name)
-
-    def close(self, timeout: float = 30.0) -> None:
-        """Stop after the file in progress (the files still queued are the next start's backlog)."""
-        if self._thread is not None:
-            self._stopping.set()
-            self._queue.put(None)
-            self._thread.join(timeout)
-            self._thread = None
-
-    def _run(self, first: list[Path]) -> None:
-        name_this_thread()
-        try:
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)
-        except (OSError, AttributeError):
-            pass
-        try:
-            for directory in {p.parent for p in first}:  # temporary files a crash left mid-write
-                for tmp in directory.glob(f".*{SIDECAR_SUFFIX}.tmp"):
-                    tmp.unlink(missing_ok=True)
-        except OSError as e:
-            log.warning("conversion log: temporary sidecar files not removed: %s", e)
-        for path in first:
-            if self._stopping.is_set():
-                return
-            self._one(path, check=True)
-        while True:
-            item = self._queue.get()
-            if item is None or self._stopping.is_set():
-                return
-            if item[1] is not None:
-                with self._values_lock:
-                    self._queued_values -= 1
-            self._one(item[0], check=False, columns=item[1])
-
-    def _one(self, path: Path, check: bool, columns: FileColumns | None = None) -> None:
-        try:
-            if check and sidecar_current(path):
-                return
-            _, from_values = _write_sidecar(path, columns)
-            self.from_values += from_values
-            self.written += 1
-        except Rejected as e:
-            self.rejected += 1
-            log.info("conversion log: no Parquet sidecar for %s (the audit parses its JSON): %s", path.name, e)
-        except Exception as e:  # noqa: BLE001 - a sidecar is an optimisation: never stop the thread
-            log.warning("conversion log: Parquet sidecar of %s not written: %s", path.name, e)
+def sidecar_job(path: Path, check: bool, columns: FileColumns | None) -> SidecarOutcome:
+    """One file's sidecar, as the sidecar process writes it (bridge/convlog_sidecar_process): with ``check`` (a
+    file found at start) only when it has no current one. Never raises: the outcome says what happened."""
+    try:
+        if check and sidecar_current(path):
+            return SidecarOutcome("current")
+        _, from_values = _write_sidecar(path, columns)
+        return SidecarOutcome("written", from_values)
+    except Rejected as e:
+        return SidecarOutcome("rejected", detail=str(e))
+    except Exception as e:  # noqa: BLE001 - a sidecar is an optimisation: said, and the audit parses the JSON
+        return SidecarOutcome("failed", detail=f"{type(e).__name__}: {e}")

@@ -173,25 +173,26 @@ def test_values_wait_for_the_sidecar_writer_for_two_files_at_most(tmp_path, monk
     values, a closed file is queued without them (its JSON is parsed); every sidecar still equals its JSON."""
     import threading as th
 
-    from bridge import convlog_parquet
+    from bridge import convlog_sidecar_writer
+    from bridge.convlog_sidecar_writer import SidecarWriter
 
     gate = th.Event()
-    real = convlog_parquet._write_sidecar
+    real = SidecarWriter._build
 
-    def held(path, columns):   # the sidecar thread stuck on its first file until the log has rotated 5 times
+    def held(self, path, check, columns):   # the sidecar thread held on its first file until 5 rotations
         gate.wait(30)
-        return real(path, columns)
+        return real(self, path, check, columns)
 
-    monkeypatch.setattr(convlog_parquet, "_write_sidecar", held)
+    monkeypatch.setattr(SidecarWriter, "_build", held)
     log = _logged(tmp_path, 11, 60, ["k"], [None, "c"], [], max_bytes=3_000, in_step=False)
     assert log.sidecars is not None
     closed = log_files(tmp_path)[:-1]
     assert len(closed) >= 5
-    assert log.sidecars._queued_values == convlog_parquet.MAX_QUEUED_VALUES
+    assert log.sidecars._queued_values == convlog_sidecar_writer.MAX_QUEUED_VALUES
     gate.set()
     closed = _closed_with_sidecars(log)
     assert log.sidecars._queued_values == 0
     # the first file (taken before the gate) and the two queued with values; the rest from their JSON
-    assert log.sidecars.from_values == 1 + convlog_parquet.MAX_QUEUED_VALUES
+    assert log.sidecars.from_values == 1 + convlog_sidecar_writer.MAX_QUEUED_VALUES
     for path in closed:
         _same_as_the_json(path)

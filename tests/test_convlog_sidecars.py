@@ -15,9 +15,10 @@ import pytest
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
-from bridge import convlog_parquet  # noqa: E402
+from bridge import convlog_parquet, convlog_sidecar_writer  # noqa: E402
 from bridge.convlog import ConversionLog  # noqa: E402
-from bridge.convlog_parquet import Rejected, SidecarWriter, arrow_schema, sidecar_path, write_sidecar  # noqa: E402
+from bridge.convlog_parquet import Rejected, SidecarOutcome, arrow_schema, sidecar_path, write_sidecar  # noqa: E402
+from bridge.convlog_sidecar_writer import SidecarWriter  # noqa: E402
 from mappings.convlog_schema import (  # noqa: E402
     FIELDS,
     META_SOURCE_BYTES,
@@ -198,7 +199,7 @@ def test_at_start_closed_files_without_a_current_sidecar_get_one_and_this_hours_
 
 
 def test_without_pyarrow_no_sidecar_is_written_and_that_is_logged_once(tmp_path, monkeypatch, caplog):
-    monkeypatch.setattr(convlog_parquet, "available", lambda: False)
+    monkeypatch.setattr(convlog_sidecar_writer, "available", lambda: False)
     monkeypatch.setattr(SidecarWriter, "_unavailable_logged", False)
     caplog.set_level(logging.INFO, logger="mqbridge.convlog")
     for _ in range(2):
@@ -217,9 +218,10 @@ def test_close_does_not_wait_for_the_queued_files_they_are_the_next_starts_backl
     writer = SidecarWriter()
     gate = threading.Event()
     blocker = tmp_path / "held.jsonl"   # its backlog's one file: checking it holds the thread until the gate opens
-    current = convlog_parquet.sidecar_current
-    monkeypatch.setattr(convlog_parquet, "sidecar_current",
-                        lambda path: gate.wait(10) if path == blocker else current(path))
+    build = SidecarWriter._build
+    monkeypatch.setattr(SidecarWriter, "_build",
+                        lambda self, path, *rest: gate.wait(10) and SidecarOutcome("current") if path == blocker
+                        else build(self, path, *rest))
     writer.start(lambda: [blocker])  # the thread is held before the queue: everything below is queued
     for f in files:
         writer.submit(f)
