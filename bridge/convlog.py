@@ -227,18 +227,24 @@ class RecordLines:
             findings = report.findings
             parts = (route, target_proto, item.protocol, item.source_type, item.qos, *mqtt_side(item, out),
                      item.persistent, item.priority, item.client_id, item.destination, target_type, out.destination)
-            entry = by_id.get((*parts, *map(id, findings)))
+            cached = (*parts, *map(id, findings)) if findings else parts
+            entry = by_id.get(cached)
             if entry is None:
-                entry = by_id[(*parts, *map(id, findings))] = self._entry(parts, tuple(findings))
-            ingress, egress, _ = entry
+                entry = by_id[cached] = self._entry(parts, tuple(findings))
             key, size = json_string(item.key), str(item.size)
-            redelivered = str(min(item.redelivery_count, 2**31 - 1))
+            count = item.redelivery_count
+            redelivered = str(count) if count < _INT_MAX else _INT_MAX_TEXT
             received = item.received
             if received != last_received:
                 last_received, received_text = received, json_timestamp(received)
-            append(ingress.render_encoded(received_text, key, size, redelivered))
-            append(egress.render_encoded(now_text, key, size, str(out.size),
-                                         str(max(0, int((now - received) * 1_000_000))), redelivered))
+            # LineTemplate.render_encoded of both lines, inlined (two calls a message were ~10 % of render)
+            line = entry[0].slots.copy()
+            line[1::2] = received_text, key, size, redelivered
+            append("".join(line))   # type: ignore[arg-type]  # every None slot was just filled
+            latency = int((now - received) * 1_000_000)
+            line = entry[1].slots.copy()
+            line[1::2] = now_text, key, size, str(out.size), str(latency) if latency > 0 else "0", redelivered
+            append("".join(line))   # type: ignore[arg-type]
             if columns is not None:
                 columns.pairs.append(entry)
         if columns is not None:
@@ -301,5 +307,7 @@ def mqtt_side(item: Inbound, out: Outbound | None) -> tuple[int, bool | None]:
     return item.qos, (src.retain if isinstance(src, MqttPublication) else None)
 
 
+_INT_MAX = 2**31 - 1   # the log's redelivery_count is an int: a larger count is written as this
+_INT_MAX_TEXT = str(_INT_MAX)
 _INGRESS_VARIABLE = ("event_time", "message_key", "source_size", "redelivery_count")
 _EGRESS_VARIABLE = ("event_time", "message_key", "source_size", "target_size", "latency_us", "redelivery_count")
