@@ -62,6 +62,15 @@ class _Node:
         self.special = 0   # subscribers with No Local or a Subscription Identifier (else the plain loop)
 
 
+# Topics whose matches ``match`` keeps (while no subscription is special): a broker's publishers mostly repeat
+# their topics, and walking the trie was ~1 µs of the ~18 µs the event loop spends on a routed message
+# (bench/HISTORY.md, session 26). Any change of a subscription empties it; so does reaching MATCH_CACHE topics.
+# A topic longer than MATCH_CACHE_TOPIC is never kept, so a client publishing long unique topics cannot make
+# it hold more than about MATCH_CACHE * MATCH_CACHE_TOPIC characters.
+MATCH_CACHE = 4096
+MATCH_CACHE_TOPIC = 256
+
+
 class SubscriptionTrie:
     """Topic filter -> {client id: subscription}; ``match(topic)`` gives each client's highest QoS (one delivery
     per client, for all its matching subscriptions: MQTT 5 §3.3.4 allows it, and it carries every matching
@@ -71,6 +80,8 @@ class SubscriptionTrie:
         self._root = _Node()
         self._count = 0
         self.special = 0   # subscriptions with No Local or a Subscription Identifier (match needs ``ids`` then)
+        # topic -> (match's result, the subscriptions it counted): see MATCH_CACHE
+        self._cache: dict[str, tuple[dict[str, int], tuple[Subscription, ...]]] = {}
 
     def __len__(self) -> int:
         return self._count
@@ -79,6 +90,7 @@ class SubscriptionTrie:
             checked: bool = False) -> bool:
         """Returns True when the subscription is new, False when it replaced one (new QoS or options).
         ``checked``: each publication it matches is checked against the subscriber's ACL (ACL_CHECK)."""
+        self._cache.clear()
         node = self._root
         for level in topic_filter.split("/"):
             child = node.children.get(level)
@@ -106,6 +118,7 @@ class SubscriptionTrie:
         return node.subscribers.get(client_id) if node is not None else None
 
     def remove(self, topic_filter: str, client_id: str) -> bool:
+        self._cache.clear()
         path: list[tuple[_Node, str]] = []
         node = self._root
         for level in topic_filter.split("/"):
@@ -130,37 +143,52 @@ class SubscriptionTrie:
 
     def match(self, topic: str, origin: str | None = None, ids: dict[str, list[int]] | None = None) -> dict[str, int]:
         """Client id -> grant (QoS | RETAIN_AS_PUBLISHED) of the subscriptions ``topic`` matches, leaving
-        out a No Local subscription of the publisher ``origin``; ``ids`` collects Subscription Identifiers."""
-        result: dict[str, int] = {}
-        levels = topic.split("/")
-        dollar = topic.startswith("$")
-        self._walk(self._root, levels, 0, result, dollar, origin, ids)
+        out a No Local subscription of the publisher ``origin``; ``ids`` collects Subscription Identifiers.
+        The result may be the one kept for the topic (MATCH_CACHE): callers only read it."""
+        if self.special:   # No Local and Subscription Identifiers depend on the publication: never kept
+            result: dict[str, int] = {}
+            self._walk(self._root, topic.split("/"), 0, result, topic.startswith("$"), origin, ids, None)
+            return result
+        kept = self._cache.get(topic)
+        if kept is not None:
+            result, counted = kept
+            for sub in counted:
+                sub.matched += 1
+            return result
+        result = {}
+        found: list[Subscription] = []
+        self._walk(self._root, topic.split("/"), 0, result, topic.startswith("$"), origin, ids, found)
+        if len(topic) <= MATCH_CACHE_TOPIC:
+            if len(self._cache) >= MATCH_CACHE:
+                self._cache.clear()
+            self._cache[topic] = (result, tuple(found))
         return result
 
     def _walk(self, node: _Node, levels: list[str], i: int, result: dict[str, int], dollar: bool,
-              origin: str | None, ids: dict[str, list[int]] | None) -> None:
+              origin: str | None, ids: dict[str, list[int]] | None, found: list[Subscription] | None) -> None:
         children = node.children
         if i == len(levels):
-            self._collect(node, result, origin, ids)
+            self._collect(node, result, origin, ids, found)
             # "a/#" also matches "a"
             hash_node = children.get("#")
             if hash_node is not None:
-                self._collect(hash_node, result, origin, ids)
+                self._collect(hash_node, result, origin, ids, found)
             return
         wildcards_ok = not (dollar and i == 0)  # $-topics are not matched by root wildcards
         if wildcards_ok:
             hash_node = children.get("#")
             if hash_node is not None:
-                self._collect(hash_node, result, origin, ids)
+                self._collect(hash_node, result, origin, ids, found)
             plus = children.get("+")
             if plus is not None:
-                self._walk(plus, levels, i + 1, result, dollar, origin, ids)
+                self._walk(plus, levels, i + 1, result, dollar, origin, ids, found)
         exact = children.get(levels[i])
         if exact is not None:
-            self._walk(exact, levels, i + 1, result, dollar, origin, ids)
+            self._walk(exact, levels, i + 1, result, dollar, origin, ids, found)
 
     @staticmethod
-    def _collect(node: _Node, result: dict[str, int], origin: str | None, ids: dict[str, list[int]] | None) -> None:
+    def _collect(node: _Node, result: dict[str, int], origin: str | None, ids: dict[str, list[int]] | None,
+                 found: list[Subscription] | None) -> None:
         if not node.special:   # the hot path: no No Local, no Subscription Identifier here
             for client_id, sub in node.subscribers.items():
                 sub.matched += 1
@@ -170,6 +198,8 @@ class SubscriptionTrie:
                     result[client_id] = grant
                 elif prev != grant:
                     result[client_id] = _merged(prev, grant)
+            if found is not None:
+                found.extend(node.subscribers.values())
             return
         for client_id, sub in node.subscribers.items():
             sub.matched += 1
