@@ -23,6 +23,10 @@ from mappings.report import ConversionReport, Finding
 
 log = logging.getLogger("mqbridge.convlog")
 
+# While entries keep coming, the writer sleeps this long after each write instead of waiting on the queue: a
+# waiting writer was woken by every route batch's put, and each wake took the GIL from the event loop
+# (bench/HISTORY.md, session 26). Idle, it waits on the queue as before (no polling).
+GATHER_SECONDS = 0.01
 FILE_PREFIX = "convlog-"
 FILE_SUFFIX = ".jsonl"
 
@@ -170,6 +174,8 @@ class ConversionLog:
             if self._file is not None and (done or now - last_flush >= self.flush_seconds):
                 self._file.flush()  # type: ignore[attr-defined]
                 last_flush = now
+            if batch and not done:   # busy: let entries gather (a put wakes no one while this sleeps)
+                time.sleep(GATHER_SECONDS)
         self._close_file()
 
     def _write(self, lines: list[str], columns: list[LineColumns] | None = None) -> None:
