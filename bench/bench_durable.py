@@ -8,12 +8,15 @@
 - ``route-out``: N persistent MQ messages put on MQTT.OUT in one transaction while one persistent QoS 1
   subscriber (``out/#``) is connected; headline N / (last - first arrival).
 
+Ceilings, run only when named: ``-b mqbridge-FULL+nosidecar`` (``convlog.parquet_sidecars: false``) and
+``-b mqbridge-FULL+nolog`` (``convlog.enabled: false``), what the conversion log costs a route.
+
 Every run starts a fresh gateway on the embedded defaults (bench/run_broker_bench.py's ``Mqbridge``:
 no rules file, so the two default routes run) in its own temp directory. Per run: the 1-minute load
-average before and after, the gateway's CPU per message (utime + stime of the process from /proc, all
-threads, over the measured window or the whole drain), and for mqbridge the fsyncs of a separate short run
-(``--fsync``: strace -c -f attached for the window; ptrace slows the process, so that run's rate is
-reported beside its count and is not a headline).
+average before and after, the gateway's CPU per message (utime + stime of the process and its child
+processes, e.g. the sidecar process, from /proc, all threads, over the measured window or the whole drain), and
+for mqbridge the fsyncs of a separate short run (``--fsync``: strace -c -f attached for the window; ptrace
+slows the process, so that run's rate is reported beside its count and is not a headline).
 
     .venv/bin/python bench/bench_durable.py --repeat 3                       # all three, ~2 min
     .venv/bin/python bench/bench_durable.py -s route-out --count 50000 --code base=TREE --repeat 3
