@@ -70,6 +70,7 @@ class SidecarProcess:
     def __init__(self) -> None:
         self._proc: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
+        self._closed = False
 
     def run(self, path: Path, check: bool, columns: FileColumns | None) -> SidecarOutcome:
         """The job's outcome. A child that ends before it replies is started again and given the job once more
@@ -94,9 +95,19 @@ class SidecarProcess:
         return outcome
 
     def close(self, timeout: float = 30.0) -> None:
-        """Close its stdin and wait for it to end (it finishes the file in progress first)."""
-        with self._lock:
+        """Close its stdin and wait for it to end (it finishes the file in progress first, within ``timeout``;
+        then it is killed). A job still running after ``timeout`` is ended by force: it fails, and no new
+        process is started after close."""
+        self._closed = True
+        if not self._lock.acquire(timeout=timeout):
+            proc = self._proc   # the job holds the lock: its read ends when the process does
+            if proc is not None:
+                proc.kill()
+            return
+        try:
             proc, self._proc = self._proc, None
+        finally:
+            self._lock.release()
         if proc is None:
             return
         assert proc.stdin is not None
@@ -117,6 +128,8 @@ class SidecarProcess:
         if self._proc is not None and self._proc.poll() is None:
             return self._proc
         self._discard()
+        if self._closed:
+            raise SidecarProcessError("the sidecar process was closed")
         path = os.environ.get("PYTHONPATH")
         env = {**os.environ, "PYTHONPATH": _PACKAGE_ROOT + (os.pathsep + path if path else "")}
         try:

@@ -54,6 +54,7 @@ class SidecarWriter:
         except OSError as e:
             log.warning("conversion log: closed files not listed for Parquet sidecars: %s", e)
             first = []
+        self._process = SidecarProcess()   # (a writer started again after close gets a process again)
         self._thread = threading.Thread(target=self._run, args=(first,),
                                         name="mqbridge-convlog-parquet", daemon=True)
         self._thread.start()

@@ -165,6 +165,43 @@ def test_a_child_killed_mid_file_is_reported_and_the_next_file_gets_its_sidecar(
     assert sidecar_path(path).exists() and not sidecar_path(fifo).exists()
 
 
+def test_close_ends_a_stuck_job_within_its_timeout_and_starts_no_process_after(tmp_path):
+    process = SidecarProcess()
+    fifo = tmp_path / "convlog-20200101-08-000.jsonl"
+    os.mkfifo(fifo)   # opened for writing, never written: the job reads it until the process is killed
+    failed: list[BaseException] = []
+    writer_end: list[int] = []
+
+    def opened() -> bool:
+        try:
+            writer_end.append(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            return True
+        except OSError:
+            return False
+
+
+    def stuck() -> None:
+        try:
+            process.run(fifo, False, None)
+        except SidecarProcessError as e:
+            failed.append(e)
+
+    worker = threading.Thread(target=stuck)
+    worker.start()
+    wait_for(opened, "the job on the FIFO")
+    pid = process.pid
+    started = time.monotonic()
+    try:
+        process.close(timeout=0.5)
+        worker.join(10)
+    finally:
+        os.close(writer_end[0])
+    assert time.monotonic() - started < 5 and not worker.is_alive()
+    assert failed and "closed" in str(failed[0])   # killed, and not given to a new process
+    wait_for(lambda: not alive(pid), "the killed process")
+    assert process.pid is None
+
+
 def test_ctrl_c_to_the_process_group_does_not_stop_it(tmp_path, process):
     path = a_log_file(tmp_path)
     assert process.run(path, False, None).status == "written"
