@@ -23,6 +23,7 @@ from bridge.convlog_columns import FileColumns  # noqa: E402
 from bridge.convlog_parquet import SidecarOutcome, read_log, sidecar_path  # noqa: E402
 from bridge.convlog_sidecar_process import SidecarProcess, SidecarProcessError  # noqa: E402
 from bridge.convlog_sidecar_writer import SidecarWriter  # noqa: E402
+from tests.support.gateway import wait_for  # noqa: E402
 
 try:
     from tests.spark_fixtures import FIXTURE_LOGS
@@ -30,14 +31,6 @@ except ImportError:  # tests/ is not a package: pytest puts this directory on sy
     from spark_fixtures import FIXTURE_LOGS
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def wait_for(condition, what: str, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
 
 
 def alive(pid: int) -> bool:
@@ -140,7 +133,7 @@ def test_a_child_killed_mid_file_is_reported_and_the_next_file_gets_its_sidecar(
         except OSError:
             return False
 
-    wait_for(opened, "the child reading the FIFO")
+    wait_for(opened, 20, what="the child reading the FIFO")
     try:
         os.kill(first, signal.SIGKILL)
         second: list[int] = []
@@ -152,7 +145,7 @@ def test_a_child_killed_mid_file_is_reported_and_the_next_file_gets_its_sidecar(
             second.append(pid)
             return True
 
-        wait_for(reading_again, "the job given to a new child")
+        wait_for(reading_again, 20, what="the job given to a new child")
         os.kill(second[0], signal.SIGKILL)
         worker.join(10)
     finally:
@@ -188,7 +181,7 @@ def test_close_ends_a_stuck_job_within_its_timeout_and_starts_no_process_after(t
 
     worker = threading.Thread(target=stuck)
     worker.start()
-    wait_for(opened, "the job on the FIFO")
+    wait_for(opened, 20, what="the job on the FIFO")
     pid = process.pid
     started = time.monotonic()
     try:
@@ -198,7 +191,7 @@ def test_close_ends_a_stuck_job_within_its_timeout_and_starts_no_process_after(t
         os.close(writer_end[0])
     assert time.monotonic() - started < 5 and not worker.is_alive()
     assert failed and "closed" in str(failed[0])   # killed, and not given to a new process
-    wait_for(lambda: not alive(pid), "the killed process")
+    wait_for(lambda: not alive(pid), 20, what="the killed process")
     assert process.pid is None
 
 
@@ -233,7 +226,7 @@ def test_it_ends_when_the_gateway_dies(tmp_path):
         assert alive(child)
         parent.kill()
         parent.wait(10)
-        wait_for(lambda: not alive(child), "the sidecar process to end", 10)
+        wait_for(lambda: not alive(child), 10, what="the sidecar process to end")
     finally:
         parent.kill()
 
@@ -246,14 +239,14 @@ def test_the_writers_thread_goes_on_after_the_process_died(tmp_path, caplog):
     try:
         first = a_log_file(tmp_path, 6)
         writer.submit(first)
-        wait_for(lambda: writer.written == 1, "the first sidecar")
+        wait_for(lambda: writer.written == 1, 20, what="the first sidecar")
         pid = writer._process.pid
         assert pid is not None
         os.kill(pid, signal.SIGKILL)
-        wait_for(lambda: not alive(pid), "the kill")
+        wait_for(lambda: not alive(pid), 20, what="the kill")
         second = a_log_file(tmp_path, 7)
         writer.submit(second)
-        wait_for(lambda: writer.written == 2, "the second sidecar")
+        wait_for(lambda: writer.written == 2, 20, what="the second sidecar")
     finally:
         writer.close()
     assert sidecar_path(first).exists() and sidecar_path(second).exists()
