@@ -404,7 +404,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--back-to-back", action="store_true", help="with --consecutive: start the next window at "
                     "once, while the route may still be moving the last one's publications to the queue")
     ap.add_argument("--profile", type=Path, metavar="DIR", help="py-spy the gateway during the window (raw stacks "
-                    "and hot spots in DIR; slows it: not a headline)")
+                    "and hot spots in DIR; slows it: not a headline; MQB_PYSPY_ARGS adds py-spy options, e.g. "
+                    "'--threads' or '--gil')")
     ap.add_argument("--fsync", action="store_true", help="count fsync/fdatasync with strace (slows the process)")
     ap.add_argument("--code", action="append", default=[], metavar="NAME=TREE",
                     help="also run mqbridge from another source tree as mqbridge-FULL@NAME, interleaved")

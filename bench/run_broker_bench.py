@@ -542,7 +542,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=1, help="run every (scenario, broker) N times, "
                     "interleaved; ratios use the medians")
     ap.add_argument("--no-ceiling", action="store_true", help="skip the generator ceiling check")
-    ap.add_argument("--profile", action="store_true", help="py-spy record mqbridge during the window")
+    ap.add_argument("--profile", action="store_true", help="py-spy record mqbridge during the window "
+                    "(MQB_PYSPY_ARGS adds py-spy options, e.g. '--threads' or '--gil')")
     ap.add_argument("--keep", type=Path, help="copy each run's temp dir (configs, logs, stores) here")
     ap.add_argument("--output", type=Path, default=HERE / "results" / "broker-latest.json")
     ap.add_argument("--markdown", type=Path, metavar="JSON", help="print the README table of a results file")
