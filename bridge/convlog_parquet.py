@@ -13,7 +13,7 @@ import logging
 import os
 import re
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from bridge.convlog_columns import FileColumns
 from mappings.convlog_schema import (
@@ -380,7 +380,7 @@ class SidecarOutcome(NamedTuple):
     sidecar already describes it), rejected (a line breaks the audit's rules: ``detail`` says which) or failed
     (an error: ``detail``); ``from_values``: written from the writer's values, not the JSON."""
 
-    status: str
+    status: Literal["written", "current", "rejected", "failed"]
     from_values: bool = False
     detail: str = ""
 
