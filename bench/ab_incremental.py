@@ -68,7 +68,7 @@ def main() -> int:
         if args.outputs:
             report.write_outputs(result, report.build_summary(result, new), str(work / "out"))
         walls.append(time.perf_counter() - started)
-        streams.append(phases["stream"])
+        streams.append(phases["read"])
         audits.append(phases["audit"])
         print(json.dumps({"run": k + 1, "wall": round(walls[-1], 2), "cpu": round(bench.jvm_cpu_seconds() - cpu, 2),
                           "stream": round(streams[-1], 2), "audit": round(audits[-1], 2), "counts": result.counts}),

@@ -8,7 +8,7 @@ those listed before it (tests/test_spark_audit_layers.py):
   log's partitions and the sidecars it reads in place), checked_read (files of valid records only, read by
   the gateway's checked reader), read_ahead (a one-shot ingest's work done while the JVM starts), ingest
   (JSON Lines -> Parquet log), carry (an incremental run's tail),
-  stream (incremental)
+  increments (the incremental ingest's batches)
 - rollups: rollup (stored per-file groups of the window aggregate)
 - audit: scope, keys (per-key findings), aggregates (the window job), findings, audit (a full audit),
   incremental (an incremental audit)

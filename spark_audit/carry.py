@@ -42,7 +42,7 @@ class Carried:
     """The last run's state; files is None when there is no usable tail (the Parquet log is read instead)."""
 
     as_of: datetime | None = None
-    batch_id: int | None = None  # the last stream micro-batch the state includes
+    batch_id: int | None = None  # the last batch (spark_audit.increments) the state includes
     tail_start: datetime | None = None
     files: tuple[TailFile, ...] | None = None
 

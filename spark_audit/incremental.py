@@ -1,4 +1,4 @@
-"""Incremental audit: the rows the incremental ingest (spark_audit.stream) delivered are audited against the
+"""Incremental audit: the rows the incremental ingest (spark_audit.increments) delivered are audited against the
 tail the previous run carried over (spark_audit.carry) instead of the Parquet log, which is read only when
 the tail does not reach back far enough (a late file older than the tail, or no usable state).
 """
@@ -21,11 +21,11 @@ from spark_audit.carry import KEY_COLUMNS, Carried, TailFile, next_tail, read_st
 from spark_audit.findings import AuditResult
 from spark_audit.frames import empty_frame, local_frame
 from spark_audit.fs import local_path
+from spark_audit.increments import NewRows, ingest_new_files, remove_records
 from spark_audit.ingest import IngestResult
 from spark_audit.parquet_log import has_rows
 from spark_audit.schema import stored_schema
 from spark_audit.scope import AS_OF_COLUMN, AUDIT_COLUMNS, AuditConfig, AuditData, audit_frame, micros, time_range
-from spark_audit.stream import NewRows, ingest_new_files, remove_records
 
 ONE_MICROSECOND = timedelta(microseconds=1)
 FILE_PATH = "_file_path"
@@ -208,15 +208,16 @@ def run_incremental(
     """Ingest only the complete lines not read before (new files, the new end of growing ones), then audit
     the time window they cover (plus pending grace).
 
-    timings, when given, gets the wall seconds of the stream ("stream") and of the audit ("audit").
+    timings, when given, gets the wall seconds of the read ("read": staging and ingesting the new lines) and
+    of the audit ("audit").
     """
     carried = read_state(checkpoint_dir)
     prior_log = has_rows(parquet_dir, has_partitions(parquet_dir))
     started = time.perf_counter()
     new = ingest_new_files(spark, logs_dir, parquet_dir, checkpoint_dir, carried)
-    streamed = time.perf_counter()
+    read = time.perf_counter()
     result = audit_new(spark, parquet_dir, checkpoint_dir, new, carried, prior_log, config)
     if timings is not None:
-        timings["stream"] = streamed - started
-        timings["audit"] = time.perf_counter() - streamed
+        timings["read"] = read - started
+        timings["audit"] = time.perf_counter() - read
     return new.ingest, result

@@ -14,7 +14,6 @@ from typing import Any
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import DataStreamReader
 
 from mappings.convlog_schema import FIELDS
 from spark_audit import fs
@@ -172,13 +171,6 @@ def read_logs(spark: SparkSession, paths: list[str]) -> DataFrame:
     """JSON Lines with the explicit schema (never inferred), each row tagged with its problem."""
     reader = spark.read.schema(read_schema()).options(**JSON_OPTIONS)
     return tag(reader.json(paths))
-
-
-def stream_logs(spark: SparkSession, directory: str) -> DataFrame:
-    """The same as read_logs, as a Structured Streaming file source over a directory."""
-    reader: DataStreamReader = spark.readStream.schema(read_schema()).options(**JSON_OPTIONS)
-    # A micro-batch no longer knows its files: keep the file name as a column from the start.
-    return tag(reader.json(directory)).withColumn(FILE_COLUMN, F.col("_metadata.file_path"))
 
 
 def tag(raw: DataFrame) -> DataFrame:

@@ -21,6 +21,7 @@ from spark_audit.cds import missing_note
 from spark_audit.charts import visible
 from spark_audit.findings import AuditResult
 from spark_audit.incremental import run_incremental
+from spark_audit.increments import anything_new
 from spark_audit.ingest import IngestResult, expand_paths
 from spark_audit.parquet_log import has_rows
 from spark_audit.read_ahead import ReadAhead, read_ahead
@@ -28,7 +29,6 @@ from spark_audit.report import build_summary, write_outputs
 from spark_audit.rollup import count_files, pending_rollups
 from spark_audit.scope import AuditConfig
 from spark_audit.session import build_session, driver_java_options, resolve_master
-from spark_audit.stream import anything_new
 
 EXIT_USAGE = 2  # "could not audit": unusable arguments, damaged input (report.EXIT_NOT_AUDITED), a failed run
 
@@ -221,7 +221,7 @@ def incremental_once(session: SparkSession, args: argparse.Namespace, parquet_di
     started = time.perf_counter()
     code = report(result, ingested, args)
     if timings is not None:
-        timings.update(read=phases.get("stream", 0.0), audit=phases.get("audit", 0.0),
+        timings.update(read=phases.get("read", 0.0), audit=phases.get("audit", 0.0),
                        outputs=time.perf_counter() - started)
     if rollups:
         roll_up(session, parquet_dir, timings)

@@ -41,9 +41,8 @@ def session_conf(master: str = DEFAULT_MASTER, full_jit: bool = False, pools: bo
         "spark.sql.sources.partitionOverwriteMode": "static",
         # Override for long jobs on big logs, where C2-compiled code pays back its warm-up.
         "spark.driver.extraJavaOptions": f"{java_options} {cds_options(java_options)}".strip(),
-        "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
         # Compiled generated code is cached by its source text. At the default 100 entries (split into
-        # segments that evict separately) one ingest, stream and audit evicted each other's classes, so a
+        # segments that evict separately) one ingest and audit evicted each other's classes, so a
         # long-lived session compiled the same code again run after run.
         "spark.sql.codegen.cache.maxEntries": "1000",
         # Timestamps as INT64 microseconds, not the legacy INT96: a scan of the event times costs about half

@@ -6,7 +6,7 @@ malformed. Gzip files are decompressed here (zlib, in chunks) into staged plain 
 corrupt one is found and reported with its readable lines audited, instead of failing the Spark job.
 The incremental mode keeps a ledger (OUT/checkpoint/sources.json): per file its identity, the content offset
 after the last complete line read, and a checksum of its first bytes; each run stages only the new complete
-lines of each file as a slice file that the stream reads (docs/audit.md, "Growing and damaged files").
+lines of each file as a slice file that the next batch reads (docs/audit.md, "Growing and damaged files").
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ HEAD_BYTES = 4096  # the first content bytes whose checksum identifies a file
 MAX_OBJECT_TAIL = 1 << 20  # an unterminated last line longer than this is never taken as complete
 LEDGER_FILE = "sources.json"
 LEDGER_VERSION = 1
-SLICES_DIR = "slices"  # in the checkpoint directory: the stream's input
+SLICES_DIR = "slices"  # in the checkpoint directory: the incremental batches' input
 
 
 class Damaged(Exception):
@@ -385,8 +385,8 @@ class Ledger:
 
 
 def read_before_ledger(checkpoint_dir: str) -> set[str]:
-    """The log files the stream of a checkpoint made before the ledger existed read (its file source's log,
-    OUT/checkpoint/stream/sources/0/N: a version line, then one JSON object with a "path" per file)."""
+    """The log files the Structured Streaming query of a checkpoint made before the ledger existed read (its
+    file source's log, OUT/checkpoint/stream/sources/0/N: a version line, then a JSON object per file)."""
     directory = Path(checkpoint_dir) / "stream" / "sources" / "0"
     paths: set[str] = set()
     if not directory.is_dir():
@@ -464,15 +464,15 @@ def _predecessor(path: str, by_path: dict[str, Tracked], listed: set[str]) -> Tr
 
 
 def stage_new(checkpoint_dir: str, paths: list[str]) -> Staged:
-    """Stage every listed file's complete lines not read before as slices for the stream, then record
-    them in the ledger (atomically, before the stream runs).
+    """Stage every listed file's complete lines not read before as slices for the next batch, then record
+    them in the ledger (atomically, before the batch is read).
 
     A file is known by its device and inode (a renamed file reads on where it stopped). A known file whose
     size and mtime are unchanged is not opened. One that is now shorter than the part read, or whose first
     bytes changed, was truncated or replaced: it is read again from the start, and a note says so.
     With a checkpoint of a version before the ledger, the files its stream read start at their current end.
     Slices numbered at or above the ledger's next number were staged by a run that died before writing
-    the ledger (the stream never saw them): they are removed and their lines staged again.
+    the ledger (no batch read them): they are removed and their lines staged again.
     """
     ledger = Ledger.read(checkpoint_dir)
     before = set() if (Path(checkpoint_dir) / LEDGER_FILE).exists() else read_before_ledger(checkpoint_dir)
@@ -555,12 +555,12 @@ def _unchanged(known: Tracked, path: str, st: os.stat_result) -> bool:
 
 
 def slices_now(checkpoint_dir: str) -> list[Path]:
-    """The slices waiting in the stream's directory (the stream reads each once)."""
+    """The slices waiting to be read (each is read once, by one batch)."""
     directory = slice_dir(checkpoint_dir)
     return [f for f in directory.iterdir() if not f.name.startswith(".")] if directory.is_dir() else []
 
 
 def remove_slices(files: list[Path]) -> None:
-    """Remove slices the stream has read and committed (their rows are in the Parquet log)."""
+    """Remove slices a committed batch read (their rows are in the Parquet log)."""
     for f in files:
         f.unlink(missing_ok=True)

@@ -78,7 +78,7 @@ def union(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 
 
 def crash_incremental(argv: list[str], point: str, exit_code: int) -> None:
-    """`python -m spark_audit ARGV` made to die at a crash point (spark_audit/stream.py MQB_TEST_CRASH_AT)."""
+    """`python -m spark_audit ARGV` made to die at a crash point (spark_audit/increments.py MQB_TEST_CRASH_AT)."""
     env = {**os.environ, "MQB_TEST_CRASH_AT": point}
     done = subprocess.run([sys.executable, "-m", "spark_audit", *argv], env=env, capture_output=True, text=True,
                           timeout=600, cwd=Path(__file__).resolve().parents[1])

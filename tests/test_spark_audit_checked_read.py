@@ -1,7 +1,6 @@
 """The quick read (spark_audit/checked_read.py): a log file (one-shot) or an incremental micro-batch of valid
 records only is read by the gateway's checked reader and stored without Spark parsing it; the stored rows,
-counts and findings are those of Spark's parse; a file or batch with any bad line, or a batch the stream's
-logs do not plainly name, is Spark's."""
+counts and findings are those of Spark's parse; a file or batch with any bad line is Spark's."""
 from __future__ import annotations
 
 import gzip
@@ -22,10 +21,11 @@ except ImportError:  # tests/ is not a package: pytest puts this directory on sy
     from spark_fixtures import FIXTURE_LOGS, crash_incremental, findings, generated_log, spark, union  # noqa: F401
 
 from bridge.convlog_parquet import PLAIN_FIELDS  # noqa: E402
+from spark_audit import increments  # noqa: E402
 from spark_audit import read_ahead as read_ahead_module  # noqa: E402
-from spark_audit import stream  # noqa: E402
 from spark_audit.audit import ingest, load, run_audit  # noqa: E402
 from spark_audit.checked_read import HourFiles  # noqa: E402
+from spark_audit.increments import BATCH_LEDGER, BATCHES_DIR, TEST_CRASH_EXIT  # noqa: E402
 from spark_audit.ingest import expand_paths  # noqa: E402
 from spark_audit.options import build_parser  # noqa: E402
 from spark_audit.read_ahead import read_ahead  # noqa: E402
@@ -33,7 +33,6 @@ from spark_audit.report import build_summary  # noqa: E402
 from spark_audit.run import run  # noqa: E402
 from spark_audit.schema import KEY_CHECK, KEY_HASH  # noqa: E402
 from spark_audit.scope import AuditConfig  # noqa: E402
-from spark_audit.stream import BATCHES_DIR, TEST_CRASH_EXIT, planned_slices  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
@@ -86,7 +85,7 @@ def test_valid_new_lines_are_read_by_the_checked_reader_with_spark_s_results(spa
 
     quick = ticks(tmp_path / "quick")
     assert _writers(tmp_path / "quick" / "out" / "parquet") == {"pyarrow"}
-    monkeypatch.setattr(stream, "read_checked", lambda paths: None)   # every batch parsed by Spark
+    monkeypatch.setattr(increments, "read_checked", lambda paths: None)   # every batch parsed by Spark
     parsed = ticks(tmp_path / "parsed")
     assert _writers(tmp_path / "parsed" / "out" / "parquet") == {"spark"}
 
@@ -221,49 +220,12 @@ def test_the_newest_row_counted_by_the_ingest_gives_load_s_as_of(spark, tmp_path
         assert known == load(spark, str(parquet), config, rollups=False).as_of, config
 
 
-def test_planned_slices_reads_the_stream_s_logs_or_says_it_does_not_know(tmp_path):
-    """The micro-batch's files from offsets/N and sources/0/N (or N.compact, entries of other batches left
-    out); None where they do not say it plainly."""
-    checkpoint = tmp_path / "checkpoint"
-    offsets, sources = checkpoint / "stream" / "offsets", checkpoint / "stream" / "sources" / "0"
-    offsets.mkdir(parents=True)
-    sources.mkdir(parents=True)
-
-    def offset(n: int, log_offset: int) -> None:
-        (offsets / str(n)).write_text(f'v1\n{{"batchWatermarkMs":0}}\n{{"logOffset":{log_offset}}}')
-
-    def entry(path: str, batch: int) -> str:
-        return json.dumps({"path": f"file://{path}", "timestamp": 1, "batchId": batch})
-
-    offset(0, 0)
-    (sources / "0").write_text("v1\n" + entry("/x/slices/0000-a.jsonl", 0))
-    assert planned_slices(str(checkpoint), 0) == {"/x/slices/0000-a.jsonl"}
-    for n in range(1, 10):
-        offset(n, n)
-    (sources / "9.compact").write_text("v1\n" + "\n".join(
-        [entry("/x/slices/0000-a.jsonl", 0), entry("/x/slices/0009-b%20c.jsonl", 9),
-         entry("/x/slices/0009-d.jsonl", 9)]))
-    assert planned_slices(str(checkpoint), 9) == {"/x/slices/0009-b c.jsonl", "/x/slices/0009-d.jsonl"}
-    assert planned_slices(str(checkpoint), 5) is None   # no source log entry of its own
-    assert planned_slices(str(checkpoint), 10) is None   # no offsets
-    offset(10, 11)
-    (sources / "10").write_text("v1\n" + entry("/x/slices/0010-e.jsonl", 10))
-    assert planned_slices(str(checkpoint), 10) is None   # the source's offset is not the batch's
-    offset(10, 10)
-    assert planned_slices(str(checkpoint), 10) == {"/x/slices/0010-e.jsonl"}
-    (sources / "10").write_text("v2\n" + entry("/x/slices/0010-e.jsonl", 10))
-    assert planned_slices(str(checkpoint), 10) is None   # a format this code does not know
-    (sources / "10").write_text("v1\n{not json")
-    assert planned_slices(str(checkpoint), 10) is None
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_a_crash_in_a_quick_batch_loses_and_doubles_nothing(spark, tmp_path):
     """A real `python -m spark_audit --incremental` dies right after a quick batch's files moved into the log,
-    then again after the stream committed the batch run again with a new file staged beside it (which that
-    batch does not read: Spark parses the batches of that run); the next run audits it once, and the log and
-    the runs' findings equal a full audit's."""
+    then again after the batch, read again with a new file staged beside it, was committed; the next run
+    audits it once, and the log and the runs' findings equal a full audit's."""
     logs, out = tmp_path / "logs", tmp_path / "out"
     logs.mkdir()
     argv = [str(logs), "--incremental", "--out", str(out), "--grace", "60", "--no-parquet-tables"]
@@ -282,11 +244,13 @@ def test_a_crash_in_a_quick_batch_loses_and_doubles_nothing(spark, tmp_path):
     moved = json.loads((checkpoint / BATCHES_DIR / "1.json").read_text())["files"]
     assert moved and all(Path(f).is_file() for f in moved)
     assert all("parquet-cpp" in pq.ParquetFile(f).metadata.created_by for f in moved)   # the quick read's
-    assert not (checkpoint / "stream" / "commits" / "1").exists()
+    assert json.loads((checkpoint / BATCH_LEDGER).read_text())["committed"] == 0
 
     (logs / "convlog-h.jsonl").write_bytes(h)
-    crash("after-commit")   # batch 1 again (its files replaced), then batch 2, each committed, neither audited
-    assert (checkpoint / "stream" / "commits" / "1").is_file()
+    crash("after-commit")   # batch 1 again (its files replaced) with h's lines, committed, not audited
+    assert json.loads((checkpoint / BATCH_LEDGER).read_text())["committed"] == 1
+    assert _writers(parquet) == {"pyarrow"}
+    assert _stored(spark, parquet).count() == 46 + g.count(b"\n") + h.count(b"\n")   # each row once
 
     second = _audit(logs, out, spark)
     assert second["input"]["rows_read"] == g.count(b"\n") + h.count(b"\n")

@@ -1,4 +1,4 @@
-"""Incremental audit: a checkpointed availableNow file stream audits only log files not seen before."""
+"""Incremental audit: each run reads only the complete lines not read before, as one committed batch."""
 from __future__ import annotations
 
 import json
@@ -20,16 +20,21 @@ from spark_audit import run as run_module  # noqa: E402
 from spark_audit.aggregates import build_rollups  # noqa: E402
 from spark_audit.audit import ingest, load, run_audit  # noqa: E402
 from spark_audit.incremental import ADAPTIVE, run_incremental, without_adaptive_plans  # noqa: E402
+from spark_audit.increments import BATCH_LEDGER, BATCHES_DIR, TEST_CRASH_EXIT  # noqa: E402
 from spark_audit.ingest import expand_paths  # noqa: E402
 from spark_audit.options import build_parser  # noqa: E402
 from spark_audit.report import build_summary  # noqa: E402
 from spark_audit.run import follow, run  # noqa: E402
 from spark_audit.scope import AuditConfig  # noqa: E402
 from spark_audit.sources import remove_slices, slices_now, stage_new  # noqa: E402
-from spark_audit.stream import BATCHES_DIR, TEST_CRASH_EXIT  # noqa: E402
 from tests.support.gateway import wait_for  # noqa: E402
 
 pytestmark = pytest.mark.spark
+
+
+def committed(checkpoint: Path) -> int:
+    """The last batch the checkpoint's batch ledger committed."""
+    return int(json.loads((checkpoint / BATCH_LEDGER).read_text())["committed"])
 
 
 def test_each_run_ingests_only_new_files(spark, tmp_path):
@@ -103,8 +108,8 @@ def test_every_audits_each_tick_in_one_session(spark, tmp_path):
 
 
 def test_every_starts_no_run_when_nothing_is_new(spark, tmp_path, capsys):
-    """A tick with no unread line runs no Spark job once a report exists: the report (and the stream's
-    checkpoint) stay as they were, and the loop says so once; new lines are read by the next tick."""
+    """A tick with no unread line runs no Spark job once a report exists: the report (and the batch
+    ledger) stay as they were, and the loop says so once; new lines are read by the next tick."""
     logs, out = tmp_path / "logs", tmp_path / "out"
     logs.mkdir()
     shutil.copy(FIXTURE_LOGS / "gateway-a.jsonl", logs)
@@ -113,13 +118,13 @@ def test_every_starts_no_run_when_nothing_is_new(spark, tmp_path, capsys):
     seen: list[tuple[int, int]] = []
 
     def next_tick(_seconds: float) -> None:
-        commits = out / "checkpoint" / "stream" / "commits"
-        seen.append(((out / "summary.json").stat().st_mtime_ns, len(list(commits.iterdir()))))
+        ledger = json.loads((out / "checkpoint" / BATCH_LEDGER).read_text())
+        seen.append(((out / "summary.json").stat().st_mtime_ns, ledger["committed"]))
         if len(seen) == 3:
             shutil.copy(FIXTURE_LOGS / "gateway-b.jsonl", logs)
 
     assert follow(spark, args, str(out / "parquet"), args.every, sleep=next_tick) == 0  # gateway-b: clean
-    assert seen[0] == seen[1] == seen[2]  # ticks 2 and 3: nothing written, no micro-batch
+    assert seen[0] == seen[1] == seen[2]  # ticks 2 and 3: nothing written, no batch
     printed = capsys.readouterr().out
     assert [line.split(":")[0] for line in printed.splitlines() if "no new lines" in line] == \
         ["audit run 2", "audit run 3"]  # every idle tick says so at --every 300 (a fast loop: the first)
@@ -309,9 +314,10 @@ def test_every_and_incremental_take_one_directory(spark, tmp_path, capsys):
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_a_crash_after_the_move_or_after_the_commit_loses_and_doubles_nothing(spark, tmp_path):
-    """A real `python -m spark_audit --incremental` dies (JVM killed, os._exit) right after a micro-batch's
-    files moved into the log, then again right after the stream committed it; the next run audits that
-    batch once: the log holds each record once and the runs' findings add up to a full audit."""
+    """A real `python -m spark_audit --incremental` dies (JVM killed, os._exit) right after a batch's files
+    moved into the log, then again right after the batch was committed (its slices still waiting); the next
+    run audits that batch once: the log holds each record once and the runs' findings add up to a full
+    audit."""
     logs, out = tmp_path / "logs", tmp_path / "out"
     logs.mkdir()
     argv = [str(logs), "--incremental", "--out", str(out), "--grace", "60", "--no-parquet-tables"]
@@ -333,15 +339,17 @@ def test_a_crash_after_the_move_or_after_the_commit_loses_and_doubles_nothing(sp
     record = json.loads((checkpoint / BATCHES_DIR / "1.json").read_text())
     moved = record["files"]
     assert moved and all(Path(f).is_file() for f in moved)  # batch 1's rows are in the log ...
-    assert not (checkpoint / "stream" / "commits" / "1").exists()  # ... and the stream did not commit it
+    assert committed(checkpoint) == 0  # ... and batch 1 is not committed
     assert json.loads((checkpoint / "audit_state.json").read_text())["batch_id"] == 0
 
-    crash("after-commit")  # the stream runs batch 1 again (replacing its files), commits it, no audit
-    assert (checkpoint / "stream" / "commits" / "1").is_file()
+    crash("after-commit")  # batch 1 read again (its earlier files removed), committed; no audit
+    assert committed(checkpoint) == 1
+    assert slices_now(str(checkpoint))  # the slices it read are still there
     assert json.loads((checkpoint / "audit_state.json").read_text())["batch_id"] == 0
     assert spark.read.parquet(parquet).count() == 55  # 46 + 9 valid rows: batch 1's are there once
 
-    run(build_parser().parse_args(argv), spark)  # nothing new for the stream: batch 1 is audited now
+    run(build_parser().parse_args(argv), spark)  # nothing new to read: batch 1 is audited now, its slices gone
+    assert not slices_now(str(checkpoint))
     second = summary()
     assert (second["input"]["rows_read"], second["input"]["valid"], second["input"]["bad"]) == (15, 9, 6)
     assert second["input"]["problems"] == {"future_version": 1, "invalid:direction": 1, "invalid:message_key": 1,

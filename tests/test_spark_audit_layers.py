@@ -12,7 +12,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("options", "cds", "session", "frames", "fs"),
     ("schema", "sources", "lines", "sidecars", "parquet_log", "ingest", "checked_read", "read_ahead",
      "carry",
-     "stream"),
+     "increments"),
     ("rollup",),
     ("scope", "keys", "aggregates", "findings", "audit", "incremental"),
     ("charts", "report"),
