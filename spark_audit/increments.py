@@ -11,9 +11,12 @@ A checkpoint that stream left is taken over once (take_over_stream).
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -30,6 +33,7 @@ BATCH_LEDGER = "batches.json"  # in the checkpoint directory: the ledger's id an
 LEDGER_VERSION = 1
 BATCHES_DIR = "batches"  # in the checkpoint directory: a record per batch the state does not include yet
 STREAM_DIR = "stream"  # in the checkpoint directory: the Structured Streaming checkpoint of earlier versions
+LOCK_FILE = ".lock"  # in the checkpoint directory: held by the incremental run using it (its pid inside)
 
 # Test-only hook: MQB_TEST_CRASH_AT=after-move (a batch's files are in the log, the batch is not committed)
 # or after-commit (committed, its slices not yet removed, the audit has not written its state) makes the run
@@ -48,6 +52,31 @@ def _crash_for_tests(point: str) -> None:
         # to the dying JVM) time to fail and exit with its own code first.
         proc.kill()
     os._exit(TEST_CRASH_EXIT)
+
+
+@contextmanager
+def checkpoint_lock(checkpoint_dir: str) -> Iterator[None]:
+    """Hold the checkpoint for one incremental run (an exclusive flock on OUT/checkpoint/.lock, not waited
+    for): two runs at once could stage the same lines twice or commit two batches under one id. A run that
+    finds it held fails at once with an error naming the holder's pid; the lock goes with the process."""
+    path = Path(checkpoint_dir) / LOCK_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip()
+            raise RuntimeError(f"{checkpoint_dir} is in use by another incremental audit"
+                               f"{f' (pid {holder})' if holder.isdigit() else ''}: one run at a time per --out "
+                               "directory") from None
+        try:
+            lock.truncate(0)
+            lock.write(f"{os.getpid()}\n")
+            lock.flush()
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ from spark_audit.cds import missing_note
 from spark_audit.charts import visible
 from spark_audit.findings import AuditResult
 from spark_audit.incremental import run_incremental
-from spark_audit.increments import anything_new
+from spark_audit.increments import anything_new, checkpoint_lock
 from spark_audit.ingest import IngestResult, expand_paths
 from spark_audit.parquet_log import has_rows
 from spark_audit.read_ahead import ReadAhead, read_ahead
@@ -217,9 +217,10 @@ def incremental_once(session: SparkSession, args: argparse.Namespace, parquet_di
     instead of their rows (spark_audit/rollup.py). ``timings`` gets each phase's wall seconds."""
     checkpoint = str(Path(args.out) / "checkpoint")
     phases: dict[str, float] = {}
-    ingested, result = run_incremental(session, args.logs[0], parquet_dir, checkpoint, config_from(args), phases)
-    started = time.perf_counter()
-    code = report(result, ingested, args)
+    with checkpoint_lock(checkpoint):  # the outputs too: they are this run's
+        ingested, result = run_incremental(session, args.logs[0], parquet_dir, checkpoint, config_from(args), phases)
+        started = time.perf_counter()
+        code = report(result, ingested, args)
     if timings is not None:
         timings.update(read=phases.get("read", 0.0), audit=phases.get("audit", 0.0),
                        outputs=time.perf_counter() - started)

@@ -4,7 +4,10 @@ an earlier version taken over without losing or doubling a record."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +28,7 @@ from spark_audit.audit import ingest, load, run_audit  # noqa: E402
 from spark_audit.carry import Carried  # noqa: E402
 from spark_audit.increments import (  # noqa: E402
     BATCH_LEDGER,
+    LOCK_FILE,
     BATCHES_DIR,
     STREAM_DIR,
     BatchLedger,
@@ -159,3 +163,30 @@ def test_a_checkpoint_an_earlier_version_s_stream_left_is_taken_over(spark, tmp_
 
     run(build_parser().parse_args(argv), spark)   # and nothing twice
     assert json.loads((out / "summary.json").read_text())["input"]["rows_read"] == 0
+
+
+@pytest.mark.spark
+def test_a_run_on_a_checkpoint_in_use_fails_at_once_and_touches_nothing(spark, tmp_path, capsys):
+    """While another process holds OUT/checkpoint (as a running incremental audit does), a run exits 2 at once
+    naming the holder's pid, and stages nothing; once the holder is gone (its lock goes with it), the next run
+    reads everything."""
+    logs, out = tmp_path / "logs", tmp_path / "out"
+    logs.mkdir()
+    checkpoint = out / "checkpoint"
+    shutil.copy(FIXTURE_LOGS / "gateway-a.jsonl", logs)
+    root = Path(__file__).resolve().parents[1]
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from spark_audit.increments import checkpoint_lock\n"
+         "with checkpoint_lock(sys.argv[1]):\n    print('held', flush=True)\n    sys.stdin.read()", str(checkpoint)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+        argv = [str(logs), "--incremental", "--out", str(out), "--grace", "60", "--no-parquet-tables"]
+        assert run(build_parser().parse_args(argv), spark) == 2
+        assert f"in use by another incremental audit (pid {holder.pid})" in capsys.readouterr().err
+        assert sorted(p.name for p in checkpoint.iterdir()) == [LOCK_FILE] and not (out / "summary.json").exists()
+    finally:
+        holder.kill()   # as a crash would: the kernel drops the lock
+        holder.wait(timeout=30)
+    assert run(build_parser().parse_args(argv), spark) == 1   # gateway-a holds a loss
+    assert json.loads((out / "summary.json").read_text())["input"]["rows_read"] == 46
