@@ -213,21 +213,28 @@ def publication_inbound(msg: Message | None, topic: str, payload: bytes, qos: in
                         pid: int | None, key: str) -> Inbound:
     """A publication as a route takes it: from its session (``pid`` its delivery's packet id) or from its sink
     (bridge.routing.direct: no delivery, ``pid`` None)."""
-    origin = msg.origin if msg is not None else None
     # the publication as its publisher sent it (MQ Telemetry Table 2: mqtt/msgid is the publisher's message
     # id, mqps/Ret its RETAIN flag). ``pid`` is this route's own delivery id, which acknowledges it, and
     # stands in for a publication that has no id of its own (a will, a message another route published,
     # a retained message recovered after a restart)
-    own = msg.packet_id if msg is not None else None
-    fields = publication_fields(msg, time.time()) if msg is not None else {}
-    pub = MqttPublication(topic=topic, payload=payload, qos=qos, retain=retain or (msg is not None and msg.retain),
-                          dup=dup, packet_id=(own or pid) if qos else None,
-                          client_id=origin, username=msg.username if msg is not None else None,
-                          user_authenticated=msg is not None and identity.checked(msg.user_via), **fields)
-    return Inbound(
-        key=key, protocol="mqtt", message=pub, source_type="publish", size=len(payload),
-        destination=topic, received=msg.ts if msg is not None else time.time(), client_id=origin,
-        redelivery_count=(msg.redelivery if msg is not None else 0) + (1 if dup else 0), qos=qos, handle=pid)
+    if msg is None:
+        pub = MqttPublication(topic, payload, qos, retain, dup, pid if qos else None)
+        return Inbound(key, "mqtt", pub, "publish", len(payload), topic, time.time(), None, 1 if dup else 0, qos,
+                       handle=pid)
+    origin = msg.origin
+    packet_id = (msg.packet_id or pid) if qos else None
+    checked = identity.checked(msg.user_via)
+    if not msg.props and msg.expires is None:
+        # the usual publication, without MQTT 5 fields: by position, which costs about half of keywords (a
+        # route-in message: 1.5 against 2.6 us for this function; tests/test_mqtt_internal_inbound.py)
+        pub = MqttPublication(topic, payload, qos, retain or msg.retain, dup, packet_id, origin, msg.username,
+                              None, None, None, None, (), None, checked)
+    else:
+        pub = MqttPublication(topic=topic, payload=payload, qos=qos, retain=retain or msg.retain, dup=dup,
+                              packet_id=packet_id, client_id=origin, username=msg.username, user_authenticated=checked,
+                              **publication_fields(msg, time.time()))
+    return Inbound(key, "mqtt", pub, "publish", len(payload), topic, msg.ts, origin, msg.redelivery + (1 if dup else 0),
+                   qos, handle=pid)
 
 
 class MqttTarget(Target):
