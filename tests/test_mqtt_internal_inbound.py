@@ -1,8 +1,10 @@
-"""publication_inbound (bridge/connectors/mqtt_internal.py) builds the usual publication by position for speed:
-it must give exactly what the keyword form gives, for every kind of broker message (none, MQTT 5 properties,
-an expiry, retained, re-sent, QoS 0, checked and claimed user names)."""
+"""Hot paths build Inbound (and the usual MqttPublication) by position for speed: publication_inbound
+(bridge/connectors/mqtt_internal.py) must give exactly what the keyword form gives, for every kind of broker
+message (none, MQTT 5 properties, an expiry, retained, re-sent, QoS 0, checked and claimed user names); and the
+field order those callers (and the embedded queue's source) assume is held here."""
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from hypothesis import given, settings
@@ -64,3 +66,10 @@ def test_the_positional_form_equals_the_keyword_form(has_msg: bool, qos: int, re
         assert now <= got.received <= time.time()
         got.received = want.received
     assert got == want
+
+
+def test_inbound_s_fields_are_in_the_order_positional_callers_assume():
+    """publication_inbound and EmbeddedSource.get pass Inbound's first 13 fields by position."""
+    assert [f.name for f in dataclasses.fields(Inbound)][:13] == [
+        "key", "protocol", "message", "source_type", "size", "destination", "received", "client_id",
+        "redelivery_count", "qos", "persistent", "priority", "handle"]

@@ -531,11 +531,11 @@ class EmbeddedSource(Source):
             persistent = int.from_bytes(data[PERSISTENCE_OFFSET:PERSISTENCE_OFFSET + 4], order,
                                         signed=True) == C.MQPER_PERSISTENT
             priority = int.from_bytes(data[PRIORITY_OFFSET:PRIORITY_OFFSET + 4], order, signed=True)
-            out.append(Inbound(
-                key=f"mq:{r.msg_id.hex()}", protocol="mq", message=data, source_type=fmt or "NONE",
-                size=len(data), destination=self.queue, received=now, redelivery_count=r.backout_count,
-                qos=1 if persistent else 0, persistent=persistent,
-                priority=priority if 0 <= priority <= 9 else None, handle=r.seq))
+            # by position (key, protocol, message, source_type, size, destination, received, client_id,
+            # redelivery_count, qos, persistent, priority, handle): 0.3 against 0.8 us with keywords
+            out.append(Inbound(f"mq:{r.msg_id.hex()}", "mq", data, fmt or "NONE", len(data), self.queue, now, None,
+                               r.backout_count, 1 if persistent else 0, persistent,
+                               priority if 0 <= priority <= 9 else None, r.seq))
         return out
 
     async def confirm(self, items: list[Inbound]) -> None:
