@@ -14,6 +14,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -225,8 +226,9 @@ def take_over_stream(checkpoint_dir: str, carried: Carried) -> BatchLedger:
     Its last committed micro-batch is the ledger's last batch, so the audit state's batch id still says
     whether the tail is complete; the slices its committed micro-batches read (a run died before removing
     them) are removed; the files of a recorded micro-batch it never committed are removed (its slices are
-    read again). Every step can be done again: a crash here only repeats it. The stream's directory is left
-    as it was (spark_audit.sources reads its file list for checkpoints older still).
+    read again). Every step can be done again: a crash here only repeats it. The stream's directory is removed
+    once the sources' ledger is written too (spark_audit.sources reads its file list for checkpoints older
+    still, which have none).
     Records of this ledger's own format without the ledger are an error: which of them were committed is
     not known.
     """
@@ -306,6 +308,8 @@ def ingest_new_files(spark: SparkSession, logs_dir: str, parquet_dir: str, check
     for record in recover(checkpoint_dir, ledger, carried):
         new.add(record)
     staged = stage_new(checkpoint_dir, expand_paths([logs_dir]))
+    # an earlier version's stream, taken over (read_ledger): with both ledgers written nothing reads it again
+    shutil.rmtree(Path(checkpoint_dir) / STREAM_DIR, ignore_errors=True)
     waiting = sorted(slices_now(checkpoint_dir))
     if waiting:
         batch_id = ledger.committed + 1

@@ -28,8 +28,8 @@ from spark_audit.audit import ingest, load, run_audit  # noqa: E402
 from spark_audit.carry import Carried  # noqa: E402
 from spark_audit.increments import (  # noqa: E402
     BATCH_LEDGER,
-    LOCK_FILE,
     BATCHES_DIR,
+    LOCK_FILE,
     STREAM_DIR,
     BatchLedger,
     BatchRecord,
@@ -151,6 +151,7 @@ def test_a_checkpoint_an_earlier_version_s_stream_left_is_taken_over(spark, tmp_
     assert json.loads((checkpoint / BATCH_LEDGER).read_text()) == {"version": 1, "id": stream_id, "committed": 1}
     assert not any(Path(f).exists() for f in uncommitted)
     assert not slices_now(str(checkpoint)) and not list((checkpoint / BATCHES_DIR).glob("*.json"))
+    assert not (checkpoint / STREAM_DIR).exists()   # taken over: no longer read
 
     full_parquet = str(tmp_path / "full")
     assert ingest(spark, expand_paths([logs]), full_parquet).valid == 55
