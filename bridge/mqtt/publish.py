@@ -109,19 +109,19 @@ class Publisher:
         if session.acl is not None and not session.acl.may_publish(topic):
             self._denied(conn, session, topic, qos, packet.packet_id)
             return
+        # Message(topic, payload, qos, retain, origin, store_id, username, key_id, redelivery, packet_id, props,
+        # expires, user_via, items) by position: 0.4 against 0.75 us with keywords (tests/test_mqtt_message_init.py)
         if qos == 0:
-            self.publish(Message(topic, packet.payload, 0, packet.retain, conn.client_id, username=conn.username,
-                                 user_via=conn.user_via, props=props, expires=expires,
-                                 items=packet.forward if props else None))
+            self.publish(Message(topic, packet.payload, 0, packet.retain, conn.client_id, None, conn.username, None,
+                                 0, None, props, expires, conn.user_via, packet.forward if props else None))
             return
         pid = packet.packet_id
         assert pid is not None
         if conn.protocol_level == P.MQTT_5 and not self._within_receive_maximum(conn, session):
             return
         if qos == 1:
-            msg = Message(topic, packet.payload, 1, packet.retain, conn.client_id, username=conn.username,
-                          user_via=conn.user_via, packet_id=pid, props=props, expires=expires,
-                          items=packet.forward if props else None)
+            msg = Message(topic, packet.payload, 1, packet.retain, conn.client_id, None, conn.username, None, 0, pid,
+                          props, expires, conn.user_via, packet.forward if props else None)
             ack = P.encode_ack(P.PUBACK, pid)
             msg.waits = []   # route sinks may take it (sink.py)
             if session.persistent:
@@ -136,9 +136,8 @@ class Publisher:
         if pid in inbound.qos2:
             conn.send(ack)   # a re-sent PUBLISH (DUP): acknowledge again, publish nothing
             return
-        msg = Message(topic, packet.payload, 2, packet.retain, conn.client_id, username=conn.username,
-                      user_via=conn.user_via, packet_id=pid, props=props, expires=expires,
-                      items=packet.forward if props else None)
+        msg = Message(topic, packet.payload, 2, packet.retain, conn.client_id, None, conn.username, None, 0, pid,
+                      props, expires, conn.user_via, packet.forward if props else None)
         if not self._may_hold_inbound(conn, session, msg):
             return
         inbound.hold(pid, msg)
