@@ -101,7 +101,7 @@ class IngestResult:
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> IngestResult:
-        """The counts as_dict wrote (incremental mode keeps each micro-batch's in its checkpoint)."""
+        """The counts as_dict wrote (incremental mode keeps each batch's in its checkpoint)."""
         times = [None if raw[k] is None else datetime.fromisoformat(raw[k]) for k in ("min_time", "max_time")]
         return cls(int(raw["rows_read"]), int(raw["valid"]), {str(k): int(v) for k, v in raw["problems"].items()},
                    {str(f): {str(k): int(v) for k, v in c.items()} for f, c in raw["problems_by_file"].items()},
@@ -289,7 +289,7 @@ def ingest_batch(
     tagged: DataFrame, staging_dir: str, parquet_dir: str, name: str,
     before_move: Callable[[IngestResult, list[str]], None] | None = None,
 ) -> tuple[IngestResult, list[str]]:
-    """Write a micro-batch's valid rows into the Parquet log, counting problems in the same pass.
+    """Write an incremental batch's valid rows into the Parquet log, counting problems in the same pass.
 
     The rows are written to a staging directory of their own first and the files then moved into the
     log's date/hour partitions (move_staged), so the caller knows exactly which files hold the new rows.
@@ -303,7 +303,7 @@ def ingest_checked(
     table: Any, staging_dir: str, parquet_dir: str, name: str,  # noqa: ANN401 - a pyarrow Table
     before_move: Callable[[IngestResult, list[str]], None] | None = None,
 ) -> tuple[IngestResult, list[str]]:
-    """ingest_batch for a micro-batch the checked reader read (spark_audit.checked_read): every row valid."""
+    """ingest_batch for a batch the checked reader read (spark_audit.checked_read): every row valid."""
     shutil.rmtree(staging_dir, ignore_errors=True)  # what a failed attempt at this batch left
     result = _written(write_checked(table, staging_dir, "part-00000"))
     return result, move_staged(staging_dir, parquet_dir, name, result, before_move)

@@ -127,7 +127,7 @@ def test_spark_audit_command_parses_with_the_audit_cli() -> None:
     argv = shlex.split(run.strip().removeprefix("do").strip())
     argv = argv[argv.index("spark_audit") + 1:]
     args = build_parser().parse_args(argv)
-    # --every is the long-running incremental mode: one availableNow run per tick in one Spark session
+    # --every is the long-running incremental mode: one incremental run per tick in one Spark session
     assert args.logs == ["/var/log/mqbridge/convlog"] and args.out == "/audit"
     assert args.every == float(spark["environment"]["AUDIT_INTERVAL_SECONDS"]) > 0
     assert _mounts("spark-audit")["/audit"] in COMPOSE["volumes"]

@@ -1,4 +1,4 @@
-"""The quick read (spark_audit/checked_read.py): a log file (one-shot) or an incremental micro-batch of valid
+"""The quick read (spark_audit/checked_read.py): a log file (one-shot) or an incremental batch of valid
 records only is read by the gateway's checked reader and stored without Spark parsing it; the stored rows,
 counts and findings are those of Spark's parse; a file or batch with any bad line is Spark's."""
 from __future__ import annotations
