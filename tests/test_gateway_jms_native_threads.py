@@ -77,8 +77,10 @@ routes:
     start = time.monotonic()
     time.sleep(IDLE_SECONDS)   # a measurement window, not a wait for a condition
     spent = proc_cpu(gw.proc.pid) - cpu
-    # idle, the source waits in receive(500 ms) on its worker: no busy wait on any thread
-    assert spent < 0.05 * (time.monotonic() - start), f"{spent:.2f} s of CPU in {IDLE_SECONDS} s idle"
+    # idle, the source waits in receive(500 ms) on its worker: no busy wait on any thread. A busy wait costs a
+    # whole core; the idle gateway's periodic work (sweeps, polls, the JVM's threads) measured 8 % of one on a
+    # day this VM ran 1.5x slower, and failed a CI run at the earlier limit of 5 %: hence a quarter of a core
+    assert spent < 0.25 * (time.monotonic() - start), f"{spent:.2f} s of CPU in {IDLE_SECONDS} s idle"
 
     rules.write_text(native_connector_yaml(activemq.openwire_url) + "routes: []\n")
     _reload(gw)
