@@ -258,7 +258,7 @@ class RecordLines:
             columns.keys.extend([g[0].key for g in good])
             columns.sizes.extend([g[0].size for g in good])
             columns.out_sizes.extend([g[1].size for g in good])
-            columns.redelivered.extend([min(g[0].redelivery_count, 2**31 - 1) for g in good])
+            columns.redelivered.extend([min(g[0].redelivery_count, _INT_MAX) for g in good])
         return lines
 
     def one(self, route: str, target_proto: str, item: Inbound, direction: Direction, status: Status, now: float, *,
@@ -269,7 +269,7 @@ class RecordLines:
                  item.persistent, item.priority, item.client_id, item.destination, target_type, destination)
         ingress, egress = self._templates(parts, tuple(findings), direction, status, reason)
         key, size = json_string(item.key), str(item.size)
-        redelivered = str(min(item.redelivery_count, 2**31 - 1))
+        redelivered = str(min(item.redelivery_count, _INT_MAX))
         target = "null" if target_size is None else str(target_size)
         return [ingress.render_encoded(json_timestamp(item.received), key, size, redelivered),
                 egress.render_encoded(json_timestamp(now), key, size, target,

@@ -224,17 +224,17 @@ def take_over_stream(checkpoint_dir: str, carried: Carried) -> BatchLedger:
     """The ledger that continues the Structured Streaming checkpoint an earlier version left, if any.
 
     Its last committed micro-batch is the ledger's last batch, so the audit state's batch id still says
-    whether the tail is complete; the slices its committed micro-batches read (a run died before removing
-    them) are removed; the files of a recorded micro-batch it never committed are removed (its slices are
-    read again). Every step can be done again: a crash here only repeats it. The stream's directory is removed
-    once the sources' ledger is written too (spark_audit.sources reads its file list for checkpoints older
-    still, which have none).
+    whether the tail is complete, and its id is the ledger's; the slices its committed micro-batches read (a
+    run died before removing them) are removed. A recorded micro-batch it never committed is then an
+    uncommitted batch of the ledger, which ``recover`` undoes (its slices are read again). Every step can be
+    done again: a crash here only repeats it. The stream's directory is removed once the sources' ledger is
+    written too (spark_audit.sources reads its file list for checkpoints older still, which have none).
     Records of this ledger's own format without the ledger are an error: which of them were committed is
     not known.
     """
-    records = [read_record(p) for p in _records(checkpoint_dir)]
     stream = Path(checkpoint_dir) / STREAM_DIR
     if not (stream / "metadata").is_file():
+        records = _records(checkpoint_dir)
         if records:
             raise RuntimeError(f"{_ledger_path(checkpoint_dir)} is missing, and {len(records)} batch records in "
                                f"{Path(checkpoint_dir) / BATCHES_DIR} need it to say which were committed")
@@ -246,10 +246,6 @@ def take_over_stream(checkpoint_dir: str, carried: Carried) -> BatchLedger:
         local = Path(file_key(name))
         if local.parent == Path(os.path.abspath(slice_dir(checkpoint_dir))):
             local.unlink(missing_ok=True)
-    for path, record in zip(_records(checkpoint_dir), records, strict=True):
-        if record.batch_id > committed:
-            _undo(record)
-            path.unlink(missing_ok=True)
     try:
         stream_id = str(json.loads((stream / "metadata").read_text().splitlines()[0])["id"])
     except (OSError, ValueError, IndexError, KeyError, TypeError):
@@ -321,12 +317,12 @@ def ingest_new_files(spark: SparkSession, logs_dir: str, parquet_dir: str, check
             write_record(checkpoint_dir, BatchRecord(batch_id, counts, tuple(targets), names))
 
         name = f"b{batch_id}-{ledger.id}"
-        table = read_checked([str(p) for p in waiting])
+        paths = [str(p) for p in waiting]
+        table = read_checked(paths)
         if table is not None:
             counts, files = ingest_checked(table, staging, parquet_dir, name, before_move)
         else:
-            counts, files = ingest_batch(read_logs(spark, [str(p) for p in waiting]), staging, parquet_dir, name,
-                                         before_move)
+            counts, files = ingest_batch(read_logs(spark, paths), staging, parquet_dir, name, before_move)
         _crash_for_tests("after-move")
         write_ledger(checkpoint_dir, replace(ledger, committed=batch_id))
         _crash_for_tests("after-commit")
