@@ -21,7 +21,7 @@ from bridge.admin_token import ensure_token
 from bridge.config import GatewayConfig
 from bridge.connectors.embedded import QueueStore, QueueStoreError, default_path
 from bridge.connectors.registry import RouteSetupError
-from bridge.convlog import ConversionLog
+from bridge.convlog_process import LogProcess
 from bridge.mqtt.broker import Broker
 from bridge.mqtt.passwords import AuthFileError
 from bridge.mqtt.server import MqttServer
@@ -48,7 +48,7 @@ class Gateway:
         self.server: MqttServer | None = None
         self.admin: AdminServer | None = None
         self.queues: QueueStore | None = None
-        self.convlog: ConversionLog | None = None
+        self.convlog: LogProcess | None = None
         self.router: Router | None = None
         self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mqbridge-io",
                                            initializer=name_this_thread)
@@ -74,9 +74,9 @@ class Gateway:
         self.queues = QueueStore(default_path(self.data_dir), synchronous=cfg.broker.durability.synchronous,
                                  definition=cfg.embedded.definition).open()
         if cfg.convlog.enabled:
-            self.convlog = ConversionLog(cfg.convlog.directory or self.data_dir / "convlog",
-                                         max_bytes=cfg.convlog.max_file_mb * 1024 * 1024,
-                                         sidecars=cfg.convlog.parquet_sidecars)
+            self.convlog = LogProcess(cfg.convlog.directory or self.data_dir / "convlog",
+                                      max_bytes=cfg.convlog.max_file_mb * 1024 * 1024,
+                                      sidecars=cfg.convlog.parquet_sidecars)
             if not cfg.convlog.parquet_sidecars:
                 log.info("conversion log: no Parquet sidecars (convlog.parquet_sidecars: false)")
             self.convlog.start()

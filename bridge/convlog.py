@@ -1,6 +1,8 @@
 """The conversion log writer: one JSON line per conversion step (schema: mappings/convlog_schema.py),
-written by a background thread so the hot path only enqueues, rotated by size and by hour; each file it
-closes is written once more as a Parquet sidecar for the audit by another thread (bridge/convlog_parquet.py)."""
+written by a background thread so its callers only enqueue, rotated by size and by hour; each file it
+closes is written once more as a Parquet sidecar for the audit by another thread (bridge/convlog_parquet.py).
+In the gateway it runs in the conversion log process (bridge/convlog_process.py); RecordLines makes the
+router's records there: their values in the gateway, their lines (render_lines) in that process."""
 from __future__ import annotations
 
 import logging
@@ -8,9 +10,10 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Protocol
 
 from bridge.connectors.base import Inbound, Outbound
 from bridge.convlog_columns import FileColumns, LineColumns
@@ -31,20 +34,28 @@ FILE_PREFIX = "convlog-"
 FILE_SUFFIX = ".jsonl"
 
 
+class LogSink(Protocol):
+    """What the router logs to: a ConversionLog, or the gateway's LogProcess (bridge/convlog_process)."""
+
+    def record_lines(self, lines: list[str], columns: LineColumns | None = None) -> None: ...
+
+    def record_values(self, columns: LineColumns) -> None: ...
+
+
 class ConversionLog:
     """Append-only JSON Lines log. ``record()`` never blocks the caller on I/O.
 
     Files are ``<dir>/convlog-YYYYMMDD-HH-<seq>.jsonl``; a new file starts when the hour changes or
-    the current one passes ``max_bytes``. Lines are flushed at least every ``flush_seconds``.
+    the current one passes ``max_bytes``. Each batch of lines goes to the file in one write, unbuffered: what
+    ``written`` counts survives a SIGKILL of this process (it is in the kernel's page cache).
     A file closed for good (the hour changed, or it is full) gets its Parquet sidecar (``sidecars``; needs
     pyarrow), as do closed files without one found at start (docs/conversion-log.md, "Parquet sidecars").
     """
 
     def __init__(self, directory: Path, *, max_bytes: int = 64 * 1024 * 1024,
-                 flush_seconds: float = 0.5, max_pending: int = 1_000_000, sidecars: bool = True) -> None:
+                 max_pending: int = 1_000_000, sidecars: bool = True) -> None:
         self.directory = Path(directory)
         self.max_bytes = max_bytes
-        self.flush_seconds = flush_seconds
         self._queue: queue.Queue[str | list[str] | tuple[list[str], LineColumns] | None] = queue.Queue(max_pending)
         self._thread: threading.Thread | None = None
         self.written = 0
@@ -55,6 +66,9 @@ class ConversionLog:
         self._size = 0
         self._columns: FileColumns | None = None   # the current file's line values, while it has only render's lines
         self.sidecars = SidecarWriter() if sidecars else None
+        self.on_change: Callable[[], None] = _nothing   # after each write and sidecar (the log process's status)
+        if self.sidecars is not None:
+            self.sidecars.on_change = lambda: self.on_change()
 
     def start(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -79,6 +93,10 @@ class ConversionLog:
         except queue.Full:
             self._lost(1)
 
+    def record_values(self, columns: LineColumns) -> None:
+        """Queue the lines of RecordLines.values' ``columns`` (rendered here), with the values for the sidecar."""
+        self.record_lines(render_lines(columns), columns if self.keeps_columns else None)
+
     def record_lines(self, lines: list[str], columns: LineColumns | None = None) -> None:
         """Queue several lines as one entry of the queue (the router logs a batch's records together;
         ``max_pending`` counts entries); ``columns``: their values, when RecordLines.render wrote them."""
@@ -90,6 +108,7 @@ class ConversionLog:
     def _lost(self, count: int) -> None:
         before = self.dropped
         self.dropped += count
+        self.on_change()
         if before == 0 or before // 100_000 != self.dropped // 100_000:
             log.error("conversion log is %d entries behind: %d records dropped", self._queue.qsize(), self.dropped)
 
@@ -117,7 +136,7 @@ class ConversionLog:
             if not path.exists() or path.stat().st_size < self.max_bytes:
                 break
             seq += 1
-        self._file = open(path, "ab")  # noqa: SIM115 - long-lived, closed in _close_file; UTF-8 written by _write
+        self._file = open(path, "ab", buffering=0)  # noqa: SIM115 - long-lived, closed in _close_file; _write's bytes
         self._path = path
         self._hour = hour
         self._size = path.stat().st_size
@@ -127,20 +146,15 @@ class ConversionLog:
     def _close_file(self) -> None:
         f = self._file
         if f is not None:
-            f.flush()  # type: ignore[attr-defined]
             os.fsync(f.fileno())  # type: ignore[attr-defined]
             f.close()  # type: ignore[attr-defined]
             self._file = None
 
     def _run(self) -> None:
         name_this_thread()
-        last_flush = time.monotonic()
         done = False
         while not done:
-            try:
-                line = self._queue.get(timeout=self.flush_seconds)
-            except queue.Empty:
-                line = ""
+            line = self._queue.get()   # idle, it waits here: nothing wakes it but a record
             batch: list[str] = []
             columns: list[LineColumns] | None = []   # None: a line of the batch has no values (not render's)
             item = line
@@ -170,10 +184,7 @@ class ConversionLog:
                     self._columns = None   # the file no longer holds exactly the lines of its values
                     self.dropped += len(batch)
                     log.error("conversion log write failed (%d records lost): %s", len(batch), exc)
-            now = time.monotonic()
-            if self._file is not None and (done or now - last_flush >= self.flush_seconds):
-                self._file.flush()  # type: ignore[attr-defined]
-                last_flush = now
+                self.on_change()
             if batch and not done:   # busy: let entries gather (a put wakes no one while this sleeps)
                 time.sleep(GATHER_SECONDS)
         self._close_file()
@@ -185,7 +196,9 @@ class ConversionLog:
         data = "".join(lines).encode("utf-8")   # encoded once: the file is binary, the size is its length
         if self._columns is not None and columns is None:
             self._columns = None
-        self._file.write(data)  # type: ignore[attr-defined]
+        view = memoryview(data)
+        while view:   # one write(2) takes it all unless the disk is full or a signal interrupts it
+            view = view[self._file.write(view):]  # type: ignore[attr-defined]
         self._size += len(data)
         self.written += len(lines)
         file_columns = self._columns
@@ -194,6 +207,10 @@ class ConversionLog:
                 file_columns.size += len(data)
             else:
                 self._columns = None
+
+
+def _nothing() -> None:
+    pass
 
 
 def log_files(directory: Path) -> list[Path]:
@@ -205,11 +222,11 @@ class RecordLines:
     from LineTemplates (mappings.convlog_schema) with the text of ``trusted_json_line`` for the same
     values (tests/test_convlog_fast_path.py, tests/test_convlog_line_template.py).
 
-    ``render``: the messages a route's target accepted, from templates cached per route, client, source
-    and target destination, types and findings: per message only event time, key, sizes, latency and
-    redelivery count are encoded. Findings are matched by identity first (the MQTT -> STOMP fast path
-    reuses the same Finding objects for every message of a topic; an entry keeps them alive, so their
-    ids cannot be reused while it exists), then by value.
+    ``values``: the messages a route's target accepted, as templates cached per route, client, source
+    and target destination, types and findings, and per message the values that vary (event times, key,
+    sizes, redelivery count), which render_lines encodes into the templates' slots. Findings are matched by
+    identity first (the MQTT -> STOMP fast path reuses the same Finding objects for every message of a
+    topic; an entry keeps them alive, so their ids cannot be reused while it exists), then by value.
     ``one``: a single message of any status (backout, dropped, ...), from templates not cached."""
 
     MAX_CACHED = 4096
@@ -219,16 +236,17 @@ class RecordLines:
         self._by_id: dict[tuple[object, ...], tuple[LineTemplate, LineTemplate, tuple[Finding, ...]]] = {}
         self._by_value: dict[tuple[object, ...], tuple[LineTemplate, LineTemplate, tuple[Finding, ...]]] = {}
 
-    def render(self, route: str, target_proto: str, good: Sequence[tuple[Inbound, Outbound, str, ConversionReport]],
-               now: float, columns: LineColumns | None = None) -> list[str]:
-        """The lines; with ``columns``, also their values (for the file's Parquet sidecar, bridge/convlog_columns)."""
+    def values(self, route: str, target_proto: str, good: Sequence[tuple[Inbound, Outbound, str, ConversionReport]],
+               now: float) -> LineColumns:
+        """The messages a route's target accepted as their lines' values: per message its template pair (cached
+        per route, client, source and target destination, types and findings) and the values that vary. The
+        lines are rendered from them by render_lines, in the conversion log process (bridge/convlog_process)."""
         by_id = self._by_id
         if len(by_id) > self.MAX_CACHED:
             by_id.clear()
-        lines: list[str] = []
-        append = lines.append
-        now_text = json_timestamp(now)
-        last_received, received_text = None, ""   # a source's batch often shares one receive time
+        columns = LineColumns(now)
+        pairs = columns.pairs
+        append = pairs.append
         for item, out, target_type, report in good:
             findings = report.findings
             parts = (route, target_proto, item.protocol, item.source_type, item.qos, *mqtt_side(item, out),
@@ -237,29 +255,18 @@ class RecordLines:
             entry = by_id.get(cached)
             if entry is None:
                 entry = by_id[cached] = self._entry(parts, tuple(findings))
-            key, size = json_string(item.key), str(item.size)
-            count = item.redelivery_count
-            redelivered = str(count) if count < _INT_MAX else _INT_MAX_TEXT
-            received = item.received
-            if received != last_received:
-                last_received, received_text = received, json_timestamp(received)
-            # LineTemplate.render_encoded of both lines, inlined (two calls a message were ~10 % of render)
-            line = entry[0].slots.copy()
-            line[1::2] = received_text, key, size, redelivered
-            append("".join(line))   # type: ignore[arg-type]  # every None slot was just filled
-            latency = int((now - received) * 1_000_000)
-            line = entry[1].slots.copy()
-            line[1::2] = now_text, key, size, str(out.size), str(latency) if latency > 0 else "0", redelivered
-            append("".join(line))   # type: ignore[arg-type]
-            if columns is not None:
-                columns.pairs.append(entry)
-        if columns is not None:
-            columns.received.extend([g[0].received for g in good])
-            columns.keys.extend([g[0].key for g in good])
-            columns.sizes.extend([g[0].size for g in good])
-            columns.out_sizes.extend([g[1].size for g in good])
-            columns.redelivered.extend([min(g[0].redelivery_count, _INT_MAX) for g in good])
-        return lines
+            append(entry)
+        columns.received = [g[0].received for g in good]
+        columns.keys = [g[0].key for g in good]
+        columns.sizes = [g[0].size for g in good]
+        columns.out_sizes = [g[1].size for g in good]
+        columns.redelivered = [min(g[0].redelivery_count, _INT_MAX) for g in good]
+        return columns
+
+    def render(self, route: str, target_proto: str, good: Sequence[tuple[Inbound, Outbound, str, ConversionReport]],
+               now: float) -> list[str]:
+        """The lines of ``values`` (what the conversion log process writes for them)."""
+        return render_lines(self.values(route, target_proto, good, now))
 
     def one(self, route: str, target_proto: str, item: Inbound, direction: Direction, status: Status, now: float, *,
             target_type: str | None = None, target_size: int | None = None, findings: Sequence[Finding] = (),
@@ -301,6 +308,31 @@ class RecordLines:
         return ingress, egress
 
 
+def render_lines(columns: LineColumns) -> list[str]:
+    """The ingress and egress line of each message of ``columns`` (RecordLines.values): its templates' texts with
+    the message's variable values (LineTemplate.render_encoded of both lines, inlined: two calls a message were
+    ~10 % of the rendering). The text equals trusted_json_line's for the same values (tests)."""
+    lines: list[str] = []
+    append = lines.append
+    now = columns.now
+    now_text = json_timestamp(now)
+    last_received, received_text = None, ""   # a source's batch often shares one receive time
+    for entry, received, key, size, out_size, count in zip(columns.pairs, columns.received, columns.keys,
+                                                            columns.sizes, columns.out_sizes, columns.redelivered,
+                                                            strict=True):
+        key_text, size_text, redelivered = json_string(key), str(size), str(count)
+        if received != last_received:
+            last_received, received_text = received, json_timestamp(received)
+        line = entry[0].slots.copy()
+        line[1::2] = received_text, key_text, size_text, redelivered
+        append("".join(line))
+        latency = int((now - received) * 1_000_000)
+        line = entry[1].slots.copy()
+        line[1::2] = now_text, key_text, size_text, str(out_size), str(latency) if latency > 0 else "0", redelivered
+        append("".join(line))
+    return lines
+
+
 def mqtt_side(item: Inbound, out: Outbound | None) -> tuple[int, bool | None]:
     """The egress record's ``qos`` and the records' ``retained`` (docs/conversion-log.md): to MQTT, the QoS the
     route published at (to one client: what MqttTarget delivered at, ``extra["qos"]``) and that publication's
@@ -314,6 +346,5 @@ def mqtt_side(item: Inbound, out: Outbound | None) -> tuple[int, bool | None]:
 
 
 _INT_MAX = 2**31 - 1   # the log's redelivery_count is an int: a larger count is written as this
-_INT_MAX_TEXT = str(_INT_MAX)
 _INGRESS_VARIABLE = ("event_time", "message_key", "source_size", "redelivery_count")
 _EGRESS_VARIABLE = ("event_time", "message_key", "source_size", "target_size", "latency_us", "redelivery_count")

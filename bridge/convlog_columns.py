@@ -1,4 +1,4 @@
-"""The values behind the lines RecordLines.render writes, kept per hour file, so that the file's Parquet sidecar
+"""The values behind the lines convlog.render_lines writes, kept per hour file, so that the file's Parquet sidecar
 is built from them (bridge/convlog_parquet.columns_table) instead of parsing its JSON back: that parse cost
 ~8 µs a line on the sidecar thread, ~16 µs a routed message (docs/conversion-log.md, "Parquet sidecars").
 

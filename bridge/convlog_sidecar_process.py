@@ -23,8 +23,9 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
+from bridge.child_pipes import frame, read_frame, spawn, write_all
 from bridge.convlog_columns import FileColumns
 from bridge.convlog_parquet import SidecarOutcome, sidecar_job
 from bridge.threadnames import name_this_thread
@@ -32,35 +33,10 @@ from bridge.threadnames import name_this_thread
 log = logging.getLogger("mqbridge.convlog")
 
 NICE = 10               # the child's niceness: the gateway's own threads come first
-PIPE_BYTES = 1 << 20    # the request pipe's size, when the kernel allows it (fewer wake-ups per request)
-_F_SETPIPE_SZ = 1031    # fcntl.F_SETPIPE_SZ (Linux; Python 3.11's fcntl module lacks the name)
-_PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])   # the directory that holds ``bridge``
 
 
 class SidecarProcessError(Exception):
     """The sidecar process could not be started, or ended before it replied."""
-
-
-def _read_exact(stream: IO[bytes], n: int) -> bytes:
-    chunks: list[bytes] = []
-    while n:
-        chunk = stream.read(n)
-        if not chunk:
-            raise EOFError("the pipe ended")
-        chunks.append(chunk)
-        n -= len(chunk)
-    return b"".join(chunks)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:   # one write(2) moves it all unless a signal interrupts it
-        view = view[os.write(fd, view):]
-
-
-def _frame(obj: object) -> bytes:
-    body = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    return len(body).to_bytes(8, "big") + body
 
 
 class SidecarProcess:
@@ -76,14 +52,14 @@ class SidecarProcess:
         """The job's outcome. A child that ends before it replies is started again and given the job once more
         (jobs can be repeated: a sidecar is written to a temporary file and renamed): it may have died before
         the request came (a kill between files is seen only once its last thread is gone)."""
-        request = _frame((str(path), check, columns))
+        request = frame((str(path), check, columns))
         with self._lock:
             for attempt in (1, 2):
                 proc = self._started()
                 assert proc.stdin is not None and proc.stdout is not None
                 try:
-                    _write_all(proc.stdin.fileno(), request)
-                    reply = _read_exact(proc.stdout, int.from_bytes(_read_exact(proc.stdout, 8), "big"))
+                    write_all(proc.stdin.fileno(), request)
+                    reply = read_frame(proc.stdout)
                     break
                 except (OSError, EOFError) as e:
                     self._discard()
@@ -130,19 +106,10 @@ class SidecarProcess:
         self._discard()
         if self._closed:
             raise SidecarProcessError("the sidecar process was closed")
-        path = os.environ.get("PYTHONPATH")
-        env = {**os.environ, "PYTHONPATH": _PACKAGE_ROOT + (os.pathsep + path if path else "")}
         try:
-            proc = subprocess.Popen([sys.executable, "-m", "bridge.convlog_sidecar_process"], stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, bufsize=0, env=env, close_fds=True)
+            proc = spawn("bridge.convlog_sidecar_process")
         except OSError as e:
             raise SidecarProcessError(f"the sidecar process could not be started: {e}") from None
-        assert proc.stdin is not None
-        try:
-            import fcntl
-            fcntl.fcntl(proc.stdin.fileno(), _F_SETPIPE_SZ, PIPE_BYTES)
-        except OSError:   # over /proc/sys/fs/pipe-max-size: the default pipe, more wake-ups
-            pass
         self._proc = proc
         return proc
 
@@ -187,13 +154,12 @@ def child_main() -> int:
     logger.propagate = False
     while True:
         try:
-            head = _read_exact(requests, 8)
+            path, check, columns = pickle.loads(read_frame(requests))
         except EOFError:
             return 0
-        path, check, columns = pickle.loads(_read_exact(requests, int.from_bytes(head, "big")))
         collected.records.clear()
         outcome: Any = sidecar_job(Path(path), check, columns)
-        replies.write(_frame((outcome, collected.records)))
+        replies.write(frame((outcome, collected.records)))
         replies.flush()
 
 

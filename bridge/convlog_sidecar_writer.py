@@ -1,7 +1,7 @@
 """The conversion log's sidecar thread: it queues the closed hour files (with their lines' values, while memory
 allows) and hands them one at a time to the sidecar process (bridge/convlog_sidecar_process), which writes
-their Parquet sidecars (bridge/convlog_parquet). The thread only waits on that process; the gateway's GIL
-stays with the event loop (docs/conversion-log.md, "Parquet sidecars")."""
+their Parquet sidecars (bridge/convlog_parquet). The thread only waits on that process; pyarrow's GIL round
+trips stay out of the process that writes the log (docs/conversion-log.md, "Parquet sidecars")."""
 from __future__ import annotations
 
 import logging
@@ -39,6 +39,7 @@ class SidecarWriter:
         self.written = 0
         self.from_values = 0   # of ``written``: built from the writer's values of the lines, not their JSON
         self.rejected = 0
+        self.on_change: Callable[[], None] = lambda: None   # after each file (the conversion log process's status)
 
     def start(self, backlog: Callable[[], list[Path]] = list) -> bool:
         """Start the thread; False (logged once at INFO) without pyarrow. The backlog is listed here, before
@@ -126,6 +127,7 @@ class SidecarWriter:
                      outcome.detail)
         elif outcome.status == "failed":
             log.warning("conversion log: Parquet sidecar of %s not written: %s", path.name, outcome.detail)
+        self.on_change()
 
     def _build(self, path: Path, check: bool, columns: FileColumns | None) -> SidecarOutcome:
         """One file's job, in the sidecar process."""

@@ -436,6 +436,17 @@ class LineTemplate:
         # (RecordLines.render fills a copy in place itself: the variable fields' texts go to slots[1::2])
         self.slots: list[str | None] = [part for lit in literals[:-1] for part in (lit, None)] + [literals[-1]]
 
+    def __getstate__(self) -> tuple[tuple[str, ...], dict[str, Any], tuple[str, ...]]:
+        """Pickled as its fields and literal texts (the encoders are functions of the fields' kinds): the
+        conversion log process renders the gateway's templates as they were made (bridge/convlog_process)."""
+        return self.variable, self.values, self._literals
+
+    def __setstate__(self, state: tuple[tuple[str, ...], dict[str, Any], tuple[str, ...]]) -> None:
+        self.variable, self.values, literals = state
+        self._literals = literals
+        self._encoders = tuple(_VARIABLE_ENCODERS[FIELDS_BY_NAME[n].kind] for n in self.variable)
+        self.slots = [part for lit in literals[:-1] for part in (lit, None)] + [literals[-1]]
+
     def render(self, *values: Any) -> str:  # noqa: ANN401 - JSON-typed values of the variable fields
         """The line with the variable fields set to ``values`` (in the order of ``variable``)."""
         return self.render_encoded(*(encode(value) for encode, value in zip(self._encoders, values, strict=True)))

@@ -48,7 +48,7 @@ def _logged(directory: Path, seed: int, batches: int, keys: list[str], clients: 
     ``other_lines``: also a backout record now and then (Router.record: lines without values); ``in_step``:
     wait for each closed file's sidecar before the next batch (the sidecar thread never behind)."""
     rnd = random.Random(seed)
-    log = ConversionLog(directory, max_bytes=max_bytes, flush_seconds=0.05)
+    log = ConversionLog(directory, max_bytes=max_bytes)
     log.start()
     router = Router(None, None, log, "gw-\u00e9", None)  # type: ignore[arg-type]
     assert log.keeps_columns

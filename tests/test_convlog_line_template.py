@@ -11,8 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bridge.connectors.base import Inbound, Outbound
-from bridge.convlog import ConversionLog, log_files
+from bridge.convlog import ConversionLog, log_files, render_lines
 from bridge.convlog import RecordLines as OkLines
+from bridge.convlog_columns import LineColumns
+from bridge.convlog_process import LogProcess
 from bridge.routing.router import Router
 from mappings.convlog_schema import (
     ConversionRecord,
@@ -97,10 +99,13 @@ def _read(directory: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("cache_size", [OkLines.MAX_CACHED, 1])
-def test_record_ok_writes_what_record_writes(tmp_path: Path, cache_size: int, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("fast_log", [ConversionLog, LogProcess])
+def test_record_ok_writes_what_record_writes(tmp_path: Path, cache_size: int, fast_log: type[ConversionLog],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """A batch logged by record_ok (templates, one queue entry) gives the lines record() gives, message
     by message, including messages that reuse the templates of another (same Finding objects, or equal
-    ones), also when the template cache is cleared as it fills."""
+    ones), also when the template cache is cleared as it fills; rendered here (ConversionLog) or from the values
+    and pickled templates the gateway sends to the conversion log process (LogProcess)."""
     monkeypatch.setattr(OkLines, "MAX_CACHED", cache_size)
     route = Route.model_validate({"name": "r1", "from": {"mqtt": "a/#"}, "to": {"connector": "amq", "topic": "t"}})
     loss = (Finding(Change.DROPPED, "JMSTimestamp", "set by the broker"), Finding(Change.COERCED, "q", "int"))
@@ -112,7 +117,7 @@ def test_record_ok_writes_what_record_writes(tmp_path: Path, cache_size: int, mo
         item = _inbound(n + 10, client, topic, redelivered)
         out = Outbound(item.key, b"", "topic:t", n * 3)
         good.append((item, out, "TextMessage" if n % 2 else "BytesMessage", ConversionReport(list(fnd))))
-    logs = {name: ConversionLog(tmp_path / name) for name in ("fast", "model")}
+    logs = {"fast": fast_log(tmp_path / "fast"), "model": ConversionLog(tmp_path / "model")}
     for log in logs.values():
         log.start()
     now = 1_795_320_100.25
@@ -139,6 +144,9 @@ class _Lines:
 
     def record_lines(self, lines: list[str], columns: object = None) -> None:
         self.lines.extend(lines)
+
+    def record_values(self, columns: LineColumns) -> None:
+        self.lines.extend(render_lines(columns))
 
 
 @given(client=st.none() | text, dest=st.none() | text, fnd=findings, redelivered=st.integers(0, 2**40),

@@ -27,7 +27,7 @@ def _keys(directory: Path) -> list[str]:
 
 
 def test_size_rotation_keeps_every_record_whole_and_in_order(tmp_path: Path) -> None:
-    log = ConversionLog(tmp_path, max_bytes=4096, flush_seconds=0.05)
+    log = ConversionLog(tmp_path, max_bytes=4096)
     log.start()
     for i in range(0, 200, 10):
         log.record_lines([_line(j) for j in range(i, i + 10)])   # a route's batch: one queue entry
@@ -44,11 +44,11 @@ def test_size_rotation_keeps_every_record_whole_and_in_order(tmp_path: Path) -> 
 
 
 def test_a_restarted_writer_appends_to_the_current_file(tmp_path: Path) -> None:
-    first = ConversionLog(tmp_path, max_bytes=1 << 20, flush_seconds=0.05)
+    first = ConversionLog(tmp_path, max_bytes=1 << 20)
     first.start()
     first.record_line(_line(0))
     first.close()
-    second = ConversionLog(tmp_path, max_bytes=1 << 20, flush_seconds=0.05)
+    second = ConversionLog(tmp_path, max_bytes=1 << 20)
     second.start()
     second.record_line(_line(1))
     second.close()
@@ -60,7 +60,7 @@ def test_a_restarted_writer_appends_to_the_current_file(tmp_path: Path) -> None:
 def test_entries_beyond_max_pending_are_counted_dropped_and_the_rest_written_in_order(tmp_path: Path) -> None:
     """The hot path only appends; a writer that is behind by ``max_pending`` entries costs records (counted,
     never memory without bound), and what was queued is written in order, the last entries at close."""
-    log = ConversionLog(tmp_path, max_pending=4, flush_seconds=0.05)
+    log = ConversionLog(tmp_path, max_pending=4)
     log.record_lines([_line(0), _line(1)])   # queued before the writer runs
     log.record_line(_line(2))
     log.record_lines([_line(3)])

@@ -24,6 +24,7 @@ from bridge.convlog_parquet import SidecarOutcome, read_log, sidecar_path  # noq
 from bridge.convlog_sidecar_process import SidecarProcess, SidecarProcessError  # noqa: E402
 from bridge.convlog_sidecar_writer import SidecarWriter  # noqa: E402
 from tests.support.gateway import wait_for  # noqa: E402
+from tests.support.procs import alive  # noqa: E402
 
 try:
     from tests.spark_fixtures import FIXTURE_LOGS
@@ -31,14 +32,6 @@ except ImportError:  # tests/ is not a package: pytest puts this directory on sy
     from spark_fixtures import FIXTURE_LOGS
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def has_open(pid: int, path: Path) -> bool:
@@ -89,16 +82,14 @@ def test_its_columns_travel_as_the_fields_the_sidecar_reads(tmp_path):
     """A FileColumns pickles without its templates' encoders (lambdas) and comes back with their fields."""
     from bridge.connectors.base import Inbound, Outbound
     from bridge.convlog import RecordLines
-    from bridge.convlog_columns import LineColumns
     from mappings.mqtt.publication import MqttPublication
     from mappings.report import ConversionReport
 
     pub = MqttPublication("a/b", b"x", qos=1)
     item = Inbound(key="k1", protocol="mqtt", message=pub, source_type="publish", size=1, destination="a/b",
                    received=time.time(), client_id="c", qos=1)
-    cols = LineColumns(time.time())
-    RecordLines("gw").render("r1", "mq", [(item, Outbound("k1", b"", "Q", 3), "MQSTR", ConversionReport())],
-                             cols.now, cols)
+    cols = RecordLines("gw").values("r1", "mq", [(item, Outbound("k1", b"", "Q", 3), "MQSTR", ConversionReport())],
+                                    time.time())
     kept = FileColumns()
     assert kept.add(cols)
     back = pickle.loads(pickle.dumps(kept))

@@ -44,7 +44,7 @@ def wait_for(condition, what: str, timeout: float = 20.0) -> None:
 def written_through_the_log(directory: Path, lines: list[str], chunks: int, max_bytes: int) -> list[Path]:
     """Lines written by the gateway's ConversionLog in chunks (each its own write, so that it rotates by size);
     returns once the sidecar thread has written the closed files' sidecars."""
-    log = ConversionLog(directory, max_bytes=max_bytes, flush_seconds=0.05)
+    log = ConversionLog(directory, max_bytes=max_bytes)
     log.start()
     step = -(-len(lines) // chunks)
     for i in range(0, len(lines), step):

@@ -15,10 +15,9 @@ import stomp
 from stomp.utils import Frame
 
 from bridge.connectors.embedded import QueueStore, default_path
-from bridge.convlog import log_files
 from mappings.mq.message import decode_message
 from tests.support.activemq import BrokerEndpoints
-from tests.support.gateway import GatewayProcess, wait_for
+from tests.support.gateway import GatewayProcess, convlog_records, wait_for
 from tests.support.jmstool import JmsTool, typed
 from tests.support.mqtt_clients import PahoClient
 
@@ -51,10 +50,7 @@ def start_gateway(gateway_factory: Callable[..., GatewayProcess], tmp_path: Path
 
 
 def records(gw: GatewayProcess) -> list[dict[str, Any]]:
-    out = []
-    for f in log_files(gw.data_dir / "convlog"):
-        out.extend(json.loads(line) for line in f.read_text().splitlines() if line)
-    return out
+    return convlog_records(gw.data_dir / "convlog")
 
 
 def egress(gw: GatewayProcess, count: int, route: str) -> list[dict[str, Any]]:

@@ -5,7 +5,6 @@ the source's, and not a subscriber's lower grant)."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from mappings.mq.mqmd import Mqmd
 from mappings.mq.rfh2 import Rfh2, RfhElement, RfhFolder
 from tests.support.gateway import GatewayProcess, wait_for
 from tests.support.mqtt_clients import PahoClient
+from tests.support.procs import children, comm
 
 RULES = """\
 routes:
@@ -113,26 +113,8 @@ def test_closed_log_files_get_sidecars_from_the_routes_own_values(
         from_values = pq.read_table(sidecar_path(path))
         assert from_values.to_pylist() == read_log(path.read_bytes()).to_pylist()
         assert from_values.num_rows == path.read_bytes().count(b"\n")
-    # written by the gateway's sidecar process, not a thread sharing the event loop's GIL
+    # written by the gateway's conversion log process and its sidecar process, not threads sharing the event
+    # loop's GIL
     assert gw.proc is not None
-    assert "mqb-sidecars" in [_comm(pid) for pid in _children(gw.proc.pid)]
-
-
-def _children(pid: int) -> list[int]:
-    out = []
-    for entry in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                if entry.isdigit() and int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
-                    out.append(int(entry))
-        except (OSError, IndexError, ValueError):
-            continue
-    return out
-
-
-def _comm(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/comm") as f:
-            return f.read().strip()
-    except OSError:
-        return ""
+    (writer,) = [pid for pid in children(gw.proc.pid) if comm(pid) == "mqb-convlog"]
+    assert "mqb-sidecars" in [comm(pid) for pid in children(writer)]

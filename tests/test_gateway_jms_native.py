@@ -4,7 +4,6 @@ gateway's JVM, read and written by a plain Java JMS client (tests/java/JmsTool.j
 (typed properties, StreamMessage bodies, byte[] map entries) arrives exactly."""
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -13,7 +12,6 @@ from typing import Any
 import pytest
 
 from bridge.connectors.embedded import QueueStore, default_path
-from bridge.convlog import log_files
 from mappings.conversions.jms_mq import mq_bytes_to_jms
 from mappings.jms.model import JavaType, JavaValue, MapBody, StreamBody
 from mappings.mq import constants as C
@@ -21,7 +19,7 @@ from mappings.mq.message import build_message, encode_message
 from mappings.mq.mqmd import Mqmd, decode_mqmd
 from mappings.mq.rfh2 import Rfh2, RfhElement, RfhFolder
 from tests.support.activemq import BrokerEndpoints
-from tests.support.gateway import GatewayProcess, wait_for
+from tests.support.gateway import GatewayProcess, convlog_records, wait_for
 from tests.support.jmstool import JmsTool, native_connector_yaml, typed
 
 pytest.importorskip("jpype", reason="jpype1 not installed (pip install 'mqbridge[jms]')")
@@ -104,8 +102,7 @@ def test_a_character_the_provider_loses_is_a_finding_in_the_conversion_log(
 
 
 def records(gw: GatewayProcess) -> list[dict[str, Any]]:
-    return [json.loads(line) for f in log_files(gw.data_dir / "convlog") for line in f.read_text().splitlines()
-            if line]
+    return convlog_records(gw.data_dir / "convlog")
 
 
 def test_a_java_producers_stream_and_map_reach_mq_exactly(native_gw: tuple[GatewayProcess, str],

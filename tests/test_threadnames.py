@@ -39,17 +39,30 @@ def test_a_thread_and_an_executors_workers_get_their_os_names() -> None:
     assert os_name("jms-native-\u00e9\u00e9\u00e9\u00e9\u00e9") == "jms-native-\u00e9\u00e9"   # never half a character
 
 
+def _thread_names(pid: int) -> set[str]:
+    out = set()
+    for tid in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            out.add((tid / "comm").read_text().strip())
+        except OSError:
+            continue
+    return out
+
+
+def _child_pids(pid: int) -> list[int]:
+    try:
+        return [int(c) for t in Path(f"/proc/{pid}/task").iterdir()
+                for c in (t / "children").read_text().split()]
+    except OSError:
+        return []
+
+
 def test_a_running_gateways_threads_are_named(gateway: GatewayProcess) -> None:
+    """The gateway's threads, and those of its conversion log process (the writer and, with pyarrow, the
+    sidecar thread)."""
     assert gateway.proc is not None
     pid = gateway.proc.pid
-    want = {"mqb-store", "mqb-convlog"} | ({"mqb-convlog-par"} if importlib.util.find_spec("pyarrow") else set())
-
-    def names() -> set[str]:
-        out = set()
-        for tid in Path(f"/proc/{pid}/task").iterdir():
-            try:
-                out.add((tid / "comm").read_text().strip())
-            except OSError:
-                continue
-        return out
-    assert wait_for(lambda: want <= names(), 10, what=f"threads named {sorted(want)}")
+    assert wait_for(lambda: {"mqb-store", "mqb-convlog"} <= _thread_names(pid), 10, what="the gateway's threads")
+    want = {"mqb-convlog", "mqb-convlog-sta"} | ({"mqb-convlog-par"} if importlib.util.find_spec("pyarrow") else set())
+    assert wait_for(lambda: any(want <= _thread_names(c) for c in _child_pids(pid)), 10,
+                    what=f"the log process's threads {sorted(want)}")

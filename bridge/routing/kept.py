@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 from bridge.connectors.mqtt_internal import inbound_of, route_client_id
 from bridge.connectors.registry import RouteSetupError
-from bridge.convlog import ConversionLog, RecordLines
+from bridge.convlog import LogSink, RecordLines
 from bridge.mqtt.broker import ROUTE_CLIENT_PREFIX, Broker
 from bridge.mqtt.session import OutMsg
 from mappings.convlog_schema import Direction, Status
@@ -30,7 +30,7 @@ class KeptSessions:
     """The router's side of retired route sessions: which to retire, the summary lines and log of what
     became of their messages, status, and discarding."""
 
-    def __init__(self, broker: Broker, convlog: ConversionLog | None, lines: RecordLines) -> None:
+    def __init__(self, broker: Broker, convlog: LogSink | None, lines: RecordLines) -> None:
         self.broker = broker
         self.convlog = convlog
         self.lines = lines

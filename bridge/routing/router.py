@@ -17,8 +17,7 @@ from bridge.connectors.base import ConnectorError, Inbound, Outbound, Source, Ta
 from bridge.connectors.embedded import EmbeddedSource, EmbeddedTarget, QueueStore
 from bridge.connectors.mqtt_internal import MqttSource, MqttTarget
 from bridge.connectors.registry import CONNECTOR_FACTORIES, RouteSetupError
-from bridge.convlog import ConversionLog, RecordLines
-from bridge.convlog_columns import LineColumns
+from bridge.convlog import LogSink, RecordLines
 from bridge.mqtt.broker import Broker
 from bridge.routing.base import Converter, target_protocol
 from bridge.routing.convert import DEAD_LETTER_QUEUE, RouteConverter, backout_message
@@ -314,7 +313,7 @@ class RouteWorker:
 
 
 class Router:
-    def __init__(self, broker: Broker, queues: QueueStore, convlog: ConversionLog | None,
+    def __init__(self, broker: Broker, queues: QueueStore, convlog: LogSink | None,
                  gateway_id: str, executor: Executor) -> None:
         self.broker = broker
         self.queues = queues
@@ -460,8 +459,7 @@ class Router:
         """The ingress and egress records of a batch the target accepted, queued as one entry (lines
         from cached templates, convlog.RecordLines)."""
         if self.convlog is not None:
-            columns = LineColumns(now) if self.convlog.keeps_columns else None
-            self.convlog.record_lines(self._lines.render(route.name, target_proto, good, now, columns), columns)
+            self.convlog.record_values(self._lines.values(route.name, target_proto, good, now))
 
     def record(self, route: Route, item: Inbound, target_proto: str, direction: Direction, status: Status, *,
                now: float, target_type: str | None = None, target_size: int | None = None,

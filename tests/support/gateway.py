@@ -98,6 +98,16 @@ def wait_for(predicate: Any, timeout: float = 10.0, interval: float = 0.02, what
         time.sleep(interval)
 
 
+def convlog_records(directory: Path) -> list[dict[str, Any]]:
+    """The records of a running gateway's conversion log: complete lines only (the writer may be in the middle
+    of a line, as the audit and ``mqbridge log tail`` also allow)."""
+    out = []
+    for f in sorted(Path(directory).glob("convlog-*.jsonl")):
+        text = f.read_text("utf-8", errors="replace")
+        out.extend(json.loads(line) for line in text[:text.rfind("\n") + 1].splitlines() if line)
+    return out
+
+
 def port_holders(port: int) -> str:
     """What `ss` says holds a TCP port: the diagnosis when a restart cannot bind it again."""
     try:
