@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from bridge.connectors.base import Inbound, Outbound
 from bridge.convlog_columns import FileColumns, LineColumns
@@ -64,7 +64,7 @@ class ConversionLog:
         self._path: Path | None = None
         self._hour = ""
         self._size = 0
-        self._columns: FileColumns | None = None   # the current file's line values, while it has only render's lines
+        self._columns: FileColumns | None = None   # the file's line values, while all its lines are render_lines'
         self.sidecars = SidecarWriter() if sidecars else None
         self.on_change: Callable[[], None] = _nothing   # after each write and sidecar (the log process's status)
         if self.sidecars is not None:
@@ -99,7 +99,7 @@ class ConversionLog:
 
     def record_lines(self, lines: list[str], columns: LineColumns | None = None) -> None:
         """Queue several lines as one entry of the queue (the router logs a batch's records together;
-        ``max_pending`` counts entries); ``columns``: their values, when RecordLines.render wrote them."""
+        ``max_pending`` counts entries); ``columns``: their values, when render_lines wrote them."""
         try:
             self._queue.put_nowait(lines if columns is None else (lines, columns))
         except queue.Full:
@@ -154,14 +154,11 @@ class ConversionLog:
         name_this_thread()
         done = False
         while not done:
-            line = self._queue.get()   # idle, it waits here: nothing wakes it but a record
+            items, done = drained(self._queue)
             batch: list[str] = []
-            columns: list[LineColumns] | None = []   # None: a line of the batch has no values (not render's)
-            item = line
-            while True:
-                if item is None:
-                    done = True
-                elif isinstance(item, tuple):
+            columns: list[LineColumns] | None = []   # None: a line of the batch has no values (not render_lines')
+            for item in items:
+                if isinstance(item, tuple):
                     batch.extend(item[0])
                     if columns is not None:
                         columns.append(item[1])
@@ -171,12 +168,6 @@ class ConversionLog:
                 elif item:
                     batch.append(item)
                     columns = None
-                if done:
-                    break
-                try:   # drain what is there without blocking
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
             if batch:
                 try:
                     self._write(batch, columns)
@@ -211,6 +202,23 @@ class ConversionLog:
 
 def _nothing() -> None:
     pass
+
+
+T = TypeVar("T")
+
+
+def drained(entries: queue.Queue[T | None]) -> tuple[list[T], bool]:
+    """The entries there are, waiting for the first (idle, nothing wakes the caller but an entry); True once the
+    None that ends the queue was taken."""
+    item = entries.get()
+    items: list[T] = []
+    while item is not None:
+        items.append(item)
+        try:
+            item = entries.get_nowait()
+        except queue.Empty:
+            return items, False
+    return items, True
 
 
 def log_files(directory: Path) -> list[Path]:

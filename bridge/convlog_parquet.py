@@ -211,7 +211,7 @@ def columns_table(cols: FileColumns) -> Any:  # noqa: ANN401 - a pyarrow Table
     pairs = cols.templates
     ingress_vars, egress_vars = set(pairs[0][0].variable), set(pairs[0][1].variable)
     if any(p[0].variable != pairs[0][0].variable or p[1].variable != pairs[0][1].variable for p in pairs):
-        raise Rejected("templates with different variable fields")   # not render's pairs: the JSON is read
+        raise Rejected("templates with different variable fields")   # not render_lines' pairs: the JSON is read
     base = pa.Table.from_pylist([t.values for p in pairs for t in p[:2]], schema=arrow_schema(text_times=True))
     ingress_rows = pc.multiply(_numbers(cols.pair, pa.int64()), 2)   # the template of each message's line
     egress_rows = pc.add(ingress_rows, 1)

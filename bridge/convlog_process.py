@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from bridge.child_pipes import frame, read_frame, spawn, write_all
-from bridge.convlog import GATHER_SECONDS, ConversionLog
+from bridge.convlog import GATHER_SECONDS, ConversionLog, drained
 from bridge.convlog_columns import LineColumns
 from bridge.threadnames import name_this_thread
 from mappings.convlog_schema import ConversionRecord
@@ -170,17 +170,7 @@ class LogProcess:
         name_this_thread()
         done = False
         while not done:
-            item = self._queue.get()   # idle, it waits here: nothing wakes it but a record
-            items: list[Item] = []
-            while True:
-                if item is None:
-                    done = True
-                    break
-                items.append(item)
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
+            items, done = drained(self._queue)
             if items:
                 self._send(items)
             if not done:   # busy: let entries gather (a put wakes no one while this sleeps)

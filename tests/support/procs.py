@@ -5,9 +5,13 @@ import os
 
 
 def alive(pid: int) -> bool:
+    """Not yet fully ended: a zombie whose other threads are still exiting (after a SIGKILL, the first thread is a
+    zombie before the rest are gone, and the process's files, its pipes too, are still open) counts as alive."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+            if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                return True
+        return len(os.listdir(f"/proc/{pid}/task")) > 1
     except OSError:
         return False
 
