@@ -137,7 +137,9 @@ class Gateway:
                 out["queues_read_at"] = self._depths_at
                 out["queues_problem"] = self._depths_problem
         if self.convlog is not None:
-            out["convlog"] = {"written": self.convlog.written, "dropped": self.convlog.dropped}
+            # sent: records handed to the log process (written: by it, to the files); pid: that process's
+            out["convlog"] = {"written": self.convlog.written, "dropped": self.convlog.dropped,
+                              "sent": self.convlog.sent, "pid": self.convlog.pid}
             sidecars = self.convlog.sidecars
             if sidecars is not None:
                 out["convlog"]["sidecars"] = {"written": sidecars.written, "from_values": sidecars.from_values,

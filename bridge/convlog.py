@@ -207,13 +207,20 @@ def _nothing() -> None:
 T = TypeVar("T")
 
 
+# Entries taken from a queue at once, at most: a writer far behind (up to max_pending entries queued) handles
+# them in rounds of this many, so one write, or one pickle on the gateway's GIL, stays small.
+MAX_DRAINED = 1024
+
+
 def drained(entries: queue.Queue[T | None]) -> tuple[list[T], bool]:
-    """The entries there are, waiting for the first (idle, nothing wakes the caller but an entry); True once the
-    None that ends the queue was taken."""
+    """The entries there are (at most MAX_DRAINED), waiting for the first (idle, nothing wakes the caller but an
+    entry); True once the None that ends the queue was taken."""
     item = entries.get()
     items: list[T] = []
     while item is not None:
         items.append(item)
+        if len(items) >= MAX_DRAINED:
+            return items, False
         try:
             item = entries.get_nowait()
         except queue.Empty:

@@ -107,3 +107,22 @@ def test_close_ends_the_log_process_promptly_when_idle(tmp_path: Path) -> None:
     started = time.monotonic()
     log.close()
     assert time.monotonic() - started < 10 and not alive(pid)
+
+
+def test_a_queue_far_behind_is_taken_in_bounded_rounds_and_in_order() -> None:
+    """drained: at most MAX_DRAINED entries a round, the None that ends the queue seen after the entries before it."""
+    from queue import Queue
+
+    from bridge.convlog import MAX_DRAINED, drained
+
+    q: Queue[int | None] = Queue()
+    for i in range(2 * MAX_DRAINED + 5):
+        q.put(i)
+    q.put(None)
+    rounds = []
+    done = False
+    while not done:
+        items, done = drained(q)
+        rounds.append(items)
+    assert [len(r) for r in rounds] == [MAX_DRAINED, MAX_DRAINED, 5]
+    assert [i for r in rounds for i in r] == list(range(2 * MAX_DRAINED + 5))

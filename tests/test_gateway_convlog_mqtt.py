@@ -118,3 +118,4 @@ def test_closed_log_files_get_sidecars_from_the_routes_own_values(
     assert gw.proc is not None
     (writer,) = [pid for pid in children(gw.proc.pid) if comm(pid) == "mqb-convlog"]
     assert "mqb-sidecars" in [comm(pid) for pid in children(writer)]
+    assert status["pid"] == writer and status["sent"] >= status["written"] > 0
