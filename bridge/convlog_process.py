@@ -27,6 +27,7 @@ plus its queue), not what was in the pipe (docs/conversion-log.md, "The log proc
 from __future__ import annotations
 
 import logging
+import os
 import pickle
 import queue
 import signal
@@ -323,12 +324,13 @@ class _Status:
     """The child's status thread: the ConversionLog's counts and the log records made, sent to the gateway
     after a change (at most every STATUS_SECONDS)."""
 
-    def __init__(self, convlog: ConversionLog, out: Any) -> None:   # noqa: ANN401 - a binary stream
+    def __init__(self, convlog: ConversionLog, out: int) -> None:   # out: the status pipe's fd
         self.convlog = convlog
         self.out = out
         self.changed = threading.Event()
         self.records: list[tuple[int, str, str]] = []
         self.lock = threading.Lock()
+        self.write_lock = threading.Lock()
         self.stopping = False
         self.sidecars_on = False   # the ConversionLog's sidecar writer started (pyarrow is there)
         self.thread = threading.Thread(target=self._run, name="mqbridge-convlog-status", daemon=True)
@@ -342,13 +344,14 @@ class _Status:
             self.send()
 
     def send(self) -> None:
-        with self.lock:
+        with self.lock:   # taken by the log handler too: never held while writing
             records, self.records = self.records, []
-            c, s = self.convlog, self.convlog.sidecars
-            sidecars = (s.written, s.from_values, s.rejected) if s is not None and self.sidecars_on else None
+        c, s = self.convlog, self.convlog.sidecars
+        sidecars = (s.written, s.from_values, s.rejected) if s is not None and self.sidecars_on else None
+        data = frame((c.written, c.dropped, sidecars, records))
+        with self.write_lock:   # one frame at a time (the last one may come from stop())
             try:
-                self.out.write(frame((c.written, c.dropped, sidecars, records)))
-                self.out.flush()
+                write_all(self.out, data)
             except OSError:   # the gateway is gone: the log is still written
                 pass
 
@@ -377,8 +380,12 @@ def child_main() -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)
     name_this_thread("mqbridge-convlog")
-    requests, replies = sys.stdin.buffer, sys.stdout.buffer
-    sys.stdout = sys.stderr   # fd 1 carries the status: a stray print must not corrupt it
+    requests = sys.stdin.buffer
+    # the status goes out on a copy of fd 1; fd 1 itself becomes stderr, so that a stray print, also one by a
+    # native library, cannot corrupt it
+    replies = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     try:
         options = pickle.loads(read_frame(requests))   # our own parent's
     except EOFError:
