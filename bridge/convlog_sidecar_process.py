@@ -1,11 +1,12 @@
 """The process that writes the conversion log's Parquet sidecars (convlog_parquet.sidecar_job), and the
-gateway's handle on it.
+handle on it of its parent, the conversion log process (bridge/convlog_process; "the gateway" below).
 
 Why a process: pyarrow releases the GIL in each of the few hundred calls a sidecar makes, and each time it
-takes the GIL back it waits for the switch interval of whatever Python thread holds it. In the gateway that
-thread is the event loop. Measured with a 62 MiB file (70,000 messages): 0.1 s of work alone, but 2.0 s
-beside a busy Python thread, which lost 1.3 s of its own time to it; at 50 ms switches, 22.8 s and 12.8 s.
-A child process has a GIL of its own (docs/conversion-log.md, "Parquet sidecars").
+takes the GIL back it waits for the switch interval of whatever Python thread holds it (in the gateway, where
+the sidecars were first written, the event loop; in the log process, its writer). Measured with a 62 MiB
+file (70,000 messages): 0.1 s of work alone, but 2.0 s beside a busy Python thread, which lost 1.3 s of its
+own time to it; at 50 ms switches, 22.8 s and 12.8 s. A child process has a GIL of its own
+(docs/conversion-log.md, "Parquet sidecars").
 
 Protocol, on the child's stdin and stdout: a request is an 8-byte big-endian length and a pickle of
 (path, check, FileColumns or None); the reply the same framing around (SidecarOutcome, [(level, message), ...]),
