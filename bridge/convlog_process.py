@@ -244,11 +244,20 @@ class LogProcess:
             raise LogProcessError("its process did not start or ended at once; tried again shortly")
         try:
             proc = spawn("bridge.convlog_process")
-            assert proc.stdin is not None
-            write_all(proc.stdin.fileno(), frame(self._options))
         except OSError as e:
             self._next_start = now + RESTART_SECONDS
             raise LogProcessError(f"its process could not be started: {e}") from None
+        assert proc.stdin is not None
+        try:
+            write_all(proc.stdin.fileno(), frame(self._options))
+        except OSError as e:   # it ended at once: not left behind
+            proc.kill()
+            proc.wait()
+            for stream in (proc.stdin, proc.stdout):
+                if stream is not None:
+                    stream.close()
+            self._next_start = now + RESTART_SECONDS
+            raise LogProcessError(f"its process ended as it started: {e}") from None
         status = ChildStatus()
         self._children.append(status)
         self._ids.clear()
