@@ -259,8 +259,7 @@ class RecordLines:
         by_id = self._by_id
         if len(by_id) > self.MAX_CACHED:
             by_id.clear()
-        columns = LineColumns(now)
-        pairs = columns.pairs
+        pairs = []
         append = pairs.append
         for item, out, target_type, report in good:
             findings = report.findings
@@ -271,12 +270,9 @@ class RecordLines:
             if entry is None:
                 entry = by_id[cached] = self._entry(parts, tuple(findings))
             append(entry)
-        columns.received = [g[0].received for g in good]
-        columns.keys = [g[0].key for g in good]
-        columns.sizes = [g[0].size for g in good]
-        columns.out_sizes = [g[1].size for g in good]
-        columns.redelivered = [min(g[0].redelivery_count, _INT_MAX) for g in good]
-        return columns
+        return LineColumns(now, pairs, [g[0].received for g in good], [g[0].key for g in good],
+                           [g[0].size for g in good], [g[1].size for g in good],
+                           [min(g[0].redelivery_count, _INT_MAX) for g in good])
 
     def render(self, route: str, target_proto: str, good: Sequence[tuple[Inbound, Outbound, str, ConversionReport]],
                now: float) -> list[str]:

@@ -20,20 +20,21 @@ class TemplateFields(NamedTuple):
 
 
 class LineColumns:
-    """One render call's messages, in line order: per message its template pair (RecordLines' cache entry:
-    ingress template, egress template, findings), receive time, key, sizes and redelivery count; the egress
-    time of the whole call."""
+    """One batch's messages (RecordLines.values), in line order: per message its template pair (RecordLines' cache
+    entry: ingress template, egress template, findings), receive time, key, sizes and redelivery count; the
+    egress time of the whole batch."""
 
     __slots__ = ("pairs", "received", "keys", "sizes", "out_sizes", "redelivered", "now")
 
-    def __init__(self, now: float) -> None:
+    def __init__(self, now: float, pairs: list[tuple[Any, ...]], received: list[float], keys: list[str],
+                 sizes: list[int], out_sizes: list[int], redelivered: list[int]) -> None:
         self.now = now
-        self.pairs: list[tuple[Any, ...]] = []
-        self.received: list[float] = []
-        self.keys: list[str] = []
-        self.sizes: list[int] = []
-        self.out_sizes: list[int] = []
-        self.redelivered: list[int] = []
+        self.pairs = pairs
+        self.received = received
+        self.keys = keys
+        self.sizes = sizes
+        self.out_sizes = out_sizes
+        self.redelivered = redelivered
 
 
 class FileColumns:

@@ -43,7 +43,6 @@ from bridge.child_pipes import frame, read_frame, spawn, write_all
 from bridge.convlog import GATHER_SECONDS, ConversionLog, drained
 from bridge.convlog_columns import LineColumns
 from bridge.threadnames import name_this_thread
-from mappings.convlog_schema import ConversionRecord
 
 log = logging.getLogger("mqbridge.convlog")
 
@@ -76,7 +75,7 @@ class SidecarCounts:
     rejected: int
 
 
-Item = str | list[str] | LineColumns | None
+Item = str | list[str] | LineColumns
 
 
 class LogProcess:
@@ -91,7 +90,7 @@ class LogProcess:
         self.directory = Path(directory)
         self._options = {"directory": str(directory), "max_bytes": max_bytes, "max_pending": max_pending,
                          "sidecars": sidecars}
-        self._queue: queue.Queue[Item] = queue.Queue(max_pending)
+        self._queue: queue.Queue[Item | None] = queue.Queue(max_pending)
         self._thread: threading.Thread | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._reader: threading.Thread | None = None
@@ -113,9 +112,6 @@ class LogProcess:
             log.error("conversion log: %s", e)
         self._thread = threading.Thread(target=self._run, name="mqbridge-convlog", daemon=True)
         self._thread.start()
-
-    def record(self, rec: ConversionRecord) -> None:
-        self._put(rec.to_json_line(), 1)
 
     def record_line(self, line: str) -> None:
         """Queue one JSON line (from ConversionRecord.to_json_line or convlog_schema.trusted_json_line)."""
@@ -215,7 +211,7 @@ class LogProcess:
                             item.redelivered))
             elif isinstance(item, str):
                 out.append(("l", [item]))
-            elif item is not None:
+            else:
                 out.append(("l", item))
         if len(pairs) > MAX_TEMPLATES:
             out.append(("r",))
@@ -322,8 +318,7 @@ class LogProcess:
 
 
 def _count_lines(items: list[Item]) -> int:
-    return sum(1 if isinstance(i, str) else 2 * len(i.pairs) if isinstance(i, LineColumns) else len(i or ())
-               for i in items)
+    return sum(1 if isinstance(i, str) else 2 * len(i.pairs) if isinstance(i, LineColumns) else len(i) for i in items)
 
 
 # -- the child -------------------------------------------------------------------------------------------------
@@ -418,10 +413,7 @@ def child_main() -> int:
             for entry in pickle.loads(read_frame(requests)):
                 kind = entry[0]
                 if kind == "v":
-                    columns = LineColumns(entry[1])
-                    columns.pairs = [templates[n] for n in entry[2]]
-                    columns.received, columns.keys, columns.sizes, columns.out_sizes, columns.redelivered = entry[3:]
-                    convlog.record_values(columns)
+                    convlog.record_values(LineColumns(entry[1], [templates[n] for n in entry[2]], *entry[3:]))
                 elif kind == "l":
                     convlog.record_lines(entry[1])
                 elif kind == "t":

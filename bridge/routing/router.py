@@ -456,8 +456,8 @@ class Router:
 
     def record_ok(self, route: Route, target_proto: str,
                   good: list[tuple[Inbound, Outbound, str, ConversionReport]], now: float) -> None:
-        """The ingress and egress records of a batch the target accepted, queued as one entry (lines
-        from cached templates, convlog.RecordLines)."""
+        """The ingress and egress records of a batch the target accepted, queued as one entry: their templates
+        and values (convlog.RecordLines.values), rendered by the conversion log process."""
         if self.convlog is not None:
             self.convlog.record_values(self._lines.values(route.name, target_proto, good, now))
 
