@@ -7,6 +7,10 @@ OUT/summary.json until an incremental run reports reading exactly that batch (in
 the delay, which includes the wait for the next tick (up to S seconds). Losses are planted (1 in 1,000) and
 each run's verdict must count the batch's. The first batch (the JVM's first run) is reported apart.
 
+The audit runs as a user runs it (`python -m bridge audit`, its findings' Parquet tables written; a run's
+summary.json is written after its other outputs). Before session 29 it ran `python -m spark_audit ...
+--no-parquet-tables`.
+
   .venv/bin/python bench/bench_audit_every.py --rows 100000 --batches 6 --every 0.5
 """
 from __future__ import annotations
@@ -52,6 +56,8 @@ def main() -> int:
     parser.add_argument("--batches", type=int, default=6)
     parser.add_argument("--every", type=float, default=0.5)
     parser.add_argument("--timeout", type=float, default=300)
+    parser.add_argument("--no-parquet-tables", action="store_true",
+                        help="pass it on (the figures before session 29 were taken so: without the tables)")
     parser.add_argument("--output")
     parser.add_argument("--audit-log", help="the audit process's output (each run's phase times) to this file")
     args = parser.parse_args()
@@ -68,8 +74,9 @@ def main() -> int:
         staged = spool / f"convlog-{k:03d}.jsonl"
         staged.write_bytes(data)
         spooled.append((staged, data.count(b"\n")))
-    proc = subprocess.Popen([sys.executable, "-m", "spark_audit", str(logs), "--every", str(args.every), "--out",
-                             str(out), "--grace", "1", "--no-parquet-tables"], cwd=ROOT,
+    proc = subprocess.Popen([sys.executable, "-m", "bridge", "audit", str(logs), "--every", str(args.every), "--out",
+                             str(out), "--grace", "1", *(["--no-parquet-tables"] if args.no_parquet_tables else [])],
+                            cwd=ROOT,
                             env={**os.environ, "PYTHONPATH": str(ROOT)},
                             stdout=open(args.audit_log, "w") if args.audit_log else subprocess.DEVNULL,  # noqa: SIM115
                             stderr=subprocess.STDOUT if args.audit_log else subprocess.DEVNULL)

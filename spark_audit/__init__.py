@@ -2,7 +2,8 @@
 those listed before it (tests/test_spark_audit_layers.py):
 
 - session: options, cds (the JVM's class archive), session, frames (small frames from Python values),
-  fs (files of hdfs://, s3a://, file:// paths through Hadoop's FileSystem API)
+  fs (files of hdfs://, s3a://, file:// paths through Hadoop's FileSystem API), table_files (the findings'
+  Parquet tables written from their rows)
 - ingest: schema, sources (which bytes of the log files are read), lines (numbered lines, for samples),
   sidecars (the gateway's Parquet copies of closed files, used when they match), parquet_log (the Parquet
   log's partitions and the sidecars it reads in place), checked_read (files of valid records only, read by

@@ -58,6 +58,10 @@ class Tables(Mapping[str, DataFrame]):
                                              schema)
         return self._frames[name]
 
+    def rows(self, name: str) -> tuple[list[Row], StructType] | None:
+        """The table's rows and schema, while it is rows (None once it is a frame, or made as one)."""
+        return self._rows.get(name)
+
     def __iter__(self) -> Iterator[str]:
         return iter([*self._frames, *self._rows])
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -9,12 +10,15 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from mappings.convlog_schema import SCHEMA_VERSION
 from spark_audit import fs
 from spark_audit.charts import STATUS_COLOURS, escape, grouped_bars, marked, stacked_columns
 from spark_audit.findings import AuditResult
 from spark_audit.ingest import IngestResult
+from spark_audit.scope import Row
+from spark_audit.table_files import write_table
 
 REPORT_VERSION = 1
 EXIT_OK = 0
@@ -31,14 +35,20 @@ def _iso(value: object) -> str | None:
     return value.isoformat() if value is not None else None  # type: ignore[attr-defined]
 
 
-def finding_tables(result: AuditResult) -> dict[str, DataFrame]:
-    """The Parquet tables, one per finding (losses and unexpected egress split out of key_problems)."""
-    problems = result.tables["key_problems"]
-    tables = {name: df for name, df in result.tables.items() if name != "key_problems"}
-    tables["losses"] = problems.where(F.col("kind") == "lost").drop("kind")
-    tables["unexpected_egress"] = problems.where(F.col("kind") == "unexpected_egress").drop(
-        "kind", "age_seconds", "ingress_records"
-    )
+def finding_tables(result: AuditResult) -> dict[str, DataFrame | tuple[list[Row], StructType]]:
+    """The Parquet tables, one per finding (losses and unexpected egress split out of key_problems): each as
+    its collected rows and schema where the audit has them so (the usual case), else as a Spark frame."""
+    tables: dict[str, DataFrame | tuple[list[Row], StructType]] = {
+        name: result.tables.rows(name) or result.tables[name] for name in result.tables if name != "key_problems"}
+    problems = result.tables.rows("key_problems")
+    for name, kind, dropped in (("losses", "lost", ("kind",)),
+                                ("unexpected_egress", "unexpected_egress", ("kind", "age_seconds", "ingress_records"))):
+        if problems is None:
+            tables[name] = result.tables["key_problems"].where(F.col("kind") == kind).drop(*dropped)
+        else:
+            rows, schema = problems
+            tables[name] = ([r for r in rows if r["kind"] == kind],
+                            StructType([f for f in schema.fields if f.name not in dropped]))
     return dict(sorted(tables.items()))
 
 
@@ -108,9 +118,20 @@ def _without(row: dict[str, Any], *keys: str) -> dict[str, Any]:
 def write_outputs(
     result: AuditResult, summary: dict[str, Any], out_dir: str, parquet: bool = True, parallel: int = 4
 ) -> None:
-    """Write summary.json, report.html and (optionally) tables/<finding>/ Parquet into out_dir (a local
-    directory, or a URI: written through Hadoop's FileSystem API)."""
-    texts = {"summary.json": json.dumps(summary, indent=2, sort_keys=False) + "\n", "report.html": render_html(summary)}
+    """Write (optionally) tables/<finding>/ Parquet, report.html and summary.json into out_dir (a local
+    directory, or a URI: written through Hadoop's FileSystem API). summary.json comes last, each file whole
+    (a local one renamed into place): once a run's summary is there, so is the rest of its outputs."""
+    if parquet:   # tables of rows without Spark (spark_audit.table_files); frames by Spark jobs, side by side
+        tables = finding_tables(result)
+        with ThreadPoolExecutor(max_workers=parallel) as pool:
+            jobs = [pool.submit(table.coalesce(1).write.mode("overwrite").parquet, fs.join(out_dir, "tables", name))
+                    for name, table in tables.items() if isinstance(table, DataFrame)]
+            for name, table in tables.items():
+                if not isinstance(table, DataFrame):
+                    write_table(fs.join(out_dir, "tables", name), *table)
+            for done in jobs:
+                done.result()
+    texts = {"report.html": render_html(summary), "summary.json": json.dumps(summary, indent=2) + "\n"}
     if fs.is_remote(out_dir):
         hadoop = fs.Hadoop()
         hadoop.mkdirs(out_dir)
@@ -120,15 +141,9 @@ def write_outputs(
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         for name, text in texts.items():
-            (out / name).write_text(text)
-    if parquet:
-        tables = finding_tables(result)
-        with ThreadPoolExecutor(max_workers=parallel) as pool:
-            for done in [
-                pool.submit(df.coalesce(1).write.mode("overwrite").parquet, fs.join(out_dir, "tables", name))
-                for name, df in tables.items()
-            ]:
-                done.result()
+            staged = out / f".{name}.tmp"
+            staged.write_text(text)
+            os.replace(staged, out / name)
 
 
 def _table(rows: list[dict[str, Any]], columns: list[str] | None = None, total: int | None = None) -> str:

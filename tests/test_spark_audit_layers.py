@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "spark_audit"
 # Bottom to top, as spark_audit/__init__.py lists them.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("options", "cds", "session", "frames", "fs"),
+    ("options", "cds", "session", "frames", "fs", "table_files"),
     ("schema", "sources", "lines", "sidecars", "parquet_log", "ingest", "checked_read", "read_ahead",
      "carry",
      "increments"),

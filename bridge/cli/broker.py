@@ -13,7 +13,6 @@ from typing import Any
 from urllib.parse import quote
 
 from bridge.admin_token import HEADER, bearer, read_token
-from bridge.app import run
 from bridge.config import ConfigError, GatewayConfig, ListenerConfig, load_config
 from bridge.logsetup import setup_logging
 
@@ -97,6 +96,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"mqbridge: {exc}", file=sys.stderr)
         return 2
     setup_logging(cfg.logging.level, cfg.logging.json_format)
+    from bridge.app import run  # the gateway itself: not imported by the other commands (e.g. audit)
     return run(cfg)
 
 
