@@ -53,9 +53,12 @@ class ConversionLog:
     """
 
     def __init__(self, directory: Path, *, max_bytes: int = 64 * 1024 * 1024,
-                 max_pending: int = 1_000_000, sidecars: bool = True) -> None:
+                 max_pending: int = 1_000_000, sidecars: bool = True, block: bool = False) -> None:
         self.directory = Path(directory)
         self.max_bytes = max_bytes
+        # block: a full queue makes record_* wait instead of dropping (the log process: its pipe and the
+        # gateway's queue then hold the rest, and what it counts stays in order, see on_written)
+        self._block = block
         self._queue: queue.Queue[str | list[str] | tuple[list[str], LineColumns] | None] = queue.Queue(max_pending)
         self._thread: threading.Thread | None = None
         self.written = 0
@@ -67,6 +70,9 @@ class ConversionLog:
         self._columns: FileColumns | None = None   # the file's line values, while all its lines are render_lines'
         self.sidecars = SidecarWriter() if sidecars else None
         self.on_change: Callable[[], None] = _nothing   # after each write and sidecar (the log process's status)
+        # in the writer thread after each batch it wrote (or failed to): ``written`` + ``dropped`` then count the
+        # entries taken so far, in order (with ``block``); the log process reports them at once (its acks)
+        self.on_written: Callable[[], None] = lambda: self.on_change()
         if self.sidecars is not None:
             self.sidecars.on_change = lambda: self.on_change()
 
@@ -89,7 +95,7 @@ class ConversionLog:
     def record_line(self, line: str) -> None:
         """Queue one JSON line (from ConversionRecord.to_json_line or convlog_schema.trusted_json_line)."""
         try:
-            self._queue.put_nowait(line)
+            self._queue.put(line, self._block)
         except queue.Full:
             self._lost(1)
 
@@ -101,7 +107,7 @@ class ConversionLog:
         """Queue several lines as one entry of the queue (the router logs a batch's records together;
         ``max_pending`` counts entries); ``columns``: their values, when render_lines wrote them."""
         try:
-            self._queue.put_nowait(lines if columns is None else (lines, columns))
+            self._queue.put(lines if columns is None else (lines, columns), self._block)
         except queue.Full:
             self._lost(len(lines))
 
@@ -175,7 +181,7 @@ class ConversionLog:
                     self._columns = None   # the file no longer holds exactly the lines of its values
                     self.dropped += len(batch)
                     log.error("conversion log write failed (%d records lost): %s", len(batch), exc)
-                self.on_change()
+                self.on_written()
             if batch and not done:   # busy: let entries gather (a put wakes no one while this sleeps)
                 time.sleep(GATHER_SECONDS)
         self._close_file()

@@ -26,6 +26,7 @@ plus its queue), not what was in the pipe (docs/conversion-log.md, "The log proc
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import pickle
@@ -35,6 +36,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -99,6 +101,11 @@ class LogProcess:
         self._pairs: list[tuple[Any, ...]] = []      # those pairs, kept alive (their id()s stay theirs)
         self._dropped_here = 0
         self.sent = 0   # lines handed to a child (in its pipe or further)
+        # What the current child was sent and has not written yet, oldest first: (its line count once it has
+        # written this item, item). A child that dies leaves these to the next one (_ended), sent again first.
+        self._unacked: deque[tuple[int, Item]] = deque()
+        self._handed = 0              # lines sent to the current child
+        self._redo: list[Item] = []   # a dead child's unwritten items, for the next child
         self._next_start = 0.0
         self._closing = False
 
@@ -172,26 +179,52 @@ class LogProcess:
                 self._send(items)
             if not done:   # busy: let entries gather (a put wakes no one while this sleeps)
                 time.sleep(GATHER_SECONDS)
+        proc = self._proc
+        if self._redo or (self._unacked and proc is not None and proc.poll() is not None):
+            self._send([])   # a child died as the gateway closed: a last one writes what it had not
         self._stop_child()
 
     def _send(self, items: list[Item]) -> None:
-        """One frame to the child. A child that ended is replaced and the frame sent to the new one (a frame it
-        did not take whole was never written: the child reads whole frames only)."""
+        """One frame to the child. A child that ended is replaced, and the new one is sent first what the old one
+        had not written, then this frame (a frame it did not take whole was never written: the child reads whole
+        frames only)."""
+        new = _count_lines(items)
         for _attempt in (1, 2):
             try:
                 proc = self._started()
             except LogProcessError as e:
-                self._lost(_count_lines(items), str(e))
+                self._lost(new + _count_lines(self._redo), str(e))
+                self._redo = []
                 return
             assert proc.stdin is not None
-            data = frame(self._entries(items))
+            batch = self._redo + items if self._redo else items
+            data = frame(self._entries(batch))
             try:
                 write_all(proc.stdin.fileno(), data)
-                self.sent += _count_lines(items)
-                return
             except OSError:
                 self._ended()
-        self._lost(_count_lines(items), "the conversion log process ended twice")
+                continue
+            self._redo = []
+            self._handed_over(batch)
+            self.sent += new
+            return
+        self._lost(new + _count_lines(self._redo), "the conversion log process ended twice")
+        self._redo = []
+
+    def _handed_over(self, items: list[Item]) -> None:
+        """Keep what the child was sent until it has written it (its status: written + dropped, in order)."""
+        unacked = self._unacked
+        for item in items:
+            self._handed += _item_lines(item)
+            unacked.append((self._handed, item))
+        done = self._done()
+        while unacked and unacked[0][0] <= done:
+            unacked.popleft()
+
+    def _done(self) -> int:
+        """The lines the current child has written or dropped (it counts whole entries, in the order sent)."""
+        status = self._children[-1] if self._children else None
+        return 0 if status is None else status.written + status.dropped
 
     def _entries(self, items: list[Item]) -> list[tuple[Any, ...]]:
         ids, pairs = self._ids, self._pairs
@@ -275,14 +308,33 @@ class LogProcess:
                 for level, name, message in records:
                     logging.getLogger(name).log(level, "%s", message)
         except (EOFError, OSError, ValueError, pickle.UnpicklingError):
-            return
+            pass
+        if not self._closing:   # it died: wake the sending thread, which gives its unwritten records to a new one
+            with contextlib.suppress(queue.Full):
+                self._queue.put_nowait([])
 
     def _ended(self) -> None:
+        """The current child ended: what it was sent and had not written goes to the next one (its last status
+        is read to the end first). A child killed between a write and the status after it (microseconds) has
+        those lines written twice."""
         code = self._discard()
         if self._children and not self._children[-1].reported:   # it ended before it started working
             self._next_start = time.monotonic() + RESTART_SECONDS
-        log.error("conversion log: its process ended (exit status %s); a new one takes over, the records the old one "
-                  "had not written yet are lost", code)
+        done, again, partly = self._done(), [], 0
+        for end, item in self._unacked:
+            if end <= done:
+                continue
+            if end - _item_lines(item) < done:   # part of an entry written: cannot be (whole entries are counted)
+                partly += end - done
+            else:
+                again.append(item)
+        self._unacked.clear()
+        self._handed = 0
+        self._redo = again + self._redo
+        log.error("conversion log: its process ended (exit status %s); a new one takes over and is sent the %d "
+                  "records the old one had not written", code, _count_lines(self._redo))
+        if partly:
+            self._lost(partly, "its process ended in the middle of an entry")
 
     def _discard(self) -> int | None:
         """Close the pipes of a child that ended (or end it) and wait for it: its exit status."""
@@ -317,8 +369,12 @@ class LogProcess:
         self._discard()
 
 
+def _item_lines(item: Item) -> int:
+    return 1 if isinstance(item, str) else 2 * len(item.pairs) if isinstance(item, LineColumns) else len(item)
+
+
 def _count_lines(items: list[Item]) -> int:
-    return sum(1 if isinstance(i, str) else 2 * len(i.pairs) if isinstance(i, LineColumns) else len(i) for i in items)
+    return sum(map(_item_lines, items))
 
 
 # -- the child -------------------------------------------------------------------------------------------------
@@ -348,14 +404,15 @@ class _Status:
             self.send()
 
     def send(self) -> None:
-        with self.lock:   # taken by the log handler too: never held while writing
-            records, self.records = self.records, []
-        c, s = self.convlog, self.convlog.sidecars
-        sidecars = (s.written, s.from_values, s.rejected) if s is not None and self.sidecars_on else None
-        data = frame((c.written, c.dropped, sidecars, records))
-        with self.write_lock:   # one frame at a time (the last one may come from stop())
+        """One status frame. Also the writer thread's ack after each batch (ConversionLog.on_written): the counts
+        are read under the frame lock, so that the gateway never sees them go back."""
+        with self.write_lock:   # one frame at a time, from the writer, this thread, or stop()
+            with self.lock:   # taken by the log handler too (never the write lock: no cycle)
+                records, self.records = self.records, []
+            c, s = self.convlog, self.convlog.sidecars
+            sidecars = (s.written, s.from_values, s.rejected) if s is not None and self.sidecars_on else None
             try:
-                write_all(self.out, data)
+                write_all(self.out, frame((c.written, c.dropped, sidecars, records)))
             except OSError:   # the gateway is gone: the log is still written
                 pass
 
@@ -395,14 +452,14 @@ def child_main() -> int:
     except EOFError:
         return 0
     convlog = ConversionLog(Path(options["directory"]), max_bytes=options["max_bytes"],
-                            max_pending=options["max_pending"],
-                            sidecars=options["sidecars"])
+                            max_pending=options["max_pending"], sidecars=options["sidecars"], block=True)
     status = _Status(convlog, replies)
     logger = logging.getLogger("mqbridge")
     logger.addHandler(_Forward(status))
     logger.setLevel(logging.INFO)
     logger.propagate = False
     convlog.on_change = status.changed.set
+    convlog.on_written = status.send   # the ack of each write, at once
     convlog.start()
     status.sidecars_on = convlog.sidecars is not None and convlog.sidecars.active
     status.send()   # started: the gateway counts on this one from here on
