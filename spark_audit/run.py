@@ -28,7 +28,7 @@ from spark_audit.read_ahead import ReadAhead, read_ahead
 from spark_audit.report import build_summary, write_outputs
 from spark_audit.rollup import count_files, pending_rollups
 from spark_audit.scope import AuditConfig
-from spark_audit.session import build_session, driver_java_options, resolve_master
+from spark_audit.session import build_session, driver_java_options, resolve_master, stop_accumulator_server
 
 EXIT_USAGE = 2  # "could not audit": unusable arguments, damaged input (report.EXIT_NOT_AUDITED), a failed run
 
@@ -104,6 +104,8 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> int:
         if note is not None:
             print(note, file=sys.stderr, flush=True)
     session = spark or build_session(args.master, full_jit=every is not None, pools=every is not None)
+    if own_session:
+        stop_accumulator_server(session)
     try:
         if remote:  # listed through Hadoop's FileSystem API, which needs the session
             try:

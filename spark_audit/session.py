@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -86,3 +87,12 @@ def build_session(master: str | None = DEFAULT_MASTER, app_name: str = "mqbridge
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def stop_accumulator_server(spark: SparkSession) -> None:
+    """Stop PySpark's accumulator server now, in a thread: SparkSession.stop() at the end of a command otherwise
+    waits for it, up to its 0.5 s poll (0.09-0.48 s measured). The audit runs no Python code on the executors
+    (no UDF, no RDD), so nothing ever reports to it. For a session this process started and will stop."""
+    server = getattr(spark.sparkContext, "_accumulatorServer", None)
+    if server is not None:
+        threading.Thread(target=server.shutdown, name="accumulator-server-stop", daemon=True).start()

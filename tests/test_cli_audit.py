@@ -3,7 +3,10 @@ from __future__ import annotations
 
 import builtins
 import json
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +17,8 @@ try:
     from tests.spark_fixtures import FIXTURE_LOGS, spark  # noqa: F401
 except ImportError:  # tests/ is not a package: pytest puts this directory on sys.path
     from spark_fixtures import FIXTURE_LOGS, spark  # noqa: F401
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_audit_command_parses_the_shared_arguments():
@@ -56,3 +61,16 @@ def test_an_audit_run_from_another_thread_leaves_the_callers_session_running(spa
     worker.join(300)
     assert codes == [1]
     assert spark.range(3).count() == 3   # still running
+
+
+@pytest.mark.spark
+def test_the_command_in_a_process_of_its_own(tmp_path):
+    """`mqbridge audit` as a user runs it: its own JVM, started and stopped by it (its accumulator server
+    stopped at the start: the audit runs no Python code on executors, which would report to it), the
+    tables written, the verdict in the exit code."""
+    done = subprocess.run([sys.executable, "-m", "bridge", "audit", str(FIXTURE_LOGS), "--out", str(tmp_path),
+                           "--grace", "60"], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr and "Exception" not in done.stderr
+    assert json.loads((tmp_path / "summary.json").read_text())["verdict"]["losses"] == 1
+    assert (tmp_path / "tables" / "losses" / "_SUCCESS").is_file() and "FAIL" in done.stdout
