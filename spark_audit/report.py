@@ -13,12 +13,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from mappings.convlog_schema import SCHEMA_VERSION
-from spark_audit import fs
+from spark_audit import fs, table_files
 from spark_audit.charts import STATUS_COLOURS, escape, grouped_bars, marked, stacked_columns
 from spark_audit.findings import AuditResult
 from spark_audit.ingest import IngestResult
 from spark_audit.scope import Row
-from spark_audit.table_files import write_table
 
 REPORT_VERSION = 1
 EXIT_OK = 0
@@ -37,10 +36,12 @@ def _iso(value: object) -> str | None:
 
 def finding_tables(result: AuditResult) -> dict[str, DataFrame | tuple[list[Row], StructType]]:
     """The Parquet tables, one per finding (losses and unexpected egress split out of key_problems): each as
-    its collected rows and schema where the audit has them so (the usual case), else as a Spark frame."""
+    its collected rows and schema where the audit has them so (the usual case) and pyarrow can write them,
+    else as a Spark frame."""
+    rows = result.tables.rows if table_files.available() else lambda _name: None
     tables: dict[str, DataFrame | tuple[list[Row], StructType]] = {
-        name: result.tables.rows(name) or result.tables[name] for name in result.tables if name != "key_problems"}
-    problems = result.tables.rows("key_problems")
+        name: rows(name) or result.tables[name] for name in result.tables if name != "key_problems"}
+    problems = rows("key_problems")
     for name, kind, dropped in (("losses", "lost", ("kind",)),
                                 ("unexpected_egress", "unexpected_egress", ("kind", "age_seconds", "ingress_records"))):
         if problems is None:
@@ -128,7 +129,7 @@ def write_outputs(
                     for name, table in tables.items() if isinstance(table, DataFrame)]
             for name, table in tables.items():
                 if not isinstance(table, DataFrame):
-                    write_table(fs.join(out_dir, "tables", name), *table)
+                    table_files.write_table(fs.join(out_dir, "tables", name), *table)
             for done in jobs:
                 done.result()
     texts = {"report.html": render_html(summary), "summary.json": json.dumps(summary, indent=2) + "\n"}

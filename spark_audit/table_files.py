@@ -8,15 +8,15 @@ schema (the Spark types map one to one, below). A URI goes through Hadoop's File
 """
 from __future__ import annotations
 
+import importlib.util
 import io
 import os
 import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 from pyspark.sql.types import (
     ArrayType,
     BooleanType,
@@ -34,8 +34,15 @@ PART_FILE = "part-00000.snappy.parquet"   # what Spark names its (longer) part f
 SUCCESS_FILE = "_SUCCESS"
 
 
-def arrow_type(data_type: DataType) -> pa.DataType:
+def available() -> bool:
+    """pyarrow is installed (an `mqbridge[spark]` install has it; Spark's own image, where the spark-audit
+    service runs, does not: there the tables are Spark frames written by Spark, as before)."""
+    return importlib.util.find_spec("pyarrow") is not None
+
+
+def arrow_type(data_type: DataType) -> Any:  # noqa: ANN401 - a pyarrow DataType
     """The Arrow type Spark reads back as data_type (the types the findings' schemas use)."""
+    import pyarrow as pa
     if isinstance(data_type, StringType):
         return pa.string()
     if isinstance(data_type, LongType):
@@ -53,12 +60,15 @@ def arrow_type(data_type: DataType) -> pa.DataType:
     raise TypeError(f"no Parquet mapping for the finding column type {data_type.simpleString()}")
 
 
-def arrow_schema(schema: StructType) -> pa.Schema:
+def arrow_schema(schema: StructType) -> Any:  # noqa: ANN401 - a pyarrow Schema
+    import pyarrow as pa
     return pa.schema([pa.field(f.name, arrow_type(f.dataType), f.nullable) for f in schema.fields])
 
 
 def parquet_bytes(rows: Sequence[Mapping[str, object]], schema: StructType) -> bytes:
     """The rows (each with every field of schema, by name) as one Parquet file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
     target = arrow_schema(schema)
     columns = [pa.array([row[f.name] for row in rows], type=t.type) for f, t in zip(schema.fields, target,
                                                                                      strict=True)]

@@ -20,7 +20,7 @@ from pyspark.sql.types import (  # noqa: E402
     StructType,
 )
 
-from spark_audit import report  # noqa: E402
+from spark_audit import table_files  # noqa: E402
 from spark_audit.options import build_parser  # noqa: E402
 from spark_audit.run import run  # noqa: E402
 from spark_audit.table_files import PART_FILE, SUCCESS_FILE, write_table  # noqa: E402
@@ -66,16 +66,33 @@ def test_a_table_is_replaced_whole(tmp_path):
 def test_a_runs_summary_comes_after_its_tables(spark, tmp_path, monkeypatch):
     out = tmp_path / "out"
     seen: list[tuple[str, bool, bool]] = []
-    real = report.write_table
+    real = table_files.write_table
 
     def watched(directory: str, rows, schema) -> None:
         seen.append((Path(directory).name, (out / "summary.json").exists(), (out / "report.html").exists()))
         real(directory, rows, schema)
 
-    monkeypatch.setattr(report, "write_table", watched)
+    monkeypatch.setattr(table_files, "write_table", watched)
     code = run(build_parser().parse_args([str(FIXTURE_LOGS), "--out", str(out), "--grace", "60"]), spark)
     assert code == 1   # the fixture log has losses
     assert len(seen) == 12 and not any(summary or html for _, summary, html in seen)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["verdict"]["losses"] == spark.read.parquet(str(out / "tables" / "losses")).count()
     assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == []
+
+
+def test_without_pyarrow_spark_writes_the_same_tables(spark, tmp_path, monkeypatch):
+    """Spark's image (the spark-audit service) has no pyarrow: the tables are then Spark frames written by
+    Spark, with the same rows and columns."""
+    def tables(out: Path) -> dict[str, list[str]]:
+        return {p.name: sorted(json.dumps(r.asDict(recursive=True)) for r in spark.read.parquet(str(p)).collect())
+                for p in sorted((out / "tables").iterdir())}
+
+    args = [str(FIXTURE_LOGS), "--grace", "60", "--out"]
+    assert run(build_parser().parse_args([*args, str(tmp_path / "arrow")]), spark) == 1
+    monkeypatch.setattr(table_files, "available", lambda: False)
+    monkeypatch.setattr(table_files, "write_table", lambda *_: pytest.fail("pyarrow used"))
+    assert run(build_parser().parse_args([*args, str(tmp_path / "spark")]), spark) == 1
+    assert not (tmp_path / "spark" / "tables" / "losses" / PART_FILE).exists()   # Spark's own part files
+    written = tables(tmp_path / "arrow")
+    assert len(written) == 12 and written == tables(tmp_path / "spark")
