@@ -66,6 +66,7 @@ class ChildStatus:
     dropped: int = 0
     sidecars: tuple[int, int, int] | None = None
     reported: bool = False   # a status came: the child started
+    ended: bool = False      # its status pipe ended: it is exiting (maybe not yet a zombie for poll())
 
 
 @dataclass(slots=True)
@@ -262,7 +263,7 @@ class LogProcess:
 
     def _started(self) -> subprocess.Popen[bytes]:
         proc = self._proc
-        if proc is not None and proc.poll() is None:
+        if proc is not None and not self._children[-1].ended and proc.poll() is None:
             return proc
         if proc is not None:
             self._ended()
@@ -309,6 +310,9 @@ class LogProcess:
                     logging.getLogger(name).log(level, "%s", message)
         except (EOFError, OSError, ValueError, pickle.UnpicklingError):
             pass
+        # The child is exiting. poll() may not say so yet (a write to its stdin may even succeed): the sending
+        # thread goes by this flag (seen once: the wake-up below sent to the dying child, nothing after it).
+        status.ended = True
         if not self._closing:   # it died: wake the sending thread, which gives its unwritten records to a new one
             with contextlib.suppress(queue.Full):
                 self._queue.put_nowait([])

@@ -31,6 +31,15 @@ def _lines(directory: Path) -> list[str]:
     return [line for p in log_files(directory) for line in p.read_text("utf-8").splitlines(keepends=True)]
 
 
+def _ten_written(log: LogProcess) -> int:
+    """Lines 0-9 logged and written; the log process's pid."""
+    for i in range(10):
+        log.record_line(_line(i))
+    wait_for(lambda: log.written == 10, 30, what="the first lines")
+    assert log.pid is not None
+    return log.pid
+
+
 def test_what_the_gateway_handed_over_is_written_after_it_is_killed(tmp_path: Path) -> None:
     """A process logs 200 lines, waits until they are in the log process's pipe and kills itself with SIGKILL.
     The log process writes all of them, closes the file and ends. (With the writer thread in the gateway, as
@@ -62,11 +71,7 @@ def test_a_log_process_that_died_is_replaced(tmp_path: Path, caplog: pytest.LogC
     log = LogProcess(tmp_path, sidecars=False)
     log.start()
     try:
-        for i in range(10):
-            log.record_line(_line(i))
-        wait_for(lambda: log.written == 10, 30, what="the first lines")
-        first = log.pid
-        assert first is not None
+        first = _ten_written(log)
         os.kill(first, signal.SIGKILL)
         wait_for(lambda: not alive(first), 30, what="the log process to die")
         with caplog.at_level(logging.ERROR, logger="mqbridge.convlog"):
@@ -90,11 +95,7 @@ def test_what_a_dead_log_process_had_not_written_goes_to_the_next_one(tmp_path: 
     log.start()
     first = None
     try:
-        for i in range(10):
-            log.record_line(_line(i))
-        wait_for(lambda: log.written == 10, 30, what="the first lines")
-        first = log.pid
-        assert first is not None
+        first = _ten_written(log)
         os.kill(first, signal.SIGSTOP)
         with caplog.at_level(logging.ERROR, logger="mqbridge.convlog"):
             for i in range(10, 210):
