@@ -38,17 +38,17 @@ def finding_tables(result: AuditResult) -> dict[str, DataFrame | tuple[list[Row]
     """The Parquet tables, one per finding (losses and unexpected egress split out of key_problems): each as
     its collected rows and schema where the audit has them so (the usual case) and pyarrow can write them,
     else as a Spark frame."""
-    rows = result.tables.rows if table_files.available() else lambda _name: None
+    as_rows = result.tables.rows if table_files.available() else lambda _name: None
     tables: dict[str, DataFrame | tuple[list[Row], StructType]] = {
-        name: rows(name) or result.tables[name] for name in result.tables if name != "key_problems"}
-    problems = rows("key_problems")
+        name: as_rows(name) or result.tables[name] for name in result.tables if name != "key_problems"}
+    problems = as_rows("key_problems")
     for name, kind, dropped in (("losses", "lost", ("kind",)),
                                 ("unexpected_egress", "unexpected_egress", ("kind", "age_seconds", "ingress_records"))):
         if problems is None:
             tables[name] = result.tables["key_problems"].where(F.col("kind") == kind).drop(*dropped)
         else:
-            rows, schema = problems
-            tables[name] = ([r for r in rows if r["kind"] == kind],
+            found, schema = problems
+            tables[name] = ([r for r in found if r["kind"] == kind],
                             StructType([f for f in schema.fields if f.name not in dropped]))
     return dict(sorted(tables.items()))
 
