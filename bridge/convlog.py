@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -181,6 +182,10 @@ class ConversionLog:
                     self._columns = None   # the file no longer holds exactly the lines of its values
                     self.dropped += len(batch)
                     log.error("conversion log write failed (%d records lost): %s", len(batch), exc)
+                except Exception:   # a bug: counted and logged; the writer goes on with the next batch
+                    self._columns = None
+                    self.dropped += len(batch)
+                    log.exception("conversion log: %d records not written", len(batch))
                 self.on_written()
             if batch and not done:   # busy: let entries gather (a put wakes no one while this sleeps)
                 time.sleep(GATHER_SECONDS)
@@ -190,7 +195,11 @@ class ConversionLog:
         hour = datetime.now(UTC).strftime("%Y%m%d-%H")
         if self._file is None or hour != self._hour or self._size >= self.max_bytes:
             self._open(hour)
-        data = "".join(lines).encode("utf-8")   # encoded once: the file is binary, the size is its length
+        text = "".join(lines)
+        try:
+            data = text.encode("utf-8")   # encoded once: the file is binary, the size is its length
+        except UnicodeEncodeError:   # a lone surrogate in a string (a JMS String may hold one): JSON's escape
+            data = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8")
         if self._columns is not None and columns is None:
             self._columns = None
         view = memoryview(data)
@@ -208,6 +217,11 @@ class ConversionLog:
 
 def _nothing() -> None:
     pass
+
+
+# The lines are JSON with ensure_ascii off, so a surrogate can only be a character of a string; written as the
+# \uXXXX escape it is the same string to a JSON reader, and the file stays UTF-8 (before, it stopped the writer).
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 T = TypeVar("T")
