@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol, TypeVar
 
+from bridge.child_pipes import write_all
 from bridge.connectors.base import Inbound, Outbound
 from bridge.convlog_columns import FileColumns, LineColumns
 from bridge.convlog_parquet import closed_files
@@ -202,9 +203,7 @@ class ConversionLog:
             data = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8")
         if self._columns is not None and columns is None:
             self._columns = None
-        view = memoryview(data)
-        while view:   # one write(2) takes it all unless the disk is full or a signal interrupts it
-            view = view[self._file.write(view):]  # type: ignore[attr-defined]
+        write_all(self._file.fileno(), data)  # type: ignore[attr-defined]  # (unbuffered: the file's own fd)
         self._size += len(data)
         self.written += len(lines)
         file_columns = self._columns
@@ -293,11 +292,6 @@ class RecordLines:
         return LineColumns(now, pairs, [g[0].received for g in good], [g[0].key for g in good],
                            [g[0].size for g in good], [g[1].size for g in good],
                            [min(g[0].redelivery_count, _INT_MAX) for g in good])
-
-    def render(self, route: str, target_proto: str, good: Sequence[tuple[Inbound, Outbound, str, ConversionReport]],
-               now: float) -> list[str]:
-        """The lines of ``values`` (what the conversion log process writes for them)."""
-        return render_lines(self.values(route, target_proto, good, now))
 
     def one(self, route: str, target_proto: str, item: Inbound, direction: Direction, status: Status, now: float, *,
             target_type: str | None = None, target_size: int | None = None, findings: Sequence[Finding] = (),

@@ -429,11 +429,15 @@ class LineTemplate:
             else:
                 pending += f"{sep}{_LINE_ENCODER.encode(name)}:{_LINE_ENCODER.encode(whole[name])}"
         literals.append(pending + "}\n")
-        self._literals = tuple(literals)
+        self._finish(tuple(literals))
+
+    def _finish(self, literals: tuple[str, ...]) -> None:
+        """What follows from the variable fields and the literal texts (also for an unpickled template)."""
+        self._literals = literals
         self._encoders = tuple(_VARIABLE_ENCODERS[FIELDS_BY_NAME[n].kind] for n in self.variable)
         # literals with a None slot between each two: render fills the slots (one slice assignment) and
         # joins; a %-format of the ~500-character line parsed its format on every call, 4x slower
-        # (RecordLines.render fills a copy in place itself: the variable fields' texts go to slots[1::2])
+        # (bridge.convlog.render_lines fills a copy itself: the variable fields' texts go to slots[1::2])
         self.slots: list[str | None] = [part for lit in literals[:-1] for part in (lit, None)] + [literals[-1]]
 
     def __getstate__(self) -> tuple[tuple[str, ...], dict[str, Any], tuple[str, ...]]:
@@ -443,9 +447,7 @@ class LineTemplate:
 
     def __setstate__(self, state: tuple[tuple[str, ...], dict[str, Any], tuple[str, ...]]) -> None:
         self.variable, self.values, literals = state
-        self._literals = literals
-        self._encoders = tuple(_VARIABLE_ENCODERS[FIELDS_BY_NAME[n].kind] for n in self.variable)
-        self.slots = [part for lit in literals[:-1] for part in (lit, None)] + [literals[-1]]
+        self._finish(literals)
 
     def render(self, *values: Any) -> str:  # noqa: ANN401 - JSON-typed values of the variable fields
         """The line with the variable fields set to ``values`` (in the order of ``variable``)."""
